@@ -1,0 +1,32 @@
+# Every target sets up .venv itself, so a fresh clone needs only python3 and make.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: test demo bench docs lint clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev,docs]"
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -n 2 --durations=15
+
+demo: $(STAMP)
+	$(BIN)/python -m simlab.demo
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run.py
+
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --site-dir site
+
+lint: $(STAMP)
+	$(BIN)/ruff check simlab tests benchmarks
+	$(BIN)/ruff format --check simlab tests benchmarks
+
+clean:
+	rm -rf $(VENV) site results .pytest_cache

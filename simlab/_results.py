@@ -1,0 +1,62 @@
+"""Status codes and the result objects returned by simlab's entry points."""
+
+from typing import Any
+
+import diffrax as dfx
+import equinox as eqx
+from jaxtyping import Array, Float
+
+
+class RESULTS(dfx.RESULTS):
+    """Status of a solve, extending Diffrax's (and so Optimistix's) status codes.
+
+    `RESULTS.successful` means the solve reached the last requested time with a finite
+    state. Compare a status with `==` (it works under `jax.jit` and `jax.vmap`) and read its
+    message with `RESULTS[status]`.
+    """
+
+    nonfinite_state = (
+        "The state became NaN or infinite. Check the model's parameters and initial state "
+        "(a blow-up is often physical: finite-time singularity or an unstable parameter "
+        "region); for stiff dynamics pass an implicit solver such as solver='kvaerno5'."
+    )
+
+
+class Trajectory(eqx.Module):
+    """The solution of an initial value problem, saved at the requested times.
+
+    **Attributes:**
+
+    - `ts`: the save times, shape `(num_times,)`.
+    - `ys`: the state at each save time, shape `(num_times, *state_shape)`. After a failed
+      solve (with `throw=False`) the entries past the failure are `inf`.
+    - `result`: a [`simlab.RESULTS`][] status; `RESULTS[trajectory.result]` is its message.
+    - `stats`: solver statistics (`num_steps`, `num_accepted_steps`, `num_rejected_steps`,
+      `max_steps`).
+    - `state_names`: names of the state components, when the model declares them.
+    """
+
+    ts: Float[Array, " num_times"]
+    ys: Float[Array, "num_times *state"]
+    result: RESULTS
+    stats: dict[str, Any]
+    state_names: tuple[str, ...] | None = eqx.field(static=True, default=None)
+
+    @property
+    def succeeded(self):
+        """Boolean array: did the solve succeed (one value per member under `vmap`)."""
+        return self.result == RESULTS.successful
+
+    def component(self, name: str) -> Float[Array, " num_times"]:
+        """The time series of one named state component, e.g. `trajectory.component("prey")`."""
+        names = self.state_names or ()
+        if name not in names:
+            raise ValueError(
+                f"unknown state component {name!r}; this trajectory's components are "
+                f"{list(names)}"
+            )
+        return self.ys[..., names.index(name)]
+
+    def final_state(self) -> Float[Array, " *state"]:
+        """The state at the last save time (of one trajectory; `vmap` for a batch)."""
+        return self.ys[-1]

@@ -1,0 +1,222 @@
+"""`simulate`: the one place that calls `diffrax.diffeqsolve`."""
+
+from collections.abc import Callable
+from typing import Any
+
+import diffrax as dfx
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike
+
+from ._results import RESULTS, Trajectory
+from .models._base import AbstractModel, is_concrete
+
+SOLVERS: dict[str, type[dfx.AbstractSolver]] = {
+    "euler": dfx.Euler,
+    "heun": dfx.Heun,
+    "midpoint": dfx.Midpoint,
+    "ralston": dfx.Ralston,
+    "bosh3": dfx.Bosh3,
+    "tsit5": dfx.Tsit5,
+    "dopri5": dfx.Dopri5,
+    "dopri8": dfx.Dopri8,
+    "implicit_euler": dfx.ImplicitEuler,
+    "kvaerno3": dfx.Kvaerno3,
+    "kvaerno4": dfx.Kvaerno4,
+    "kvaerno5": dfx.Kvaerno5,
+}
+
+ADJOINTS: dict[str, Callable[[], dfx.AbstractAdjoint]] = {
+    "checkpoint": dfx.RecursiveCheckpointAdjoint,
+    "forward": dfx.ForwardMode,
+    "direct": dfx.DirectAdjoint,
+    "backsolve": dfx.BacksolveAdjoint,
+}
+
+DEFAULT_MAX_STEPS = 16_384
+
+
+def simulate(
+    model: Callable[[Any, Array, Any], Array],
+    y0: ArrayLike,
+    ts: ArrayLike,
+    *,
+    solver: str | dfx.AbstractSolver | None = None,
+    rtol: float = 1e-6,
+    atol: float = 1e-9,
+    dt0: float | None = None,
+    adaptive: bool = True,
+    max_steps: int = DEFAULT_MAX_STEPS,
+    adjoint: str | dfx.AbstractAdjoint | None = None,
+    throw: bool = True,
+    args: Any = None,
+) -> Trajectory:
+    r"""Solves the initial value problem $\dot y = f(t, y)$, $y(t_0) = y_0$, saving at `ts`.
+
+    **Arguments:**
+
+    - `model`: a [`simlab.models.AbstractModel`][] or any callable `f(t, y, args)`.
+    - `y0`: the initial state at `ts[0]`, of shape `model.state_shape`.
+    - `ts`: strictly increasing save times; the solve runs from `ts[0]` to `ts[-1]`.
+    - `solver`: a Diffrax solver or one of the names in `simlab.SOLVERS`. `None` picks
+      `Tsit5` for non-stiff models and the implicit `Kvaerno5` for stiff ones.
+    - `rtol`, `atol`: tolerances of the adaptive step-size controller.
+    - `dt0`: the initial step (`None`: chosen automatically). Required when
+      `adaptive=False`, where it is the fixed step.
+    - `adaptive`: adapt the step to meet `rtol`/`atol` (`True`) or take fixed steps.
+    - `max_steps`: the most steps the solver may take before reporting failure.
+    - `adjoint`: how to differentiate the solve: `"checkpoint"` (reverse mode, the
+      default), `"forward"` (forward mode: `jax.jvp`, `jax.jacfwd`), `"direct"` (both),
+      `"backsolve"`, or a Diffrax adjoint.
+    - `throw`: raise on a failed solve. Under `jax.vmap` pass `throw=False` and read
+      `.result` per member instead: a failed member then never affects the others.
+    - `args`: passed through to `model(t, y, args)`.
+
+    **Returns:** a [`simlab.Trajectory`][] with `.ts`, `.ys`, `.result` and `.stats`.
+
+    !!! example
+
+        ```python
+        import jax
+        import jax.numpy as jnp
+        import simlab
+
+        model = simlab.models.Lorenz(sigma=10.0, rho=28.0, beta=8 / 3)
+        ts = jnp.linspace(0.0, 1.0, 11)
+        trajectory = simlab.simulate(model, jnp.array([1.0, 1.0, 1.0]), ts)
+        trajectory.ys.shape  # (11, 3)
+        ```
+    """
+    ts = _checked_ts(ts)
+    y0 = _checked_y0(model, y0)
+    _check_settings(rtol, atol, dt0, adaptive, max_steps, ts)
+    if adaptive:
+        controller = dfx.PIDController(rtol=rtol, atol=atol)
+    else:
+        controller = dfx.ConstantStepSize()
+    solution = dfx.diffeqsolve(
+        dfx.ODETerm(model),
+        _resolve_solver(solver, model),
+        t0=ts[0],
+        t1=ts[-1],
+        dt0=dt0,
+        y0=y0,
+        args=args,
+        saveat=dfx.SaveAt(ts=ts),
+        stepsize_controller=controller,
+        max_steps=max_steps,
+        adjoint=_resolve_adjoint(adjoint),
+        throw=False,
+    )
+    result = RESULTS.promote(solution.result)
+    all_finite = jnp.all(jnp.isfinite(solution.ys))
+    result = RESULTS.where(
+        (result == RESULTS.successful) & ~all_finite, RESULTS.nonfinite_state, result
+    )
+    ys = solution.ys
+    if throw:
+        ys = result.error_if(ys, result != RESULTS.successful)
+    return Trajectory(
+        ts=ts,
+        ys=ys,
+        result=result,
+        stats=solution.stats,
+        state_names=getattr(model, "state_names", None),
+    )
+
+
+def _checked_ts(ts: ArrayLike) -> Array:
+    ts = jnp.asarray(ts)
+    if ts.ndim != 1 or ts.shape[0] < 2:
+        raise ValueError(
+            f"ts must be a 1-D array of at least two save times (start and end); got shape "
+            f"{ts.shape}. Example: ts=jnp.linspace(0.0, 10.0, 101)."
+        )
+    if not jnp.issubdtype(ts.dtype, jnp.floating):
+        raise ValueError(
+            f"ts must hold floating-point times; got dtype {ts.dtype}. "
+            "Pass e.g. jnp.asarray(ts, dtype=float)."
+        )
+    if is_concrete(ts):
+        values = np.asarray(ts)
+        if not np.all(np.isfinite(values)):
+            raise ValueError("ts must be finite; it holds NaN or inf.")
+        steps = np.diff(values)
+        if np.any(steps <= 0):
+            i = int(np.argmax(steps <= 0)) + 1
+            raise ValueError(
+                f"ts must be strictly increasing; got ts[{i}] = {values[i]:g} <= "
+                f"ts[{i - 1}] = {values[i - 1]:g}. Sort the times and drop duplicates."
+            )
+    return ts
+
+
+def _checked_y0(model: Any, y0: ArrayLike) -> Array:
+    y0 = jnp.asarray(y0)
+    if not jnp.issubdtype(y0.dtype, jnp.inexact):
+        raise ValueError(
+            f"y0 must be floating point; got dtype {y0.dtype}. "
+            "Pass e.g. jnp.asarray(y0, dtype=float)."
+        )
+    if isinstance(model, AbstractModel) and y0.shape != model.state_shape:
+        raise ValueError(
+            f"y0 has shape {y0.shape}, but {type(model).__name__} has state shape "
+            f"{model.state_shape} with components {_component_names(model)}."
+        )
+    if is_concrete(y0) and not np.all(np.isfinite(np.asarray(y0))):
+        raise ValueError(f"y0 must be finite; got {y0 if y0.size < 8 else 'an array'} with NaN or inf.")
+    return y0
+
+
+def _component_names(model: AbstractModel) -> str:
+    names = getattr(model, "state_names", ())
+    return str(list(names)) if len(names) < 8 else f"({len(names)} components)"
+
+
+def _check_settings(rtol, atol, dt0, adaptive, max_steps, ts) -> None:
+    for name, value in (("rtol", rtol), ("atol", atol)):
+        if is_concrete(value) and not np.all(np.asarray(value) > 0):
+            raise ValueError(f"{name} must be positive; got {value}.")
+    if not isinstance(max_steps, int) or max_steps < 1:
+        raise ValueError(f"max_steps must be a positive integer; got {max_steps!r}.")
+    if dt0 is not None and is_concrete(dt0) and not np.asarray(dt0) > 0:
+        raise ValueError(f"dt0 must be positive; got {dt0}.")
+    if adaptive:
+        return
+    if dt0 is None:
+        raise ValueError("adaptive=False takes fixed steps and needs a step: pass dt0=...")
+    if is_concrete(dt0) and is_concrete(ts):
+        num_steps = int(np.ceil(float(ts[-1] - ts[0]) / float(dt0)))
+        if num_steps > max_steps:
+            raise ValueError(
+                f"{num_steps} fixed steps of dt0={dt0} are needed to reach ts[-1], more than "
+                f"max_steps={max_steps}; raise max_steps or dt0."
+            )
+
+
+def _resolve_solver(solver: Any, model: Any) -> dfx.AbstractSolver:
+    if solver is None:
+        stiff = isinstance(model, AbstractModel) and model.is_stiff
+        return dfx.Kvaerno5() if stiff else dfx.Tsit5()
+    if isinstance(solver, dfx.AbstractSolver):
+        return solver
+    if isinstance(solver, str) and solver.lower() in SOLVERS:
+        return SOLVERS[solver.lower()]()
+    raise ValueError(
+        f"unknown solver {solver!r}; use one of {sorted(SOLVERS)} or a diffrax solver "
+        "instance such as diffrax.Tsit5()."
+    )
+
+
+def _resolve_adjoint(adjoint: Any) -> dfx.AbstractAdjoint:
+    if adjoint is None:
+        return dfx.RecursiveCheckpointAdjoint()
+    if isinstance(adjoint, dfx.AbstractAdjoint):
+        return adjoint
+    if isinstance(adjoint, str) and adjoint in ADJOINTS:
+        return ADJOINTS[adjoint]()
+    raise ValueError(
+        f"unknown adjoint {adjoint!r}; use one of {sorted(ADJOINTS)} or a diffrax adjoint "
+        "instance."
+    )

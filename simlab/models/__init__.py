@@ -1,0 +1,15 @@
+"""Physical models: each is an `eqx.Module` whose `__call__(t, y, args)` is the vector field."""
+
+from ._base import (
+    AbstractModel as AbstractModel,
+    Bounds as Bounds,
+    parameter as parameter,
+)
+from ._ode import (
+    SIR as SIR,
+    DampedPendulum as DampedPendulum,
+    LotkaVolterra as LotkaVolterra,
+    Lorenz as Lorenz,
+    Robertson as Robertson,
+    VanDerPol as VanDerPol,
+)

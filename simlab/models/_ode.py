@@ -1,0 +1,244 @@
+"""Textbook ODE models. Each is a final `eqx.Module`; parameters are array fields."""
+
+from typing import ClassVar
+
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from ._base import AbstractModel, is_concrete, parameter
+
+
+class LotkaVolterra(AbstractModel):
+    r"""Predator–prey dynamics of Lotka and Volterra.
+
+    $$
+    \begin{aligned}
+    \dot x &= \alpha x - \beta x y, \\
+    \dot y &= \delta x y - \gamma y,
+    \end{aligned}
+    $$
+
+    with prey $x$ and predators $y$ (any consistent population unit, e.g. thousands).
+
+    **Arguments** (all positive, rates per unit time):
+
+    - `alpha`: prey birth rate $\alpha > 0$.
+    - `beta`: predation rate $\beta > 0$ (per predator).
+    - `gamma`: predator death rate $\gamma > 0$.
+    - `delta`: predator growth per prey eaten $\delta > 0$ (per prey).
+
+    The state is `(prey, predator)`; not stiff.
+
+    !!! example
+
+        ```python
+        model = simlab.models.LotkaVolterra(alpha=0.55, beta=0.028, gamma=0.84, delta=0.026)
+        trajectory = simlab.simulate(model, jnp.array([30.0, 4.0]), jnp.linspace(0, 20, 100))
+        ```
+    """
+
+    alpha: Float[Array, ""] = parameter(lower=0.0, unit="1/time")
+    beta: Float[Array, ""] = parameter(lower=0.0, unit="1/(population·time)")
+    gamma: Float[Array, ""] = parameter(lower=0.0, unit="1/time")
+    delta: Float[Array, ""] = parameter(lower=0.0, unit="1/(population·time)")
+
+    state_names: ClassVar[tuple[str, ...]] = ("prey", "predator")
+
+    def __call__(self, t, y, args):
+        prey, predator = y[0], y[1]
+        return jnp.stack(
+            [
+                self.alpha * prey - self.beta * prey * predator,
+                self.delta * prey * predator - self.gamma * predator,
+            ]
+        )
+
+
+class Lorenz(AbstractModel):
+    r"""The Lorenz convection model, chaotic for the classic $(10, 28, 8/3)$.
+
+    $$
+    \dot x = \sigma (y - x), \quad \dot y = x(\rho - z) - y, \quad \dot z = x y - \beta z.
+    $$
+
+    **Arguments** (dimensionless, all positive): `sigma` (Prandtl number $\sigma > 0$),
+    `rho` (Rayleigh number ratio $\rho > 0$), `beta` (geometric factor $\beta > 0$).
+
+    The state is `(x, y, z)`; not stiff.
+
+    !!! example
+
+        ```python
+        model = simlab.models.Lorenz(sigma=10.0, rho=28.0, beta=8 / 3)
+        trajectory = simlab.simulate(model, jnp.array([1.0, 1.0, 1.0]), jnp.linspace(0, 1, 50))
+        ```
+    """
+
+    sigma: Float[Array, ""] = parameter(lower=0.0)
+    rho: Float[Array, ""] = parameter(lower=0.0)
+    beta: Float[Array, ""] = parameter(lower=0.0)
+
+    state_names: ClassVar[tuple[str, ...]] = ("x", "y", "z")
+
+    def __call__(self, t, y, args):
+        x, y_, z = y[0], y[1], y[2]
+        return jnp.stack(
+            [self.sigma * (y_ - x), x * (self.rho - z) - y_, x * y_ - self.beta * z]
+        )
+
+
+class SIR(AbstractModel):
+    r"""The Kermack–McKendrick epidemic model.
+
+    $$
+    \dot S = -\frac{\beta S I}{N}, \quad
+    \dot I = \frac{\beta S I}{N} - \gamma I, \quad
+    \dot R = \gamma I,
+    $$
+
+    with susceptible, infected and recovered counts in people; $S + I + R$ is conserved.
+
+    **Arguments:**
+
+    - `beta`: transmission rate $\beta > 0$, per day.
+    - `gamma`: recovery rate $\gamma > 0$, per day ($R_0 = \beta/\gamma$).
+    - `population`: total population $N > 0$, people.
+
+    The state is `(S, I, R)`; not stiff.
+
+    !!! example
+
+        ```python
+        model = simlab.models.SIR(beta=0.3, gamma=0.1, population=1000.0)
+        trajectory = simlab.simulate(model, jnp.array([990.0, 10.0, 0.0]), jnp.linspace(0, 100, 101))
+        ```
+    """
+
+    beta: Float[Array, ""] = parameter(lower=0.0, unit="1/day")
+    gamma: Float[Array, ""] = parameter(lower=0.0, unit="1/day")
+    population: Float[Array, ""] = parameter(lower=0.0, unit="people")
+
+    state_names: ClassVar[tuple[str, ...]] = ("S", "I", "R")
+
+    def __call__(self, t, y, args):
+        susceptible, infected = y[0], y[1]
+        infections = self.beta * susceptible * infected / self.population
+        recoveries = self.gamma * infected
+        return jnp.stack([-infections, infections - recoveries, recoveries])
+
+
+class DampedPendulum(AbstractModel):
+    r"""A rigid pendulum with linear (viscous) damping.
+
+    $$
+    \dot\theta = \omega, \quad \dot\omega = -\frac{g}{L}\sin\theta - c\,\omega.
+    $$
+
+    **Arguments:**
+
+    - `length`: $L > 0$, metres.
+    - `damping`: $c \ge 0$, per second.
+    - `gravity`: $g > 0$, metres per second squared (default 9.81).
+
+    The state is `(angle, angular_velocity)` in radians and radians per second; not stiff.
+
+    !!! example
+
+        ```python
+        model = simlab.models.DampedPendulum(length=1.0, damping=0.3)
+        trajectory = simlab.simulate(model, jnp.array([1.0, 0.0]), jnp.linspace(0, 10, 200))
+        ```
+    """
+
+    length: Float[Array, ""] = parameter(lower=0.0, unit="m")
+    damping: Float[Array, ""] = parameter(lower=0.0, lower_inclusive=True, unit="1/s")
+    gravity: Float[Array, ""] = parameter(lower=0.0, unit="m/s²", default=9.81)
+
+    state_names: ClassVar[tuple[str, ...]] = ("angle", "angular_velocity")
+
+    def __call__(self, t, y, args):
+        angle, angular_velocity = y[0], y[1]
+        angular_acceleration = (
+            -(self.gravity / self.length) * jnp.sin(angle) - self.damping * angular_velocity
+        )
+        return jnp.stack([angular_velocity, angular_acceleration])
+
+
+class VanDerPol(AbstractModel):
+    r"""The Van der Pol relaxation oscillator.
+
+    $$
+    \dot x = y, \quad \dot y = \mu (1 - x^2) y - x.
+    $$
+
+    **Arguments:** `mu`, the nonlinearity $\mu \ge 0$ (dimensionless). The dynamics become
+    stiff as $\mu$ grows: for $\mu \ge 10$ (or when $\mu$ is traced, so unknown), the
+    default solver is implicit.
+
+    The state is `(x, y)`.
+
+    !!! example
+
+        ```python
+        model = simlab.models.VanDerPol(mu=1.0)
+        trajectory = simlab.simulate(model, jnp.array([2.0, 0.0]), jnp.linspace(0, 10, 100))
+        ```
+    """
+
+    mu: Float[Array, ""] = parameter(lower=0.0, lower_inclusive=True)
+
+    state_names: ClassVar[tuple[str, ...]] = ("x", "y")
+    stiff: ClassVar[bool] = True
+    stiffness_threshold: ClassVar[float] = 10.0
+
+    @property
+    def is_stiff(self) -> bool:
+        if not is_concrete(self.mu):
+            return True  # unknown under tracing: assume the worst case
+        return bool(jnp.all(self.mu >= self.stiffness_threshold))
+
+    def __call__(self, t, y, args):
+        x, y_ = y[0], y[1]
+        return jnp.stack([y_, self.mu * (1 - x**2) * y_ - x])
+
+
+class Robertson(AbstractModel):
+    r"""Robertson's autocatalytic reaction, the classic stiff test problem.
+
+    $$
+    \begin{aligned}
+    \dot y_1 &= -k_1 y_1 + k_3 y_2 y_3, \\
+    \dot y_2 &= k_1 y_1 - k_2 y_2^2 - k_3 y_2 y_3, \\
+    \dot y_3 &= k_2 y_2^2,
+    \end{aligned}
+    $$
+
+    with concentrations $y_i$ (their sum is conserved). The rate constants span nine
+    orders of magnitude, so the default solver is implicit.
+
+    **Arguments:** `k1` $= 0.04$, `k2` $= 3\times10^7$, `k3` $= 10^4$ (all positive).
+
+    !!! example
+
+        ```python
+        model = simlab.models.Robertson()
+        trajectory = simlab.simulate(model, jnp.array([1.0, 0.0, 0.0]), jnp.array([0.0, 40.0]))
+        ```
+    """
+
+    k1: Float[Array, ""] = parameter(lower=0.0, default=0.04)
+    k2: Float[Array, ""] = parameter(lower=0.0, default=3e7)
+    k3: Float[Array, ""] = parameter(lower=0.0, default=1e4)
+
+    state_names: ClassVar[tuple[str, ...]] = ("y1", "y2", "y3")
+    stiff: ClassVar[bool] = True
+
+    def __call__(self, t, y, args):
+        y1, y2, y3 = y[0], y[1], y[2]
+        return jnp.stack(
+            [
+                -self.k1 * y1 + self.k3 * y2 * y3,
+                self.k1 * y1 - self.k2 * y2**2 - self.k3 * y2 * y3,
+                self.k2 * y2**2,
+            ]
+        )

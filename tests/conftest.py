@@ -1,0 +1,23 @@
+"""Test configuration: float64, four simulated CPU devices, headless matplotlib."""
+
+import os
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+import jax  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_num_cpu_devices", 4)
+
+import matplotlib  # noqa: E402
+import pytest  # noqa: E402
+
+matplotlib.use("Agg")
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
