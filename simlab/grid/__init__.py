@@ -1,0 +1,46 @@
+"""Uniform grids, boundary conditions and finite-difference stencil operators.
+
+**The contract** (shared with `simlab.kernels` and domain-decomposed runs):
+
+- A field on a [`simlab.Grid`][] is an array whose trailing axes are `grid.shape`;
+  leading axes are channels and pass through every operator.
+- `pad(field, grid, width)` adds `width` ghost cells per side of each spatial axis, filled
+  by the grid's boundary conditions (each condition's `ghost_cells` method).
+- `<op>_interior(padded, spacing, ...)` computes a stencil from an already padded array and
+  returns the interior (each spatial axis `2 * width` shorter); `stencil_width(op)` gives
+  `width`. `<op>(field, grid, ...)` is `pad` followed by `<op>_interior`. A run split over
+  devices fills its ghost cells by halo exchange (and `ghost_cells` on the global domain's
+  own sides) and calls the same `<op>_interior`.
+- `impl="auto" | "xla" | "pallas"` is resolved inside `<op>_interior`: `"xla"` is the
+  pure-jnp reference; `"pallas"` calls the kernel registered under the operator's name
+  with `register_pallas_kernel` (which `simlab.kernels` does on import), with the same
+  arguments as `<op>_interior` minus `impl`; `"auto"` is Pallas on GPU/TPU when a kernel
+  is registered, XLA otherwise.
+"""
+
+from ._boundary import (
+    AbstractBoundaryCondition as AbstractBoundaryCondition,
+    Dirichlet as Dirichlet,
+    Neumann as Neumann,
+    Periodic as Periodic,
+)
+from ._dispatch import (
+    chosen_kernel as chosen_kernel,
+    register_pallas_kernel as register_pallas_kernel,
+)
+from ._grid import Grid as Grid
+from ._operators import (
+    advection as advection,
+    advection_interior as advection_interior,
+    diffusion as diffusion,
+    diffusion_interior as diffusion_interior,
+    divergence as divergence,
+    divergence_interior as divergence_interior,
+    gradient as gradient,
+    gradient_interior as gradient_interior,
+    laplacian as laplacian,
+    laplacian_interior as laplacian_interior,
+    pad as pad,
+    pad_coefficient as pad_coefficient,
+    stencil_width as stencil_width,
+)
