@@ -5,6 +5,7 @@ import importlib.metadata
 from . import grid as grid, models as models
 from ._results import RESULTS as RESULTS, Trajectory as Trajectory
 from ._simulate import SOLVERS as SOLVERS, simulate as simulate
+from ._sweep import SweepResult as SweepResult, sweep as sweep
 from .grid import Dirichlet as Dirichlet, Grid as Grid, Neumann as Neumann, Periodic as Periodic
 
 __version__ = importlib.metadata.version("simlab")

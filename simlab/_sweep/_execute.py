@@ -1,0 +1,130 @@
+"""One compiled function runs a chunk of members: vmapped per device, shard_map over devices."""
+
+import functools as ft
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, PartitionSpec
+
+from .._simulate import simulate
+from ..io import VariableSpec
+from ..models._base import AbstractModel
+from ..parallel import shard_map_over_members
+from ..parallel._mesh import MEMBER_AXIS
+
+TRAJECTORY = "trajectory"
+RESERVED_NAMES = ("status", "member")
+# A chunk's outputs and the solver's working copies should fit comfortably in memory.
+MEMORY_BUDGET_BYTES = 256 * 2**20
+MAX_CHUNK_SIZE = 8192
+
+
+def member_outputs(
+    model: AbstractModel,
+    y0: jax.Array,
+    ts: jax.Array,
+    values: jax.Array,
+    *,
+    names: tuple[str, ...],
+    observable: Callable | None,
+    settings: tuple[tuple[str, Any], ...],
+) -> tuple[dict[str, jax.Array], jax.Array]:
+    """Simulates one member; returns its observables (NaN where it failed) and status code."""
+    model, y0 = _with_values(model, y0, names, values)
+    trajectory = simulate(model, y0, ts, throw=False, **dict(settings))
+    outputs = _observe(trajectory, observable)
+    failed = ~trajectory.succeeded
+    outputs = {name: jnp.where(failed, jnp.nan, value) for name, value in outputs.items()}
+    # Equinox enumerations expose their integer code only as the item's `_value`.
+    return outputs, trajectory.result._value.astype(jnp.int16)
+
+
+def _with_values(model, y0, names, values):
+    parameters = set(model.parameter_names())
+    swept = [(name, values[i]) for i, name in enumerate(names) if name in parameters]
+    if swept:
+        model = eqx.tree_at(
+            lambda m: tuple(getattr(m, name) for name, _ in swept),
+            model,
+            tuple(value.astype(getattr(model, name).dtype) for name, value in swept),
+        )
+    for i, name in enumerate(names):
+        if name not in parameters:
+            y0 = y0.at[model.state_names.index(name)].set(values[i].astype(y0.dtype))
+    return model, y0
+
+
+def _observe(trajectory, observable):
+    if observable is None:
+        return {TRAJECTORY: trajectory.ys}
+    outputs = observable(trajectory)
+    if not isinstance(outputs, Mapping):
+        raise TypeError(
+            "observable must return a dict of named arrays, e.g. "
+            "lambda trajectory: {'final_x': trajectory.ys[-1, 0]}; got "
+            f"{type(outputs).__name__}."
+        )
+    checked = {}
+    for name, value in outputs.items():
+        if not isinstance(name, str) or not name.isidentifier() or name in RESERVED_NAMES:
+            raise ValueError(
+                f"observable output names must be identifiers other than {RESERVED_NAMES}; "
+                f"got {name!r}."
+            )
+        value = jnp.asarray(value)
+        if not jnp.issubdtype(value.dtype, jnp.floating):
+            raise TypeError(
+                f"observable output {name!r} has dtype {value.dtype}; outputs must be floating "
+                "point so that failed members can be masked with NaN. Use .astype(float)."
+            )
+        checked[name] = value
+    return checked
+
+
+@eqx.filter_jit
+def run_chunk(model, y0, ts, values, *, mesh: Mesh, names, observable, settings):
+    """Runs the members `values` (rows, already split over `mesh`); compiled once per shape."""
+    dynamic, static = eqx.partition((model, y0, ts), eqx.is_array)
+
+    def run_shard(dynamic, values):
+        model, y0, ts = eqx.combine(dynamic, static)
+        member = ft.partial(
+            member_outputs, model, y0, ts, names=names, observable=observable, settings=settings
+        )
+        return jax.vmap(member)(values)
+
+    sharded = shard_map_over_members(
+        run_shard,
+        mesh,
+        in_specs=(PartitionSpec(), PartitionSpec(MEMBER_AXIS)),
+        out_specs=PartitionSpec(MEMBER_AXIS),
+    )
+    return sharded(dynamic, values)
+
+
+def output_specs(model, y0, ts, values_dtype, *, names, observable, settings) -> dict:
+    """The shape and dtype of each observable of one member, found without running it."""
+    row = jax.ShapeDtypeStruct((len(names),), values_dtype)
+    member = ft.partial(member_outputs, names=names, observable=observable, settings=settings)
+    outputs, _ = eqx.filter_eval_shape(member, model, y0, ts, row)
+    dims = {TRAJECTORY: ("time", "component")}
+    return {
+        name: VariableSpec(
+            shape=tuple(out.shape),
+            dtype=np.dtype(out.dtype),
+            dims=dims.get(name, tuple(f"{name}_dim_{i}" for i in range(out.ndim))),
+        )
+        for name, out in outputs.items()
+    }
+
+
+def default_chunk_size(specs: dict, num_times: int, state_size: int, itemsize: int) -> int:
+    """As many members as fit the memory budget: outputs plus the solver's saved states."""
+    output_bytes = sum(math.prod(s.shape) * s.dtype.itemsize for s in specs.values())
+    working_bytes = 2 * num_times * state_size * itemsize + 1024
+    return max(1, min(MAX_CHUNK_SIZE, MEMORY_BUDGET_BYTES // (output_bytes + working_bytes)))

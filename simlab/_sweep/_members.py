@@ -1,0 +1,152 @@
+"""From `params` (name → values) to a table of members: one row per simulation."""
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+
+from ..models._base import AbstractModel
+
+MODES = ("grid", "zip", "samples")
+
+
+@dataclasses.dataclass(frozen=True)
+class Members:
+    """The swept quantities and their value in every member.
+
+    `values[i, j]` is the value of `names[j]` in member `i`. In grid mode `grid_axes`
+    holds the 1-D coordinate of each name, members running over the grid in C order.
+    """
+
+    names: tuple[str, ...]
+    values: np.ndarray
+    mode: str
+    grid_axes: tuple[np.ndarray, ...] | None
+
+    @property
+    def num_members(self) -> int:
+        return self.values.shape[0]
+
+
+def build_members(
+    model: AbstractModel,
+    params: Mapping[str, Any],
+    *,
+    mode: str,
+    key: Any,
+    num_samples: int | None,
+) -> Members:
+    """Checks `params` against the model and expands it into members."""
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; use one of {list(MODES)}.")
+    if not isinstance(params, Mapping) or len(params) == 0:
+        raise ValueError(
+            "params must be a non-empty mapping from parameter (or initial-state component) "
+            "names to 1-D arrays of values, e.g. {'rho': jnp.linspace(20, 30, 11)}."
+        )
+    names = tuple(params)
+    _check_names(model, names)
+    dtype = np.dtype(jnp.result_type(float))
+    columns = {name: _checked_values(name, params[name], dtype) for name in names}
+    if mode == "grid":
+        members = _grid(names, columns)
+    elif mode == "zip":
+        members = _zipped(names, columns)
+    else:
+        members = _samples(names, columns, key=key, num_samples=num_samples, dtype=dtype)
+    _check_bounds(model, members)
+    return members
+
+
+def sweepable_names(model: AbstractModel) -> tuple[str, ...]:
+    """Physical parameters, then initial-state components (for a 1-D state)."""
+    state = tuple(model.state_names) if len(model.state_shape) == 1 else ()
+    return tuple(model.parameter_names()) + state
+
+
+def _check_names(model: AbstractModel, names: tuple[str, ...]) -> None:
+    known = sweepable_names(model)
+    for name in names:
+        if not isinstance(name, str) or name not in known:
+            raise ValueError(
+                f"unknown parameter {name!r} for {type(model).__name__}; sweepable names are "
+                f"its parameters {list(model.parameter_names())} and initial-state components "
+                f"{list(known[len(model.parameter_names()):])}."
+            )
+
+
+def _checked_values(name: str, values: Any, dtype: np.dtype) -> np.ndarray:
+    array = np.asarray(values)
+    if array.ndim != 1:
+        raise ValueError(
+            f"params[{name!r}] must be a 1-D array of values; got shape {array.shape}."
+        )
+    if array.size == 0:
+        raise ValueError(f"params[{name!r}] is empty; give at least one value.")
+    if not (np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)):
+        raise TypeError(f"params[{name!r}] must hold real numbers; got dtype {array.dtype}.")
+    if not np.all(np.isfinite(array)):
+        bad = int(np.argmax(~np.isfinite(array)))
+        raise ValueError(
+            f"params[{name!r}] must be finite; entry {bad} is {array[bad]}. Drop NaN and inf."
+        )
+    return array.astype(dtype)
+
+
+def _grid(names, columns) -> Members:
+    axes = tuple(columns[name] for name in names)
+    mesh = np.meshgrid(*axes, indexing="ij")
+    values = np.stack([m.reshape(-1) for m in mesh], axis=1)
+    return Members(names=names, values=values, mode="grid", grid_axes=axes)
+
+
+def _zipped(names, columns) -> Members:
+    lengths = {name: columns[name].size for name in names}
+    if len(set(lengths.values())) != 1:
+        raise ValueError(
+            f'mode="zip" pairs the i-th values of every parameter, so all arrays need the '
+            f'same length; got lengths {lengths}. Use mode="grid" for every combination.'
+        )
+    values = np.stack([columns[name] for name in names], axis=1)
+    return Members(names=names, values=values, mode="zip", grid_axes=None)
+
+
+def _samples(names, columns, *, key, num_samples, dtype) -> Members:
+    if key is None:
+        raise ValueError('mode="samples" draws random points: pass key=jax.random.key(0).')
+    if not isinstance(num_samples, int) or isinstance(num_samples, bool) or num_samples < 1:
+        raise ValueError(
+            f'mode="samples" needs num_samples, a positive integer; got {num_samples!r}.'
+        )
+    lower, upper = [], []
+    for name in names:
+        bounds = columns[name]
+        if bounds.size != 2 or not bounds[0] < bounds[1]:
+            raise ValueError(
+                f'in mode="samples", params[{name!r}] gives the range to sample from as '
+                f"[lower, upper] with lower < upper; got {bounds.tolist()}."
+            )
+        lower.append(bounds[0])
+        upper.append(bounds[1])
+    unit = np.asarray(jr.uniform(key, (num_samples, len(names)), dtype=dtype))
+    values = np.asarray(lower, dtype) + unit * (np.asarray(upper, dtype) - np.asarray(lower, dtype))
+    return Members(names=names, values=values, mode="samples", grid_axes=None)
+
+
+def _check_bounds(model: AbstractModel, members: Members) -> None:
+    bounds = model.parameter_bounds()
+    for column, name in enumerate(members.names):
+        if name not in bounds:
+            continue
+        values = members.values[:, column]
+        outside = ~bounds[name].contains(values)
+        if np.any(outside):
+            bad = values[int(np.argmax(outside))]
+            raise ValueError(
+                f"{type(model).__name__}: swept parameter {name!r} must lie in "
+                f"{bounds[name].describe()}; got {bad:g} ({int(np.sum(outside))} members "
+                "outside). Narrow the swept range."
+            )

@@ -1,0 +1,124 @@
+"""`SweepResult`: the observables and status of every member, with their labels."""
+
+import collections
+import json
+from typing import Any
+
+import equinox as eqx
+import numpy as np
+
+from ..io._store import status_codes, status_flag_attrs
+
+
+class SweepResult(eqx.Module):
+    """The outcome of [`simlab.sweep`][]: one row per member (simulation).
+
+    **Attributes:**
+
+    - `names`: the swept quantities (parameters or initial-state components).
+    - `values`: their value in every member, shape `(num_members, len(names))`.
+    - `observables`: name → array of shape `(num_members, *shape)`; `NaN` where the member
+      failed. Without an `observable`, the one entry `"trajectory"` holds every `ys`.
+    - `status`: the [`simlab.RESULTS`][] code of each member (`0`: successful).
+    - `mode`: `"grid"`, `"zip"` or `"samples"`.
+    - `grid_axes`: in grid mode, the 1-D values of each name (members run over the grid in
+      C order); `None` otherwise.
+    - `units`: the unit of each swept name.
+    - `dims`: names of each observable's own axes; `coords`: their labels (e.g. `time`).
+    - `attrs`: provenance (simlab and jax versions, devices, model, solver settings).
+    - `stats`: chunk size, chunks computed and resumed from a store, wall time.
+    """
+
+    names: tuple[str, ...]
+    values: np.ndarray
+    observables: dict[str, np.ndarray]
+    status: np.ndarray
+    mode: str
+    grid_axes: tuple[np.ndarray, ...] | None
+    units: dict[str, str]
+    dims: dict[str, tuple[str, ...]]
+    coords: dict[str, tuple[str, np.ndarray]]
+    attrs: dict[str, Any]
+    stats: dict[str, Any]
+
+    @property
+    def num_members(self) -> int:
+        return self.values.shape[0]
+
+    @property
+    def succeeded(self) -> np.ndarray:
+        """Boolean per member: did its solve succeed?"""
+        return self.status == 0
+
+    @property
+    def num_failed(self) -> int:
+        return int(np.sum(~self.succeeded))
+
+    def parameter(self, name: str) -> np.ndarray:
+        """The value of swept quantity `name` in every member."""
+        if name not in self.names:
+            raise ValueError(f"{name!r} was not swept; the swept names are {list(self.names)}.")
+        return self.values[:, self.names.index(name)]
+
+    def failures(self) -> list[dict[str, Any]]:
+        """One entry per failed member: its index, swept values and the status name."""
+        code_names = {code: name for name, code in status_codes().items()}
+        return [
+            {
+                "member": int(i),
+                **{name: float(v) for name, v in zip(self.names, self.values[i], strict=True)},
+                "status": code_names.get(int(self.status[i]), str(int(self.status[i]))),
+            }
+            for i in np.flatnonzero(~self.succeeded)
+        ]
+
+    def summary(self) -> str:
+        """A line saying how many members failed, why, and where (the swept ranges)."""
+        failures = self.failures()
+        if not failures:
+            return f"all {self.num_members} members succeeded."
+        reasons = collections.Counter(f["status"] for f in failures)
+        reason_text = ", ".join(f"{count} {name}" for name, count in reasons.most_common())
+        failed = self.values[~self.succeeded]
+        ranges = ", ".join(
+            f"{name} in [{failed[:, j].min():g}, {failed[:, j].max():g}]"
+            for j, name in enumerate(self.names)
+        )
+        return (
+            f"{len(failures)} of {self.num_members} members failed ({reason_text}); "
+            f"failed members have {ranges}. See .failures() for each one."
+        )
+
+    def to_xarray(self):
+        """The results as an `xarray.Dataset`, labelled by the swept values.
+
+        In grid mode each swept name is a dimension whose coordinate holds its values;
+        otherwise there is one `member` dimension with the swept values as coordinates.
+        Each observable is a data variable, as is `status` (with CF `flag_meanings`);
+        provenance goes in `attrs`.
+        """
+        import xarray as xr
+
+        if self.mode == "grid":
+            leading = self.names
+            grid_shape = tuple(axis.size for axis in self.grid_axes)
+            coords = {
+                name: (name, axis, {"units": self.units.get(name, "")})
+                for name, axis in zip(self.names, self.grid_axes, strict=True)
+            }
+        else:
+            leading = ("member",)
+            grid_shape = (self.num_members,)
+            coords = {
+                name: ("member", self.values[:, j], {"units": self.units.get(name, "")})
+                for j, name in enumerate(self.names)
+            }
+        coords.update({name: (dim, values) for name, (dim, values) in self.coords.items()})
+        data_vars = {
+            name: (leading + self.dims[name], value.reshape(grid_shape + value.shape[1:]))
+            for name, value in self.observables.items()
+        }
+        data_vars["status"] = (leading, self.status.reshape(grid_shape), status_flag_attrs())
+        attrs = {k: v if isinstance(v, str | int | float) else json.dumps(v)
+                 for k, v in self.attrs.items()}
+        return xr.Dataset(data_vars, coords=coords, attrs=attrs)

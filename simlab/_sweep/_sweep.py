@@ -1,0 +1,342 @@
+"""`sweep`: run a model over many parameter values, chunk by chunk, on every device."""
+
+import datetime
+import hashlib
+import json
+import pathlib
+import platform
+import sys
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import diffrax as dfx
+import equinox as eqx
+import jax
+import numpy as np
+import tqdm
+from jax.experimental import multihost_utils
+from jax.sharding import Mesh
+
+from .._simulate import DEFAULT_MAX_STEPS, _check_settings, _checked_ts, _checked_y0
+from ..io import StoreLayout, SweepStore
+from ..models._base import AbstractModel
+from ..parallel import gather_to_host, member_mesh, replicate, shard_rows
+from ..parallel._mesh import MEMBER_AXIS
+from ._execute import default_chunk_size, output_specs, run_chunk
+from ._members import Members, build_members
+from ._result import SweepResult
+
+
+def sweep(
+    model: AbstractModel,
+    params: Mapping[str, Any],
+    y0: Any,
+    ts: Any,
+    *,
+    mode: str = "grid",
+    observable: Callable[[Any], Mapping[str, Any]] | None = None,
+    num_samples: int | None = None,
+    chunk_size: int | None = None,
+    mesh: Mesh | None = None,
+    store: Any = None,
+    progress: bool = True,
+    key: Any = None,
+    solver: str | dfx.AbstractSolver | None = None,
+    rtol: float = 1e-6,
+    atol: float = 1e-9,
+    dt0: float | None = None,
+    max_steps: int = DEFAULT_MAX_STEPS,
+) -> SweepResult:
+    r"""Simulates `model` for many values of its parameters (or initial state), in parallel.
+
+    Each *member* is one simulation, $y_m(t) = y_0 + \int_{t_0}^{t} f_{\theta_m}(s, y_m)\,ds$,
+    with its own values $\theta_m$ of the swept quantities. Members are run in chunks: a chunk
+    is vmapped on each device and split over the devices of `mesh` with `jax.shard_map`; the
+    chunk function is compiled once and reused for every chunk (the last one is padded, and
+    the padding dropped). Under `jax.distributed` every process runs the same call and
+    computes its share of each chunk. A member whose solve fails is recorded with its status
+    and its observables set to `NaN`; it never stops the sweep.
+
+    **Arguments:**
+
+    - `model`: a [`simlab.models.AbstractModel`][] holding the values of unswept parameters.
+    - `params`: maps swept names (the model's parameters, or components of the initial
+      state such as `"prey"`) to 1-D arrays of values. In `mode="samples"`, each maps to
+      `[lower, upper]`, the range to draw from.
+    - `y0`: the initial state (swept components are overwritten per member).
+    - `ts`: strictly increasing save times.
+    - `mode`: `"grid"` (the Cartesian product of the arrays), `"zip"` (the i-th values of
+      all arrays together; equal lengths), or `"samples"` (`num_samples` uniform random
+      points in the given ranges, drawn with `key`).
+    - `observable`: maps a [`simlab.Trajectory`][] to a dict of named floating-point
+      arrays to keep (e.g. the final state), so memory stays small; `None` keeps the
+      whole trajectory as `"trajectory"`. Use a function defined once (not a new lambda
+      per call): it is part of the compiled function's cache key.
+    - `num_samples`: how many points `mode="samples"` draws.
+    - `chunk_size`: members per chunk (rounded up to a multiple of the number of devices);
+      `None` sizes chunks to a memory budget of 256 MiB.
+    - `mesh`: a one-axis mesh (see [`simlab.parallel.member_mesh`][]) whose axis is named
+      `"members"`; `None` uses every device of every process.
+    - `store`: a folder path; results are written there chunk by chunk (a zarr store that
+      `xarray.open_zarr` reads). Rerunning the same sweep resumes it, skipping finished
+      chunks; a store of a different sweep is refused.
+    - `progress`: show a progress bar (members per second, ETA) when stderr is a terminal.
+    - `key`: a `jax.random` key, for `mode="samples"`.
+    - `solver`, `rtol`, `atol`, `dt0`, `max_steps`: passed to [`simlab.simulate`][].
+
+    **Returns:** a [`simlab.SweepResult`][]; `.to_xarray()` labels it.
+
+    !!! example
+
+        ```python
+        import jax.numpy as jnp
+        import simlab
+
+        model = simlab.models.Lorenz(sigma=10.0, rho=28.0, beta=8 / 3)
+        result = simlab.sweep(
+            model,
+            {"rho": jnp.linspace(0.5, 30.0, 64)},
+            jnp.array([1.0, 1.0, 1.0]),
+            jnp.linspace(0.0, 1.0, 11),
+            observable=lambda trajectory: {"final_z": trajectory.ys[-1, 2]},
+        )
+        result.to_xarray()["final_z"]  # one value per rho
+        ```
+    """
+    start_time = time.perf_counter()
+    if not isinstance(model, AbstractModel):
+        raise TypeError(
+            f"sweep needs a simlab.models.AbstractModel (to know its parameters); got "
+            f"{type(model).__name__}."
+        )
+    ts = _checked_ts(ts)
+    y0 = _checked_y0(model, y0)
+    _check_settings(rtol, atol, dt0, True, max_steps, ts)
+    members = build_members(model, params, mode=mode, key=key, num_samples=num_samples)
+    mesh = _checked_mesh(mesh)
+    settings = (("solver", solver), ("rtol", rtol), ("atol", atol), ("dt0", dt0),
+                ("max_steps", max_steps))
+    statics = dict(names=members.names, observable=observable, settings=settings)
+    specs = output_specs(model, y0, ts, members.values.dtype, **statics)
+    chunk_size = _checked_chunk_size(chunk_size, members, specs, y0, ts, mesh)
+    layout = StoreLayout(
+        num_members=members.num_members,
+        chunk_size=chunk_size,
+        variables=specs,
+        member_coords=dict(zip(members.names, members.values.T, strict=True)),
+        extra_coords=_extra_coords(model, ts, observable),
+        units=_units(model, members.names),
+    )
+    provenance = _provenance(model, mesh, members, settings, observable)
+    sweep_store = _open_store(store, layout, _identity(model, y0, ts, members, layout,
+                                                       settings, observable), provenance)
+    finished = _finished_chunks(sweep_store, layout)
+
+    model_on_mesh, y0_on_mesh, ts_on_mesh = _replicated(mesh, model, y0, ts)
+    outputs = {name: np.full((layout.num_members, *s.shape), np.nan, s.dtype)
+               for name, s in specs.items()}
+    status = np.full(layout.num_members, -1, np.int16)
+    bar = _progress_bar(progress, layout, finished)
+    for index in np.flatnonzero(~finished):
+        begin, end = layout.chunk_bounds(index)
+        rows = _padded(members.values[begin:end], chunk_size)
+        chunk_outputs, chunk_status = gather_to_host(
+            run_chunk(model_on_mesh, y0_on_mesh, ts_on_mesh, shard_rows(rows, mesh), mesh=mesh,
+                      **statics)
+        )
+        chunk_outputs = {name: value[: end - begin] for name, value in chunk_outputs.items()}
+        chunk_status = chunk_status[: end - begin]
+        if sweep_store is not None:
+            sweep_store.write_chunk(index, chunk_outputs, chunk_status)
+        for name, value in chunk_outputs.items():
+            outputs[name][begin:end] = value
+        status[begin:end] = chunk_status
+        bar.update(end - begin)
+    bar.close()
+    if store is not None:
+        outputs, status = _read_back(sweep_store, store, layout)
+    stats = {
+        "chunk_size": chunk_size,
+        "num_chunks": layout.num_chunks,
+        "chunks_computed": int(np.sum(~finished)),
+        "chunks_resumed": int(np.sum(finished)),
+        "seconds": time.perf_counter() - start_time,
+    }
+    return SweepResult(
+        names=members.names,
+        values=members.values,
+        observables=outputs,
+        status=status,
+        mode=members.mode,
+        grid_axes=members.grid_axes,
+        units=layout.units,
+        dims={name: spec.dims for name, spec in specs.items()},
+        coords=layout.extra_coords,
+        attrs=provenance,
+        stats=stats,
+    )
+
+
+def _checked_mesh(mesh: Mesh | None) -> Mesh:
+    if mesh is None:
+        return member_mesh()
+    if not isinstance(mesh, Mesh) or mesh.axis_names != (MEMBER_AXIS,):
+        raise ValueError(
+            f"mesh must be a one-axis jax.sharding.Mesh with axis {MEMBER_AXIS!r}; build one "
+            "with simlab.parallel.member_mesh(devices)."
+        )
+    return mesh
+
+
+def _checked_chunk_size(chunk_size, members: Members, specs, y0, ts, mesh: Mesh) -> int:
+    if chunk_size is None:
+        chunk_size = default_chunk_size(specs, ts.shape[0], y0.size, y0.dtype.itemsize)
+        chunk_size = min(chunk_size, members.num_members)
+    elif isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ValueError(f"chunk_size must be a positive integer; got {chunk_size!r}.")
+    return -(-chunk_size // mesh.size) * mesh.size
+
+
+def _padded(rows: np.ndarray, chunk_size: int) -> np.ndarray:
+    """Fills a short last chunk with copies of its first member (valid values)."""
+    missing = chunk_size - rows.shape[0]
+    return np.concatenate([rows, np.repeat(rows[:1], missing, axis=0)]) if missing else rows
+
+
+def _replicated(mesh: Mesh, *trees):
+    dynamic, static = eqx.partition(trees, eqx.is_array)
+    return eqx.combine(replicate(dynamic, mesh), static)
+
+
+def _extra_coords(model, ts, observable) -> dict:
+    if observable is not None:
+        return {}
+    return {"time": ("time", np.asarray(ts)),
+            "component": ("component", np.asarray(model.state_names))}
+
+
+def _units(model: AbstractModel, names) -> dict[str, str]:
+    units = model.parameter_units()
+    return {name: units.get(name, "") for name in names}
+
+
+def _is_writer() -> bool:
+    return jax.process_index() == 0
+
+
+def _open_store(store, layout: StoreLayout, identity, provenance) -> SweepStore | None:
+    """Process 0 opens (or creates) the store; the others learn whether that worked."""
+    if store is None:
+        return None
+    opened, error = None, None
+    if _is_writer():
+        try:
+            opened = SweepStore.open(store, layout, identity=identity, attrs=provenance)
+        except (ValueError, OSError) as caught:
+            error = caught
+    if jax.process_count() > 1:
+        refused = multihost_utils.broadcast_one_to_all(np.asarray(error is not None))
+        if refused and error is None:
+            raise ValueError(f"process 0 could not open the sweep store {str(store)!r}.")
+    if error is not None:
+        raise error
+    return opened
+
+
+def _finished_chunks(sweep_store: SweepStore | None, layout: StoreLayout) -> np.ndarray:
+    if jax.process_count() == 1:
+        if sweep_store is None:
+            return np.zeros(layout.num_chunks, bool)
+        return sweep_store.finished_chunks()
+    local = (sweep_store.finished_chunks() if sweep_store is not None
+             else np.zeros(layout.num_chunks, bool))
+    return np.asarray(multihost_utils.broadcast_one_to_all(local), bool)
+
+
+def _read_back(sweep_store: SweepStore | None, store, layout: StoreLayout):
+    """The whole store, including chunks finished by an earlier run."""
+    if jax.process_count() > 1:
+        multihost_utils.sync_global_devices("simlab.sweep: store complete")
+    if sweep_store is None:  # not process 0: open what process 0 wrote
+        sweep_store = SweepStore(pathlib.Path(store), layout)
+    return sweep_store.read()
+
+
+def _progress_bar(progress: bool, layout: StoreLayout, finished: np.ndarray):
+    already = sum(
+        end - begin for begin, end in map(layout.chunk_bounds, np.flatnonzero(finished))
+    )
+    return tqdm.tqdm(
+        total=layout.num_members,
+        initial=already,
+        unit="member",
+        unit_scale=True,
+        desc=f"sweep ({layout.num_chunks} chunks of {layout.chunk_size})",
+        disable=not (progress and _is_writer() and sys.stderr.isatty()),
+    )
+
+
+def _settings_record(settings) -> dict[str, Any]:
+    return {name: value if isinstance(value, int | float | str | None) else repr(value)
+            for name, value in settings}
+
+
+def _observable_name(observable) -> str:
+    if observable is None:
+        return "trajectory"
+    return f"{getattr(observable, '__module__', '?')}.{getattr(observable, '__qualname__', '?')}"
+
+
+def _digest(array) -> str:
+    array = np.ascontiguousarray(np.asarray(array))
+    header = str((array.shape, array.dtype.str)).encode()
+    return hashlib.sha256(header + array.tobytes()).hexdigest()
+
+
+def _identity(model, y0, ts, members: Members, layout: StoreLayout, settings, observable):
+    """Everything that determines the results: a store is resumed only if this matches."""
+    unswept = {name: np.asarray(value).tolist() for name, value in model.parameters().items()
+               if name not in members.names}
+    return {
+        "model": f"{type(model).__module__}.{type(model).__qualname__}",
+        "unswept_parameters": unswept,
+        "y0": _digest(y0),
+        "ts": _digest(ts),
+        "mode": members.mode,
+        "swept_names": list(members.names),
+        "swept_values": _digest(members.values),
+        "observable": _observable_name(observable),
+        "outputs": {name: [list(s.shape), s.dtype.str] for name, s in layout.variables.items()},
+        "settings": _settings_record(settings),
+        "chunk_size": layout.chunk_size,
+    }
+
+
+def _model_record(model: AbstractModel) -> str:
+    """The model's class and parameter values, e.g. `Lorenz(sigma=10, rho=28, beta=2.667)`."""
+
+    def describe(value):
+        value = np.asarray(value)
+        return f"{value.item():.6g}" if value.size == 1 else f"array{value.shape}"
+
+    arguments = ", ".join(f"{name}={describe(v)}" for name, v in model.parameters().items())
+    return f"{type(model).__name__}({arguments})"
+
+
+def _provenance(model, mesh: Mesh, members: Members, settings, observable) -> dict[str, Any]:
+    from .. import __version__
+
+    return {
+        "simlab_version": __version__,
+        "jax_version": jax.__version__,
+        "python_version": platform.python_version(),
+        "devices": [str(device) for device in mesh.devices.flat],
+        "num_processes": jax.process_count(),
+        "model": _model_record(model),
+        "mode": members.mode,
+        "swept": list(members.names),
+        "observable": _observable_name(observable),
+        "solver_settings": json.dumps(_settings_record(settings)),
+        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    }
