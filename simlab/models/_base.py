@@ -104,6 +104,14 @@ class AbstractModel(eqx.Module):
         """The unit of each physical parameter ("" where dimensionless)."""
         return {f.name: f.metadata["unit"] for f in dataclasses.fields(cls) if "bounds" in f.metadata}
 
+    def max_stable_step(self, solver: Any, y0: Any) -> float | None:
+        """The largest fixed step `solver` can take stably from `y0` (`None`: no known limit).
+
+        `simulate(..., adaptive=False)` refuses a larger `dt0`, and picks a stable step when
+        `dt0=None`. Grid models (diffusion number, CFL condition) override this.
+        """
+        return None
+
     def parameters(self) -> dict[str, Array]:
         """The current parameter values, name → array."""
         return {name: getattr(self, name) for name in self.parameter_names()}
@@ -120,3 +128,32 @@ class AbstractModel(eqx.Module):
                     f"{bounds.describe()}; got {value if value.size < 8 else 'an array'} "
                     f"(bad entries: {int(np.sum(~(np.isfinite(value) & bounds.contains(value))))})"
                 )
+
+
+STABLE_STEP_SAFETY = 0.9  # a step at the exact limit leaves the fastest mode undamped
+
+
+def stable_fixed_step(model: Any, solver: Any, y0: Any, dt0: Any) -> Any:
+    """`dt0` checked against `model.max_stable_step`, or a stable step when `dt0` is None."""
+    if not isinstance(model, AbstractModel):
+        return dt0
+    limit = model.max_stable_step(solver, y0)
+    if limit is None:
+        return dt0
+    solver_name = type(solver).__name__
+    if limit == 0.0:
+        raise ValueError(
+            f"no fixed step is stable for {type(model).__name__} with {solver_name} (its "
+            "eigenvalues lie outside the solver's stability region at any step); use a "
+            "higher-order explicit solver such as solver='tsit5', an implicit solver, or "
+            "adaptive=True."
+        )
+    if dt0 is None:
+        return STABLE_STEP_SAFETY * limit
+    if is_concrete(dt0) and float(dt0) > limit:
+        raise ValueError(
+            f"dt0={float(dt0):g} is above the largest stable step {limit:.6g} of {solver_name} "
+            f"for {type(model).__name__} (diffusion-number/CFL limit); pass dt0<={limit:.6g}, "
+            "dt0=None to have one chosen, an implicit solver, or adaptive=True."
+        )
+    return dt0

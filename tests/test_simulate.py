@@ -1,0 +1,156 @@
+"""`simulate` against analytic and reference solutions, its derivatives and batching."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.integrate
+
+import simlab
+from simlab import models
+
+
+def decay(t, y, rate):
+    return -rate * y
+
+
+def oscillator(t, y, args):
+    return jnp.stack([y[1], -y[0]])
+
+
+def test_exponential_decay_matches_the_analytic_solution():
+    ts = jnp.linspace(0.0, 5.0, 11)
+    trajectory = simlab.simulate(decay, jnp.array([2.0]), ts, args=0.7, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(trajectory.ys[:, 0], 2.0 * jnp.exp(-0.7 * ts), rtol=1e-9)
+    assert trajectory.result == simlab.RESULTS.successful
+    assert bool(trajectory.succeeded)
+
+
+def test_harmonic_oscillator_matches_the_analytic_solution():
+    ts = jnp.linspace(0.0, 20.0, 41)
+    trajectory = simlab.simulate(oscillator, jnp.array([1.0, 0.0]), ts, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(trajectory.ys[:, 0], jnp.cos(ts), atol=1e-8)
+    np.testing.assert_allclose(trajectory.ys[:, 1], -jnp.sin(ts), atol=1e-8)
+
+
+def test_robertson_at_t40_matches_hairer_wanner_with_the_automatic_solver():
+    trajectory = simlab.simulate(models.Robertson(), jnp.array([1.0, 0.0, 0.0]), jnp.array([0.0, 40.0]))
+    reference = np.array([0.7158, 9.185e-6, 0.2842])
+    np.testing.assert_allclose(trajectory.ys[-1], reference, rtol=1e-3)
+
+
+def test_lorenz_matches_scipy_dop853():
+    model = models.Lorenz(sigma=10.0, rho=28.0, beta=8 / 3)
+    y0, ts = np.array([1.0, 1.0, 1.0]), np.linspace(0.0, 1.0, 11)
+    reference = scipy.integrate.solve_ivp(
+        lambda t, y: np.asarray(model(t, jnp.asarray(y), None)),
+        (0.0, 1.0), y0, method="DOP853", t_eval=ts, rtol=1e-12, atol=1e-12,
+    )
+    trajectory = simlab.simulate(model, jnp.asarray(y0), jnp.asarray(ts), rtol=1e-11, atol=1e-11)
+    np.testing.assert_allclose(trajectory.ys, reference.y.T, rtol=1e-7, atol=1e-8)
+
+
+@jax.jit
+def _oscillator_error_with_fixed_step(dt0):
+    ts = jnp.array([0.0, 20.0])
+    trajectory = simlab.simulate(
+        oscillator, jnp.array([1.0, 0.0]), ts, dt0=dt0, adaptive=False, max_steps=2048
+    )
+    return jnp.max(jnp.abs(trajectory.ys[-1] - jnp.array([jnp.cos(20.0), -jnp.sin(20.0)])))
+
+
+def test_default_solver_converges_at_fifth_order():
+    # Tsit5's leading error coefficients are tuned small, so larger steps show a
+    # pre-asymptotic slope near 6; these steps are in the asymptotic range above round-off.
+    step_sizes = np.array([0.1, 0.05, 0.025, 0.0125])
+    errors = np.array([float(_oscillator_error_with_fixed_step(dt)) for dt in step_sizes])
+    slope = np.polyfit(np.log(step_sizes), np.log(errors), 1)[0]
+    assert abs(slope - 5.0) < 0.3, (slope, errors)
+
+
+GRADIENT_CASES = {
+    "LotkaVolterra": (models.LotkaVolterra, dict(alpha=0.55, beta=0.028, gamma=0.84, delta=0.026), [30.0, 4.0], 5.0),
+    "Lorenz": (models.Lorenz, dict(sigma=10.0, rho=28.0, beta=8 / 3), [1.0, 1.0, 1.0], 0.5),
+    "SIR": (models.SIR, dict(beta=0.3, gamma=0.1, population=1000.0), [990.0, 10.0, 0.0], 30.0),
+    "DampedPendulum": (models.DampedPendulum, dict(length=1.0, damping=0.3, gravity=9.81), [1.0, 0.0], 3.0),
+    "VanDerPol": (models.VanDerPol, dict(mu=1.5), [2.0, 0.0], 3.0),
+    "Robertson": (models.Robertson, dict(k1=0.04, k2=3e7, k3=1e4), [1.0, 0.0, 0.0], 1.0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GRADIENT_CASES))
+def test_gradient_of_a_loss_matches_central_finite_differences(name):
+    cls, params, y0, t1 = GRADIENT_CASES[name]
+    ts = jnp.linspace(0.0, t1, 6)
+
+    @jax.jit
+    def loss(p):
+        trajectory = simlab.simulate(cls(**p), jnp.asarray(y0), ts, rtol=1e-11, atol=1e-13)
+        scale = jnp.maximum(jnp.max(jnp.abs(trajectory.ys), axis=0), 1e-30)
+        return jnp.sum(jnp.sin(trajectory.ys / scale))
+
+    params = {k: jnp.asarray(v) for k, v in params.items()}
+    gradient = jax.grad(loss)(params)
+    for key, value in params.items():
+        step = 1e-5 * abs(float(value))
+        up = loss({**params, key: value + step})
+        down = loss({**params, key: value - step})
+        finite_difference = float(up - down) / (2 * step)
+        assert float(gradient[key]) == pytest.approx(finite_difference, rel=1e-5, abs=1e-12), key
+
+
+def test_forward_mode_matches_reverse_mode():
+    ts = jnp.linspace(0.0, 0.5, 5)
+
+    def final_state(rho, adjoint):
+        model = models.Lorenz(sigma=10.0, rho=rho, beta=8 / 3)
+        return simlab.simulate(model, jnp.ones(3), ts, adjoint=adjoint).ys[-1]
+
+    forward = jax.jacfwd(final_state)(jnp.asarray(28.0), "forward")
+    reverse = jax.jacrev(final_state)(jnp.asarray(28.0), "checkpoint")
+    np.testing.assert_allclose(forward, reverse, rtol=1e-6)
+
+
+def test_vmap_over_sixteen_parameter_sets_equals_a_python_loop():
+    ts = jnp.linspace(0.0, 1.0, 5)
+    rhos = jnp.linspace(5.0, 35.0, 16)
+
+    @jax.jit
+    def solve(rho):
+        return simlab.simulate(models.Lorenz(sigma=10.0, rho=rho, beta=8 / 3), jnp.ones(3), ts).ys
+
+    batched = jax.vmap(solve)(rhos)
+    looped = jnp.stack([solve(rho) for rho in rhos])
+    np.testing.assert_allclose(batched, looped, rtol=1e-10, atol=1e-12)
+
+
+def blow_up(t, y, strength):
+    return strength * y**2  # y(t) = y0 / (1 - strength*y0*t): a singularity at 1/(strength*y0)
+
+
+def test_a_failing_member_under_vmap_reports_its_status_and_spares_the_others():
+    ts = jnp.linspace(0.0, 2.0, 5)
+
+    def solve(strength):
+        return simlab.simulate(blow_up, jnp.array([1.0]), ts, args=strength, max_steps=256, throw=False)
+
+    strengths = jnp.array([0.1, 1.0, 0.2])  # only 1.0 blows up before t = 2
+    batched = jax.jit(jax.vmap(solve))(strengths)
+    assert [bool(s) for s in batched.succeeded] == [True, False, True]
+    alone = solve(strengths[2])
+    np.testing.assert_allclose(batched.ys[2], alone.ys, rtol=1e-12)
+    np.testing.assert_allclose(batched.ys[0, :, 0], 1 / (1 - 0.1 * ts), rtol=1e-5)
+
+
+def test_a_failed_solve_raises_with_throw_true():
+    with pytest.raises(Exception, match="maximum number of solver steps"):
+        simlab.simulate(blow_up, jnp.array([1.0]), jnp.array([0.0, 2.0]), args=1.0, max_steps=64)
+
+
+def test_overflow_with_fixed_steps_is_reported_as_nonfinite_state():
+    trajectory = simlab.simulate(
+        blow_up, jnp.array([1.0]), jnp.array([0.0, 3.0]), args=50.0, dt0=0.1, adaptive=False,
+        solver="euler", throw=False,
+    )
+    assert trajectory.result == simlab.RESULTS.nonfinite_state
+    assert "NaN or infinite" in simlab.RESULTS[trajectory.result]
