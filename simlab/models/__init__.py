@@ -13,3 +13,12 @@ from ._ode import (
     Robertson as Robertson,
     VanDerPol as VanDerPol,
 )
+from ._pde import (
+    AbstractGridModel as AbstractGridModel,
+    AdvectionDiffusion as AdvectionDiffusion,
+    Burgers as Burgers,
+    GrayScott as GrayScott,
+    Heat as Heat,
+    Wave as Wave,
+    implicit_solver as implicit_solver,
+)

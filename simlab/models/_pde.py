@@ -1,0 +1,414 @@
+"""Partial differential equations on a `simlab.Grid`, solved by the method of lines.
+
+Each model is a final `eqx.Module` whose state is the field array (`grid.shape`, or
+`(channels, *grid.shape)`), so `simlab.simulate` integrates it with Diffrax unchanged. The
+grid is static; physical parameters are arrays (scalars or, where noted, fields).
+"""
+
+import abc
+from typing import Any, ClassVar
+
+import diffrax as dfx
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import lineax as lx
+import numpy as np
+from jaxtyping import Array, Float
+
+from ..grid import Grid, advection, diffusion, laplacian
+from ..grid._dispatch import IMPLS
+from ..grid._operators import ADVECTION_SCHEMES, LAPLACIAN_ORDERS
+from ..grid._stability import advection_symbol, laplacian_symbol, largest_stable_step
+from ._base import AbstractModel, is_concrete, parameter
+
+
+class AbstractGridModel(AbstractModel):
+    """A PDE on a [`simlab.Grid`][]: the state is a field array whose trailing axes are
+    `grid.shape`.
+
+    Subclasses declare `grid` and `impl` fields and implement `linear_eigenvalues`, from
+    which `max_stable_step` finds the largest stable fixed step of an explicit solver.
+    """
+
+    grid: eqx.AbstractVar[Grid]
+    impl: eqx.AbstractVar[str]
+
+    # Channels of a grid state sit on the leading axis, while Trajectory.component indexes
+    # the last one; no names, so that component() refuses instead of slicing the grid.
+    state_names: ClassVar[tuple[str, ...]] = ()
+    num_channels: ClassVar[int | None] = None
+
+    @property
+    def state_shape(self) -> tuple[int, ...]:
+        """`grid.shape`, with a leading channel axis for multi-field models."""
+        channels = () if self.num_channels is None else (self.num_channels,)
+        return channels + self.grid.shape
+
+    @abc.abstractmethod
+    def linear_eigenvalues(self, y0: np.ndarray) -> np.ndarray:
+        """Samples of the eigenvalues of the vector field's Jacobian near `y0` (von Neumann
+        analysis of the constant-coefficient problem with the largest coefficients)."""
+
+    def max_stable_step(self, solver: Any, y0: Any) -> float | None:
+        r"""The largest fixed step of an explicit Runge–Kutta `solver` for which every
+        Fourier mode of the linearised problem stays bounded, $|R(\Delta t\,\lambda)| \le 1$.
+
+        `None` for implicit solvers (no limit) and while parameters or `y0` are traced.
+        """
+        leaves = jax.tree_util.tree_leaves((eqx.filter(self, eqx.is_array), y0))
+        if not all(is_concrete(leaf) for leaf in leaves):
+            return None
+        return largest_stable_step(solver, self.linear_eigenvalues(np.asarray(y0)))
+
+    def __check_init__(self):
+        if not isinstance(self.grid, Grid):
+            raise TypeError(
+                f"{type(self).__name__}: grid must be a simlab.Grid; "
+                f"got {type(self.grid).__name__}."
+            )
+        if self.impl not in IMPLS:
+            raise ValueError(
+                f"{type(self).__name__}: impl must be one of {IMPLS}; got {self.impl!r}."
+            )
+
+    def _check_coefficient(self, name: str, *, allow_field: bool, vector: bool = False) -> None:
+        shape = jnp.shape(getattr(self, name))
+        leading = (self.grid.ndim,) if vector else ()
+        allowed = [leading]
+        if allow_field:
+            allowed.append(leading + self.grid.shape)
+        if shape not in allowed:
+            raise ValueError(
+                f"{type(self).__name__}: {name} must have shape "
+                f"{' or '.join(str(s) for s in allowed)}; got {shape}."
+            )
+
+
+def _largest(value: Array) -> float:
+    return float(np.max(np.abs(np.asarray(value))))
+
+
+class Heat(AbstractGridModel):
+    r"""Diffusion of heat (or any scalar), $\partial_t u = \nabla \cdot (D \nabla u)$.
+
+    With a scalar diffusivity this is $D \nabla^2 u$, discretised to `order` 2 or 4; a
+    diffusivity field $D(\mathbf x)$ is averaged onto cell faces (second order) so the
+    total heat is conserved with periodic or zero-flux boundaries.
+
+    **Arguments:**
+
+    - `diffusivity`: $D > 0$ in length²/time: a scalar or a field of shape `grid.shape`.
+    - `grid`: the [`simlab.Grid`][] with its boundary conditions.
+    - `order`: 2 or 4, the order of the Laplacian (4 needs a scalar diffusivity).
+    - `impl`: `"auto"`, `"xla"` or `"pallas"` for the stencil.
+
+    The state is the field, shape `grid.shape`. Explicit fixed steps must satisfy the
+    diffusion-number limit, $\Delta t \lesssim h^2 / (2 d D)$ for forward Euler in $d$
+    dimensions.
+
+    !!! example
+
+        ```python
+        grid = simlab.Grid((64,), extent=1.0, boundary="periodic")
+        (x,) = grid.coordinates()
+        model = simlab.models.Heat(diffusivity=0.01, grid=grid)
+        trajectory = simlab.simulate(model, jnp.sin(2 * jnp.pi * x), jnp.linspace(0, 1, 11))
+        ```
+    """
+
+    diffusivity: Float[Array, "*grid"] = parameter(lower=0.0, unit="length²/time")
+    grid: Grid = eqx.field(static=True)
+    order: int = eqx.field(static=True, default=2)
+    impl: str = eqx.field(static=True, default="auto")
+
+    def __check_init__(self):
+        self._check_coefficient("diffusivity", allow_field=True)
+        if self.order not in LAPLACIAN_ORDERS:
+            raise ValueError(f"Heat: order must be one of {LAPLACIAN_ORDERS}; got {self.order!r}.")
+        if self.order == 4 and jnp.ndim(self.diffusivity) != 0:
+            raise ValueError("Heat: order=4 needs a scalar diffusivity; use order=2 for a field.")
+
+    def __call__(self, t, y, args):
+        if self.order == 4:
+            return self.diffusivity * laplacian(y, self.grid, order=4, impl=self.impl)
+        return diffusion(y, self.diffusivity, self.grid, impl=self.impl)
+
+    def linear_eigenvalues(self, y0):
+        return _largest(self.diffusivity) * laplacian_symbol(self.grid.spacing, self.order)
+
+
+class AdvectionDiffusion(AbstractGridModel):
+    r"""A scalar carried by a flow and diffusing, $\partial_t u = \nabla\cdot(D\nabla u) -
+    \mathbf v \cdot \nabla u$.
+
+    **Arguments:**
+
+    - `diffusivity`: $D \ge 0$ in length²/time: a scalar or a field of shape `grid.shape`.
+    - `velocity`: $\mathbf v$ in length/time: a vector of shape `(grid.ndim,)` or a field of
+      shape `(grid.ndim, *grid.shape)`.
+    - `grid`: the [`simlab.Grid`][].
+    - `scheme`: `"upwind"` (first order, monotone) or `"central"` (second order) advection.
+    - `impl`: `"auto"`, `"xla"` or `"pallas"`.
+
+    The state is the field, shape `grid.shape`. Explicit fixed steps must satisfy both the
+    diffusion-number and the CFL limit ($\Delta t \lesssim h/|v|$).
+
+    !!! example
+
+        ```python
+        grid = simlab.Grid((128,), extent=1.0)
+        (x,) = grid.coordinates()
+        model = simlab.models.AdvectionDiffusion(
+            diffusivity=1e-3, velocity=jnp.array([0.5]), grid=grid
+        )
+        trajectory = simlab.simulate(model, jnp.exp(-200 * (x - 0.3) ** 2), jnp.linspace(0, 1, 5))
+        ```
+    """
+
+    diffusivity: Float[Array, "*grid"] = parameter(
+        lower=0.0, lower_inclusive=True, unit="length²/time"
+    )
+    velocity: Float[Array, "..."] = parameter(unit="length/time")
+    grid: Grid = eqx.field(static=True)
+    scheme: str = eqx.field(static=True, default="upwind")
+    impl: str = eqx.field(static=True, default="auto")
+
+    def __check_init__(self):
+        self._check_coefficient("diffusivity", allow_field=True)
+        self._check_coefficient("velocity", allow_field=True, vector=True)
+        if self.scheme not in ADVECTION_SCHEMES:
+            raise ValueError(
+                f"AdvectionDiffusion: scheme must be one of {ADVECTION_SCHEMES}; "
+                f"got {self.scheme!r}."
+            )
+
+    def __call__(self, t, y, args):
+        return diffusion(y, self.diffusivity, self.grid, impl=self.impl) - advection(
+            y, self.velocity, self.grid, scheme=self.scheme, impl=self.impl
+        )
+
+    def linear_eigenvalues(self, y0):
+        velocity = np.abs(np.asarray(self.velocity)).reshape(self.grid.ndim, -1).max(axis=1)
+        return _largest(self.diffusivity) * laplacian_symbol(
+            self.grid.spacing, 2
+        ) + advection_symbol(self.grid.spacing, velocity, self.scheme)
+
+
+class Wave(AbstractGridModel):
+    r"""The wave equation $\partial_t^2 u = c^2 \nabla^2 u$ as a first-order system,
+
+    $$
+    \partial_t u = w, \qquad \partial_t w = c^2 \nabla^2 u .
+    $$
+
+    The discrete energy $E = \tfrac12 \sum (w^2 - c^2 u \nabla^2 u)\,\Delta V$ is conserved by
+    the exact semi-discrete flow (periodic or zero-flux boundaries).
+
+    **Arguments:**
+
+    - `wave_speed`: $c > 0$ in length/time (a scalar or a field of shape `grid.shape`).
+    - `grid`: the [`simlab.Grid`][].
+    - `order`: 2 or 4, the order of the Laplacian.
+    - `impl`: `"auto"`, `"xla"` or `"pallas"`.
+
+    The state has shape `(2, *grid.shape)`: displacement $u$, then velocity $w$. Its
+    eigenvalues are imaginary, so forward Euler and Heun are unstable at every step; use
+    e.g. `"tsit5"` or `"bosh3"`.
+
+    !!! example
+
+        ```python
+        grid = simlab.Grid((128,), extent=1.0)
+        (x,) = grid.coordinates()
+        model = simlab.models.Wave(wave_speed=1.0, grid=grid)
+        y0 = jnp.stack([jnp.sin(2 * jnp.pi * x), jnp.zeros_like(x)])
+        trajectory = simlab.simulate(model, y0, jnp.linspace(0, 1, 11))
+        ```
+    """
+
+    wave_speed: Float[Array, "*grid"] = parameter(lower=0.0, unit="length/time")
+    grid: Grid = eqx.field(static=True)
+    order: int = eqx.field(static=True, default=2)
+    impl: str = eqx.field(static=True, default="auto")
+
+    num_channels: ClassVar[int] = 2
+
+    def __check_init__(self):
+        self._check_coefficient("wave_speed", allow_field=True)
+        if self.order not in LAPLACIAN_ORDERS:
+            raise ValueError(f"Wave: order must be one of {LAPLACIAN_ORDERS}; got {self.order!r}.")
+
+    def __call__(self, t, y, args):
+        displacement, velocity = y[0], y[1]
+        acceleration = self.wave_speed**2 * laplacian(
+            displacement, self.grid, order=self.order, impl=self.impl
+        )
+        return jnp.stack([velocity, acceleration])
+
+    def energy(self, y: Array) -> Array:
+        """The conserved discrete energy of a state `y` (or of each state in a trajectory)."""
+        channel_axis = jnp.ndim(y) - self.grid.ndim - 1
+        displacement = jnp.take(y, 0, axis=channel_axis)
+        velocity = jnp.take(y, 1, axis=channel_axis)
+        curvature = laplacian(displacement, self.grid, order=self.order, impl=self.impl)
+        density = velocity**2 - self.wave_speed**2 * displacement * curvature
+        return 0.5 * self.grid.integrate(density)
+
+    def linear_eigenvalues(self, y0):
+        frequency = _largest(self.wave_speed) * np.sqrt(
+            -laplacian_symbol(self.grid.spacing, self.order)
+        )
+        return np.concatenate([1j * frequency.ravel(), -1j * frequency.ravel()])
+
+
+class Burgers(AbstractGridModel):
+    r"""Viscous Burgers equation, $\partial_t \mathbf u + (\mathbf u \cdot \nabla)\mathbf u =
+    \nu \nabla^2 \mathbf u$: nonlinear advection steepening into shocks that viscosity smooths.
+
+    **Arguments:**
+
+    - `viscosity`: $\nu > 0$ in length²/time.
+    - `grid`: the [`simlab.Grid`][].
+    - `scheme`: `"upwind"` (robust) or `"central"` (second order, for resolved flows).
+    - `impl`: `"auto"`, `"xla"` or `"pallas"`.
+
+    The state is the velocity: shape `grid.shape` in 1-D, `(grid.ndim, *grid.shape)`
+    otherwise (one component per axis).
+
+    !!! example
+
+        ```python
+        grid = simlab.Grid((256,), extent=2 * jnp.pi)
+        (x,) = grid.coordinates()
+        model = simlab.models.Burgers(viscosity=0.05, grid=grid)
+        trajectory = simlab.simulate(model, jnp.sin(x), jnp.linspace(0, 2, 5))
+        ```
+    """
+
+    viscosity: Float[Array, ""] = parameter(lower=0.0, unit="length²/time")
+    grid: Grid = eqx.field(static=True)
+    scheme: str = eqx.field(static=True, default="upwind")
+    impl: str = eqx.field(static=True, default="auto")
+
+    def __check_init__(self):
+        self._check_coefficient("viscosity", allow_field=False)
+        if self.scheme not in ADVECTION_SCHEMES:
+            raise ValueError(
+                f"Burgers: scheme must be one of {ADVECTION_SCHEMES}; got {self.scheme!r}."
+            )
+
+    @property
+    def state_shape(self) -> tuple[int, ...]:
+        if self.grid.ndim == 1:
+            return self.grid.shape
+        return (self.grid.ndim, *self.grid.shape)
+
+    def __call__(self, t, y, args):
+        velocity = y[None] if self.grid.ndim == 1 else y
+        transport = advection(y, velocity, self.grid, scheme=self.scheme, impl=self.impl)
+        return self.viscosity * laplacian(y, self.grid, impl=self.impl) - transport
+
+    def linear_eigenvalues(self, y0):
+        speed = np.full(self.grid.ndim, _largest(y0))
+        return _largest(self.viscosity) * laplacian_symbol(
+            self.grid.spacing, 2
+        ) + advection_symbol(self.grid.spacing, speed, self.scheme)
+
+
+class GrayScott(AbstractGridModel):
+    r"""The Gray–Scott reaction–diffusion system, which forms spots, stripes and mazes:
+
+    $$
+    \begin{aligned}
+    \partial_t u &= D_u \nabla^2 u - u v^2 + F (1 - u), \\
+    \partial_t v &= D_v \nabla^2 v + u v^2 - (F + k) v .
+    \end{aligned}
+    $$
+
+    **Arguments** (dimensionless, all positive):
+
+    - `feed_rate`: $F$, the rate at which $u$ is fed (and both are drained).
+    - `kill_rate`: $k$, the extra removal rate of $v$.
+    - `diffusivity_u`, `diffusivity_v`: $D_u$, $D_v$ (scalars or fields of `grid.shape`).
+    - `grid`: the [`simlab.Grid`][] (periodic is usual).
+    - `impl`: `"auto"`, `"xla"` or `"pallas"`.
+
+    The state has shape `(2, *grid.shape)`: $u$, then $v$. $(u, v) = (1, 0)$ is a
+    homogeneous steady state; $F = 0.035$, $k = 0.065$ grows spots from a local seed.
+
+    !!! example
+
+        ```python
+        grid = simlab.Grid((64, 64), extent=64.0)
+        model = simlab.models.GrayScott(
+            feed_rate=0.035, kill_rate=0.065, diffusivity_u=0.2, diffusivity_v=0.1, grid=grid
+        )
+        y0 = jnp.stack([grid.zeros() + 1.0, grid.zeros()]).at[:, 28:36, 28:36].set(
+            jnp.array([0.5, 0.25])[:, None, None]
+        )
+        trajectory = simlab.simulate(model, y0, jnp.linspace(0, 1000, 5))
+        ```
+    """
+
+    feed_rate: Float[Array, ""] = parameter(lower=0.0, unit="1/time")
+    kill_rate: Float[Array, ""] = parameter(lower=0.0, unit="1/time")
+    diffusivity_u: Float[Array, "*grid"] = parameter(lower=0.0, unit="length²/time")
+    diffusivity_v: Float[Array, "*grid"] = parameter(lower=0.0, unit="length²/time")
+    grid: Grid = eqx.field(static=True)
+    impl: str = eqx.field(static=True, default="auto")
+
+    num_channels: ClassVar[int] = 2
+
+    def __check_init__(self):
+        self._check_coefficient("feed_rate", allow_field=False)
+        self._check_coefficient("kill_rate", allow_field=False)
+        self._check_coefficient("diffusivity_u", allow_field=True)
+        self._check_coefficient("diffusivity_v", allow_field=True)
+
+    def __call__(self, t, y, args):
+        u, v = y[0], y[1]
+        reaction = u * v**2
+        du = diffusion(u, self.diffusivity_u, self.grid, impl=self.impl)
+        dv = diffusion(v, self.diffusivity_v, self.grid, impl=self.impl)
+        return jnp.stack(
+            [
+                du - reaction + self.feed_rate * (1.0 - u),
+                dv + reaction - (self.feed_rate + self.kill_rate) * v,
+            ]
+        )
+
+    def linear_eigenvalues(self, y0):
+        u, v = np.abs(y0[0]), np.abs(y0[1])
+        # Gershgorin bound on the reaction Jacobian [[-v²-F, -2uv], [v², 2uv-F-k]].
+        feed, kill = _largest(self.feed_rate), _largest(self.kill_rate)
+        reaction_rate = float(np.max(v**2 + feed + 2 * u * v)) + float(
+            np.max(v**2 + 2 * u * v + feed + kill)
+        )
+        symbol = laplacian_symbol(self.grid.spacing, 2)
+        diffusivity = max(_largest(self.diffusivity_u), _largest(self.diffusivity_v))
+        return diffusivity * symbol - reaction_rate
+
+
+def implicit_solver(*, rtol: float = 1e-6, atol: float = 1e-9) -> dfx.AbstractSolver:
+    r"""An implicit solver for stiff diffusion on large grids: Kvaerno5 whose Newton
+    iterations solve their linear systems matrix-free by GMRES (Jacobian–vector products
+    only), so no $N \times N$ Jacobian is ever formed.
+
+    **Arguments:**
+
+    - `rtol`, `atol`: tolerances of the Newton iteration and of GMRES; match them to the
+      step-size controller's (`simulate`'s `rtol`, `atol`).
+
+    **Returns:** a `diffrax.Kvaerno5` to pass as `simulate(..., solver=...)`.
+
+    !!! example
+
+        ```python
+        solver = simlab.models.implicit_solver(rtol=1e-6, atol=1e-8)
+        trajectory = simlab.simulate(model, y0, ts, solver=solver, rtol=1e-6, atol=1e-8)
+        ```
+    """
+    linear_solver = lx.GMRES(rtol=rtol, atol=atol, restart=40, stagnation_iters=40)
+    root_finder = dfx.VeryChord(rtol=rtol, atol=atol, linear_solver=linear_solver)
+    return dfx.Kvaerno5(root_finder=root_finder)
