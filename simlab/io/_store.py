@@ -14,6 +14,7 @@ import os
 import pathlib
 import shutil
 import uuid
+import warnings
 from typing import Any
 
 import numpy as np
@@ -194,7 +195,11 @@ def _write_empty_store(staging: pathlib.Path, layout: StoreLayout, *, attrs) -> 
         dimension_names=member_dims,
         attributes={"coordinates": coordinate_names, **status_flag_attrs()},
     )
-    zarr.consolidate_metadata(store)
+    with warnings.catch_warnings():
+        # Consolidated metadata is a zarr-python extension to v3; xarray reads it, saving a
+        # listing of the folder on every open.
+        warnings.filterwarnings("ignore", "Consolidated metadata", UserWarning)
+        zarr.consolidate_metadata(store)
 
 
 def status_codes() -> dict[str, int]:
