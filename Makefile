@@ -22,7 +22,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
 
 docs: $(STAMP)
-	$(BIN)/mkdocs build --strict --site-dir site
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 lint: $(STAMP)
 	$(BIN)/ruff check simlab tests benchmarks
