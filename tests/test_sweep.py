@@ -1,0 +1,197 @@
+"""`simlab.sweep`: equals a loop of `simulate`, sharded equals unsharded, failures masked."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import simlab
+from simlab._sweep._execute import run_chunk
+from simlab.models import AbstractModel, parameter
+
+LOTKA_VOLTERRA = simlab.models.LotkaVolterra(alpha=0.55, beta=0.028, gamma=0.84, delta=0.026)
+Y0 = jnp.array([30.0, 4.0])
+TS = jnp.linspace(0.0, 4.0, 5)
+ALPHAS = np.linspace(0.4, 0.7, 3)
+BETAS = np.array([0.02, 0.025, 0.03])
+
+
+def final_state(trajectory):
+    return {"final_state": trajectory.ys[-1]}
+
+
+@eqx.filter_jit
+def simulate_ys(model, y0):
+    return simlab.simulate(model, y0, TS).ys
+
+
+def simulate_final(model, y0):
+    return simulate_ys(model, y0)[-1]
+
+
+def loop_final_states(rows):
+    """The reference: one `simulate` per member, in a Python loop."""
+    return np.stack([
+        simulate_final(eqx.tree_at(lambda m: (m.alpha, m.beta), LOTKA_VOLTERRA,
+                                   (jnp.asarray(a), jnp.asarray(b))), Y0)
+        for a, b in rows
+    ])
+
+
+@pytest.fixture(scope="module")
+def grid_result():
+    return simlab.sweep(LOTKA_VOLTERRA, {"alpha": ALPHAS, "beta": BETAS}, Y0, TS,
+                        observable=final_state, chunk_size=4, progress=False)
+
+
+def test_grid_sweep_equals_a_loop_of_simulate(grid_result):
+    rows = [(a, b) for a in ALPHAS for b in BETAS]  # C order: the last name varies fastest
+    np.testing.assert_allclose(grid_result.values, np.array(rows))
+    np.testing.assert_allclose(grid_result.observables["final_state"], loop_final_states(rows),
+                               rtol=1e-10)
+    assert grid_result.num_failed == 0
+    assert grid_result.summary() == "all 9 members succeeded."
+
+
+def test_last_chunk_is_padded_and_the_padding_dropped(grid_result):
+    assert grid_result.stats["num_chunks"] == 3  # 9 members in chunks of 4
+    assert grid_result.observables["final_state"].shape == (9, 2)
+    assert grid_result.status.shape == (9,)
+
+
+def test_chunks_share_one_compiled_function(grid_result):
+    compiled_before = run_chunk._cached._cache_size()
+    other = simlab.sweep(LOTKA_VOLTERRA, {"alpha": ALPHAS[:2], "beta": BETAS + 0.001}, Y0, TS,
+                         observable=final_state, chunk_size=4, progress=False)
+    assert run_chunk._cached._cache_size() == compiled_before
+    assert other.stats["chunks_computed"] == 2
+
+
+def test_zip_and_samples_modes_equal_a_loop(grid_result):
+    zipped = simlab.sweep(LOTKA_VOLTERRA, {"alpha": ALPHAS, "beta": BETAS}, Y0, TS, mode="zip",
+                          observable=final_state, chunk_size=4, progress=False)
+    np.testing.assert_allclose(zipped.observables["final_state"],
+                               loop_final_states(zip(ALPHAS, BETAS, strict=True)), rtol=1e-10)
+    bounds = {"alpha": [0.4, 0.7], "beta": [0.02, 0.03]}
+    samples = simlab.sweep(LOTKA_VOLTERRA, bounds, Y0, TS, mode="samples", num_samples=6,
+                           key=jax.random.key(1), observable=final_state, chunk_size=4,
+                           progress=False)
+    assert samples.values.shape == (6, 2)
+    assert np.all((samples.values >= [0.4, 0.02]) & (samples.values <= [0.7, 0.03]))
+    assert len(np.unique(samples.values[:, 0])) == 6
+    np.testing.assert_allclose(samples.observables["final_state"],
+                               loop_final_states(samples.values), rtol=1e-10)
+    dataset = samples.to_xarray()
+    assert dataset["final_state"].dims == ("member", "final_state_dim_0")
+    np.testing.assert_array_equal(dataset["alpha"].values, samples.parameter("alpha"))
+
+
+def test_sharded_over_four_devices_equals_one_device(grid_result):
+    one_device = simlab.parallel.member_mesh(jax.devices()[:1])
+    single = simlab.sweep(LOTKA_VOLTERRA, {"alpha": ALPHAS, "beta": BETAS}, Y0, TS,
+                          observable=final_state, chunk_size=4, mesh=one_device, progress=False)
+    assert len(grid_result.attrs["devices"]) == 4 and len(single.attrs["devices"]) == 1
+    np.testing.assert_allclose(single.observables["final_state"],
+                               grid_result.observables["final_state"], rtol=1e-12, atol=0)
+    np.testing.assert_array_equal(single.status, grid_result.status)
+
+
+def test_to_xarray_labels_grid_dimensions(grid_result):
+    dataset = grid_result.to_xarray()
+    assert dataset["final_state"].dims == ("alpha", "beta", "final_state_dim_0")
+    np.testing.assert_allclose(dataset["alpha"].values, ALPHAS)
+    np.testing.assert_allclose(dataset["beta"].values, BETAS)
+    assert dataset["alpha"].attrs["units"] == "1/time"
+    assert dataset["status"].attrs["flag_meanings"].split()[:2] == ["not_computed", "successful"]
+    expected = simulate_final(eqx.tree_at(lambda m: (m.alpha, m.beta), LOTKA_VOLTERRA,
+                                          (jnp.asarray(ALPHAS[2]), jnp.asarray(BETAS[1]))), Y0)
+    np.testing.assert_allclose(dataset["final_state"].sel(alpha=ALPHAS[2], beta=BETAS[1]),
+                               expected, rtol=1e-10)
+    for key in ("simlab_version", "jax_version", "devices", "model", "solver_settings"):
+        assert key in dataset.attrs
+    assert dataset.attrs["model"].startswith("LotkaVolterra(")
+
+
+def test_initial_state_component_and_whole_trajectory():
+    preys = np.array([10.0, 20.0, 40.0])
+    result = simlab.sweep(LOTKA_VOLTERRA, {"prey": preys}, Y0, TS, progress=False)
+    dataset = result.to_xarray()
+    assert dataset["trajectory"].dims == ("prey", "time", "component")
+    assert list(dataset["component"].values) == ["prey", "predator"]
+    for prey in preys:
+        expected = simulate_ys(LOTKA_VOLTERRA, jnp.array([prey, 4.0]))
+        np.testing.assert_allclose(dataset["trajectory"].sel(prey=prey), expected, rtol=1e-10)
+
+
+class Riccati(AbstractModel):
+    r"""$\dot y = r y^2$: from $y(0) = 1$, $y(t) = 1 / (1 - r t)$, infinite at $t = 1/r$."""
+
+    rate: jax.Array = parameter(lower=0.0)
+    state_names = ("y",)
+
+    def __call__(self, t, y, args):
+        return self.rate * y**2
+
+
+def test_members_that_blow_up_are_masked_and_reported():
+    rates = np.array([0.2, 0.5, 0.8, 1.5, 3.0])  # blow-up before t = 1 when rate > 1
+    result = simlab.sweep(Riccati(rate=1.0), {"rate": rates}, jnp.array([1.0]),
+                          jnp.array([0.0, 1.0]), rtol=1e-8, atol=1e-8, max_steps=256,
+                          observable=final_state, progress=False)
+    blows_up = rates > 1
+    np.testing.assert_array_equal(result.succeeded, ~blows_up)
+    assert result.num_failed == 2
+    final = result.observables["final_state"][:, 0]
+    np.testing.assert_allclose(final[~blows_up], 1 / (1 - rates[~blows_up]), rtol=1e-6)
+    assert np.all(np.isnan(final[blows_up]))
+    failures = result.failures()
+    assert [f["rate"] for f in failures] == [1.5, 3.0]
+    assert all(f["status"] in ("max_steps_reached", "nonfinite_state") for f in failures)
+    assert result.summary().startswith("2 of 5 members failed")
+    assert "rate in [1.5, 3]" in result.summary()
+
+
+@pytest.mark.parametrize(
+    ("params", "kwargs", "error", "message"),
+    [
+        ({"kappa": [1.0]}, {}, ValueError, "unknown parameter 'kappa'"),
+        ({"alpha": []}, {}, ValueError, r"params\['alpha'\] is empty"),
+        ({"alpha": [0.5, np.nan]}, {}, ValueError, "must be finite; entry 1 is nan"),
+        ({"alpha": [[0.5]]}, {}, ValueError, "must be a 1-D array"),
+        ({"alpha": [0.5, -1.0]}, {}, ValueError, r"'alpha' must lie in \(0, inf\)"),
+        ({"alpha": ["a"]}, {}, TypeError, "must hold real numbers"),
+        ({}, {}, ValueError, "params must be a non-empty mapping"),
+        ({"alpha": [0.5, 0.6], "beta": [0.02]}, {"mode": "zip"}, ValueError, "same length"),
+        ({"alpha": [0.5]}, {"mode": "cartesian"}, ValueError, "unknown mode 'cartesian'"),
+        ({"alpha": [0.4, 0.6]}, {"mode": "samples", "num_samples": 4}, ValueError, "pass key="),
+        ({"alpha": [0.4, 0.6]}, {"mode": "samples", "key": jax.random.key(0)}, ValueError,
+         "needs num_samples"),
+        ({"alpha": [0.6, 0.4]}, {"mode": "samples", "num_samples": 4, "key": jax.random.key(0)},
+         ValueError, "lower < upper"),
+        ({"alpha": [0.5]}, {"chunk_size": 0}, ValueError, "chunk_size must be a positive"),
+        ({"alpha": [0.5]}, {"mesh": "cpu"}, ValueError, "one-axis jax.sharding.Mesh"),
+        ({"alpha": [0.5]}, {"rtol": -1.0}, ValueError, "rtol must be positive"),
+    ],
+)
+def test_bad_input_is_refused_with_a_clear_message(params, kwargs, error, message):
+    with pytest.raises(error, match=message):
+        simlab.sweep(LOTKA_VOLTERRA, params, Y0, TS, progress=False, **kwargs)
+
+
+def test_bad_model_state_and_observable_are_refused(grid_result):
+    with pytest.raises(TypeError, match="needs a simlab.models.AbstractModel"):
+        simlab.sweep(lambda t, y, args: -y, {"alpha": [0.5]}, Y0, TS)
+    with pytest.raises(ValueError, match="y0 has shape"):
+        simlab.sweep(LOTKA_VOLTERRA, {"alpha": [0.5]}, jnp.ones(3), TS)
+    with pytest.raises(TypeError, match="must return a dict"):
+        simlab.sweep(LOTKA_VOLTERRA, {"alpha": [0.5]}, Y0, TS,
+                     observable=lambda trajectory: trajectory.ys[-1])
+    with pytest.raises(TypeError, match="must be floating point"):
+        simlab.sweep(LOTKA_VOLTERRA, {"alpha": [0.5]}, Y0, TS,
+                     observable=lambda trajectory: {"steps": trajectory.stats["num_steps"]})
+    with pytest.raises(ValueError, match="identifiers other than"):
+        simlab.sweep(LOTKA_VOLTERRA, {"alpha": [0.5]}, Y0, TS,
+                     observable=lambda trajectory: {"status": trajectory.ys[-1]})
+    with pytest.raises(ValueError, match="was not swept"):
+        grid_result.parameter("gamma")
