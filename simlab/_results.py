@@ -37,7 +37,7 @@ class Trajectory(eqx.Module):
     """
 
     ts: Float[Array, " num_times"]
-    ys: Float[Array, "num_times *state"]
+    ys: Float[Array, " num_times *state"]
     result: RESULTS
     stats: dict[str, Any]
     state_names: tuple[str, ...] | None = eqx.field(static=True, default=None)
@@ -52,8 +52,7 @@ class Trajectory(eqx.Module):
         names = self.state_names or ()
         if name not in names:
             raise ValueError(
-                f"unknown state component {name!r}; this trajectory's components are "
-                f"{list(names)}"
+                f"unknown state component {name!r}; this trajectory's components are {list(names)}"
             )
         return self.ys[..., names.index(name)]
 

@@ -9,8 +9,6 @@ import sys
 import jax
 import jax.numpy as jnp
 
-import simlab
-
 
 def main(out_dir: str = "results/demo") -> pathlib.Path:
     import matplotlib

@@ -34,7 +34,9 @@ def test_harmonic_oscillator_matches_the_analytic_solution():
 
 
 def test_robertson_at_t40_matches_hairer_wanner_with_the_automatic_solver():
-    trajectory = simlab.simulate(models.Robertson(), jnp.array([1.0, 0.0, 0.0]), jnp.array([0.0, 40.0]))
+    trajectory = simlab.simulate(
+        models.Robertson(), jnp.array([1.0, 0.0, 0.0]), jnp.array([0.0, 40.0])
+    )
     reference = np.array([0.7158, 9.185e-6, 0.2842])
     np.testing.assert_allclose(trajectory.ys[-1], reference, rtol=1e-3)
 
@@ -44,7 +46,12 @@ def test_lorenz_matches_scipy_dop853():
     y0, ts = np.array([1.0, 1.0, 1.0]), np.linspace(0.0, 1.0, 11)
     reference = scipy.integrate.solve_ivp(
         lambda t, y: np.asarray(model(t, jnp.asarray(y), None)),
-        (0.0, 1.0), y0, method="DOP853", t_eval=ts, rtol=1e-12, atol=1e-12,
+        (0.0, 1.0),
+        y0,
+        method="DOP853",
+        t_eval=ts,
+        rtol=1e-12,
+        atol=1e-12,
     )
     trajectory = simlab.simulate(model, jnp.asarray(y0), jnp.asarray(ts), rtol=1e-11, atol=1e-11)
     np.testing.assert_allclose(trajectory.ys, reference.y.T, rtol=1e-7, atol=1e-8)
@@ -69,10 +76,20 @@ def test_default_solver_converges_at_fifth_order():
 
 
 GRADIENT_CASES = {
-    "LotkaVolterra": (models.LotkaVolterra, dict(alpha=0.55, beta=0.028, gamma=0.84, delta=0.026), [30.0, 4.0], 5.0),
+    "LotkaVolterra": (
+        models.LotkaVolterra,
+        dict(alpha=0.55, beta=0.028, gamma=0.84, delta=0.026),
+        [30.0, 4.0],
+        5.0,
+    ),
     "Lorenz": (models.Lorenz, dict(sigma=10.0, rho=28.0, beta=8 / 3), [1.0, 1.0, 1.0], 0.5),
     "SIR": (models.SIR, dict(beta=0.3, gamma=0.1, population=1000.0), [990.0, 10.0, 0.0], 30.0),
-    "DampedPendulum": (models.DampedPendulum, dict(length=1.0, damping=0.3, gravity=9.81), [1.0, 0.0], 3.0),
+    "DampedPendulum": (
+        models.DampedPendulum,
+        dict(length=1.0, damping=0.3, gravity=9.81),
+        [1.0, 0.0],
+        3.0,
+    ),
     "VanDerPol": (models.VanDerPol, dict(mu=1.5), [2.0, 0.0], 3.0),
     "Robertson": (models.Robertson, dict(k1=0.04, k2=3e7, k3=1e4), [1.0, 0.0, 0.0], 1.0),
 }
@@ -132,7 +149,9 @@ def test_a_failing_member_under_vmap_reports_its_status_and_spares_the_others():
     ts = jnp.linspace(0.0, 2.0, 5)
 
     def solve(strength):
-        return simlab.simulate(blow_up, jnp.array([1.0]), ts, args=strength, max_steps=256, throw=False)
+        return simlab.simulate(
+            blow_up, jnp.array([1.0]), ts, args=strength, max_steps=256, throw=False
+        )
 
     strengths = jnp.array([0.1, 1.0, 0.2])  # only 1.0 blows up before t = 2
     batched = jax.jit(jax.vmap(solve))(strengths)
@@ -149,8 +168,14 @@ def test_a_failed_solve_raises_with_throw_true():
 
 def test_overflow_with_fixed_steps_is_reported_as_nonfinite_state():
     trajectory = simlab.simulate(
-        blow_up, jnp.array([1.0]), jnp.array([0.0, 3.0]), args=50.0, dt0=0.1, adaptive=False,
-        solver="euler", throw=False,
+        blow_up,
+        jnp.array([1.0]),
+        jnp.array([0.0, 3.0]),
+        args=50.0,
+        dt0=0.1,
+        adaptive=False,
+        solver="euler",
+        throw=False,
     )
     assert trajectory.result == simlab.RESULTS.nonfinite_state
     assert "NaN or infinite" in simlab.RESULTS[trajectory.result]

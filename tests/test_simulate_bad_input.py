@@ -20,7 +20,10 @@ Y0 = jnp.ones(3)
         (dict(ts=jnp.ones((2, 3))), "ts must be a 1-D array"),
         (dict(ts=jnp.array([0.0])), "at least two save times"),
         (dict(ts=jnp.array([0, 1, 2])), "ts must hold floating-point times"),
-        (dict(ts=jnp.array([0.0, 1.0, 1.0, 2.0])), r"strictly increasing; got ts\[2\] = 1 <= ts\[1\]"),
+        (
+            dict(ts=jnp.array([0.0, 1.0, 1.0, 2.0])),
+            r"strictly increasing; got ts\[2\] = 1 <= ts\[1\]",
+        ),
         (dict(ts=jnp.array([0.0, jnp.inf])), "ts must be finite"),
         (dict(solver="rk45"), "unknown solver 'rk45'; use one of"),
         (dict(solver=3), "unknown solver 3"),

@@ -82,9 +82,7 @@ class Lorenz(AbstractModel):
 
     def __call__(self, t, y, args):
         x, y_, z = y[0], y[1], y[2]
-        return jnp.stack(
-            [self.sigma * (y_ - x), x * (self.rho - z) - y_, x * y_ - self.beta * z]
-        )
+        return jnp.stack([self.sigma * (y_ - x), x * (self.rho - z) - y_, x * y_ - self.beta * z])
 
 
 class SIR(AbstractModel):
@@ -110,7 +108,8 @@ class SIR(AbstractModel):
 
         ```python
         model = simlab.models.SIR(beta=0.3, gamma=0.1, population=1000.0)
-        trajectory = simlab.simulate(model, jnp.array([990.0, 10.0, 0.0]), jnp.linspace(0, 100, 101))
+        y0 = jnp.array([990.0, 10.0, 0.0])
+        trajectory = simlab.simulate(model, y0, jnp.linspace(0, 100, 101))
         ```
     """
 
