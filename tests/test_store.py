@@ -1,0 +1,107 @@
+"""The sweep store: xarray reads it, a killed sweep resumes, other sweeps' stores are refused."""
+
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import simlab
+
+HERE = pathlib.Path(__file__).parent
+
+
+@pytest.fixture(scope="module")
+def shared():
+    import _multihost_worker
+
+    return _multihost_worker
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(shared):
+    return shared.run_sweep()
+
+
+@pytest.fixture(scope="module")
+def stored(shared, tmp_path_factory):
+    path = tmp_path_factory.mktemp("store") / "sweep.zarr"
+    return path, shared.run_sweep(store=path)
+
+
+def test_xarray_opens_the_store_and_it_equals_the_result(stored, uninterrupted):
+    path, result = stored
+    np.testing.assert_array_equal(result.observables["final_state"],
+                                  uninterrupted.observables["final_state"])
+    dataset = xr.open_zarr(path)
+    assert dataset["final_state"].dims == ("member", "final_state_dim_0")
+    np.testing.assert_array_equal(dataset["final_state"].values,
+                                  uninterrupted.observables["final_state"])
+    np.testing.assert_array_equal(dataset["status"].values, uninterrupted.status)
+    np.testing.assert_array_equal(dataset["alpha"].values, uninterrupted.parameter("alpha"))
+    assert dataset["alpha"].attrs["units"] == "1/time"
+    assert dataset.attrs["model"].startswith("LotkaVolterra(")
+    assert not list(path.parent.rglob("*.partial"))
+
+
+def test_rerunning_a_finished_sweep_reads_it_back(shared, stored, uninterrupted):
+    path, _ = stored
+    again = shared.run_sweep(store=path)
+    assert again.stats["chunks_computed"] == 0
+    assert again.stats["chunks_resumed"] == again.stats["num_chunks"] == 3
+    np.testing.assert_array_equal(again.observables["final_state"],
+                                  uninterrupted.observables["final_state"])
+
+
+def test_a_sweep_killed_with_sigkill_resumes_to_the_same_result(shared, uninterrupted, tmp_path):
+    path = tmp_path / "sweep.zarr"
+    worker = subprocess.Popen(
+        [sys.executable, str(HERE / "_resume_worker.py"), str(path)],
+        env={**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(HERE)},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    lines = []
+    for line in worker.stdout:  # pauses 2 s after each chunk: kill it after the first
+        lines.append(line)
+        if line.startswith("written"):
+            worker.send_signal(signal.SIGKILL)
+            break
+    worker.wait(timeout=60)
+    assert worker.returncode == -signal.SIGKILL, "".join(lines)[-3000:]
+    assert xr.open_zarr(path)["status"].values.tolist().count(-1) > 0  # unfinished
+
+    resumed = shared.run_sweep(store=path)
+    assert resumed.stats["chunks_resumed"] >= 1
+    assert resumed.stats["chunks_computed"] >= 1
+    np.testing.assert_array_equal(resumed.observables["final_state"],
+                                  uninterrupted.observables["final_state"])
+    np.testing.assert_array_equal(resumed.status, uninterrupted.status)
+
+
+def test_a_store_of_another_sweep_is_refused(shared, stored):
+    path, _ = stored
+    model = simlab.models.LotkaVolterra(alpha=0.55, beta=0.028, gamma=0.84, delta=0.026)
+    other_model = simlab.models.LotkaVolterra(alpha=0.55, beta=0.028, gamma=0.9, delta=0.026)
+    other_grid = {**shared.PARAMS, "beta": shared.PARAMS["beta"] + 0.001}
+    cases = [
+        (model, other_grid, {}, "swept_values"),
+        (other_model, shared.PARAMS, {}, "unswept_parameters"),
+        (model, shared.PARAMS, {"rtol": 1e-8}, "settings"),
+        (model, shared.PARAMS, {"chunk_size": 8}, "chunk_size"),
+    ]
+    for sweep_model, params, settings, difference in cases:
+        settings = {"observable": shared.final_state, "chunk_size": shared.CHUNK_SIZE, **settings}
+        with pytest.raises(ValueError, match=f"different sweep \\(differs in: .*{difference}"):
+            simlab.sweep(sweep_model, params, shared.Y0, shared.TS, store=path, **settings)
+
+
+def test_a_folder_that_is_not_a_store_and_an_unwritable_path_are_refused(shared, tmp_path):
+    (tmp_path / "notes.txt").write_text("not a sweep")
+    with pytest.raises(ValueError, match="exists but is not a simlab sweep store"):
+        shared.run_sweep(store=tmp_path)
+    with pytest.raises(ValueError, match="cannot create the sweep store"):
+        shared.run_sweep(store=tmp_path / "notes.txt" / "sweep.zarr")
