@@ -14,7 +14,7 @@ def grid_result(names=("length", "damping"), axes=(LENGTHS, DAMPINGS)):
     """A hand-made grid result: value = length * 10 + damping; one failed member."""
     grid = np.meshgrid(*axes, indexing="ij")
     values = np.stack([g.reshape(-1) for g in grid], axis=1)
-    observable = values[:, 0] * 10 + values[:, 1]
+    observable = values[:, 0] * 10 + values[:, -1]
     status = np.zeros(len(values), np.int16)
     failed = min(5, len(values) - 1)
     status[failed], observable[failed] = 1, np.nan
