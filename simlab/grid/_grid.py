@@ -33,7 +33,8 @@ class Grid(eqx.Module):
       (neither: spacing 1).
     - `origin`: the coordinate of the low face of each axis (default 0).
     - `boundary`: one condition for every side (default periodic), or one entry
-      per axis, each a condition or a `(low, high)` pair. The names `"periodic"`,
+      per axis, each a condition or a `(low, high)` pair (a 1-D grid also takes the pair
+      alone). The names `"periodic"`,
       `"dirichlet"` and `"neumann"` stand for `Periodic()`, `Dirichlet(0.0)` and
       `Neumann(0.0)`.
 
@@ -173,6 +174,8 @@ def _per_axis(value: Any, ndim: int, name: str, *, positive: bool = True) -> tup
 def _checked_boundaries(boundary: Any, ndim: int):
     if _is_condition(boundary):
         per_axis = [boundary] * ndim
+    elif ndim == 1 and _is_pair_of_conditions(boundary):
+        per_axis = [boundary]  # a 1-D grid's (low, high)
     elif isinstance(boundary, Sequence) and len(boundary) == ndim:
         per_axis = list(boundary)
     else:
@@ -195,6 +198,10 @@ def _checked_boundaries(boundary: Any, ndim: int):
 
 def _is_condition(entry: Any) -> bool:
     return isinstance(entry, AbstractBoundaryCondition | str)
+
+
+def _is_pair_of_conditions(entry: Any) -> bool:
+    return isinstance(entry, Sequence) and len(entry) == 2 and all(map(_is_condition, entry))
 
 
 def _checked_pair(entry: Any, axis: int) -> tuple[Any, Any]:

@@ -82,7 +82,7 @@ def largest_stable_step(solver: dfx.AbstractSolver, eigenvalues: np.ndarray) -> 
 
 
 def wavenumbers(ndim: int) -> list[np.ndarray]:
-    """Mesh of dimensionless wavenumbers $\\theta_i = k_i h_i \\in [0, \\pi]$, one array per axis."""
+    r"""Dimensionless wavenumbers $\theta_i = k_i h_i \in [0, \pi]$ on a mesh, one per axis."""
     theta = np.linspace(0.0, np.pi, _WAVENUMBERS_PER_AXIS[ndim])
     return list(np.meshgrid(*([theta] * ndim), indexing="ij"))
 

@@ -1,0 +1,244 @@
+"""Grid, boundary conditions, ghost cells and stencil operators: accuracy and bad input."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import simlab
+from simlab import grid as sg
+from simlab.grid import _dispatch
+
+
+def _periodic_line(num_cells: int) -> sg.Grid:
+    return sg.Grid((num_cells,), extent=2 * np.pi)
+
+
+def _fitted_order(errors, sizes) -> float:
+    slope, _ = np.polyfit(np.log(sizes), np.log(errors), 1)
+    return -slope
+
+
+SIZES = (32, 64, 128)
+EXPECTED_ORDERS = {
+    "laplacian2": 2, "laplacian4": 4, "gradient": 2, "divergence": 2, "upwind": 1, "central": 2
+}
+
+
+def _operator_errors(size: int) -> dict[str, float]:
+    """Max-norm errors of every operator on a smooth periodic function, in one compile."""
+    grid = _periodic_line(size)
+
+    @jax.jit
+    def errors():
+        (x,) = grid.coordinates()
+        field = jnp.exp(jnp.sin(x))
+        derivative = jnp.cos(x) * field
+        second_derivative = (jnp.cos(x) ** 2 - jnp.sin(x)) * field
+        velocity = jnp.sin(x)[None]  # both signs, so both upwind directions are exercised
+        approximations = {
+            "laplacian2": (sg.laplacian(field, grid), second_derivative),
+            "laplacian4": (sg.laplacian(field, grid, order=4), second_derivative),
+            "gradient": (sg.gradient(field, grid)[0], derivative),
+            "divergence": (sg.divergence(field[None], grid), derivative),
+            "upwind": (sg.advection(field, velocity, grid), velocity[0] * derivative),
+            "central": (
+                sg.advection(field, velocity, grid, scheme="central"), velocity[0] * derivative
+            ),
+        }
+        return {name: jnp.max(jnp.abs(a - b)) for name, (a, b) in approximations.items()}
+
+    return {name: float(value) for name, value in errors().items()}
+
+
+@pytest.fixture(scope="module")
+def operator_errors():
+    return [_operator_errors(size) for size in SIZES]
+
+
+@pytest.mark.parametrize("operator", sorted(EXPECTED_ORDERS))
+def test_operator_convergence_order(operator, operator_errors):
+    errors = [errors_at_size[operator] for errors_at_size in operator_errors]
+    assert abs(_fitted_order(errors, SIZES) - EXPECTED_ORDERS[operator]) < 0.2
+
+
+def test_laplacian_2d_anisotropic_grid_eigenfunction():
+    grid = sg.Grid((24, 16), extent=(2.0, 1.0))
+    x, y = grid.mesh()
+    field = jnp.sin(np.pi * x) * jnp.cos(2 * np.pi * y)
+    # The 5-point stencil's exact eigenvalue for this mode: sum of (2cos(kh) - 2)/h^2.
+    wavenumbers = (np.pi, 2 * np.pi)
+    eigenvalue = sum(
+        (2 * np.cos(k * h) - 2) / h**2 for k, h in zip(wavenumbers, grid.spacing, strict=True)
+    )
+    np.testing.assert_allclose(sg.laplacian(field, grid), eigenvalue * field, atol=1e-12)
+
+
+def test_divergence_of_gradient_is_the_wide_laplacian():
+    grid = sg.Grid((10, 12), extent=(1.0, 2.0))
+    field = np.random.default_rng(0).standard_normal(grid.shape)
+    wide = jax.jit(lambda f: sg.divergence(sg.gradient(f, grid), grid))(field)
+    field = np.asarray(field)
+    # The same operator as the Laplacian on a grid with twice the spacing, taken per parity.
+    x_part = (np.roll(field, -2, 0) - 2 * field + np.roll(field, 2, 0)) / (2 * grid.spacing[0]) ** 2
+    y_part = (np.roll(field, -2, 1) - 2 * field + np.roll(field, 2, 1)) / (2 * grid.spacing[1]) ** 2
+    np.testing.assert_allclose(wide, x_part + y_part, atol=1e-10)
+
+
+def test_dirichlet_ghost_cells_put_the_value_on_the_face():
+    grid = sg.Grid((6,), spacing=0.5, boundary=(sg.Dirichlet(2.0), sg.Dirichlet(-1.0)))
+    field = jnp.arange(6.0) ** 2
+    padded = sg.pad(field, grid, 2)
+    np.testing.assert_allclose(padded[2:-2], field)
+    np.testing.assert_allclose(0.5 * (padded[1] + padded[2]), 2.0)  # low face
+    np.testing.assert_allclose(0.5 * (padded[0] + padded[3]), 2.0)
+    np.testing.assert_allclose(0.5 * (padded[-2] + padded[-3]), -1.0)  # high face
+    np.testing.assert_allclose(0.5 * (padded[-1] + padded[-4]), -1.0)
+
+
+def test_neumann_ghost_cells_give_the_outward_derivative():
+    h = 0.25
+    grid = sg.Grid((5, 4), spacing=h, boundary=[(sg.Neumann(3.0), sg.Neumann(-1.0)), "periodic"])
+    field = np.random.default_rng(1).standard_normal((2, *grid.shape))  # a leading channel axis
+    padded = np.asarray(jax.jit(sg.pad, static_argnums=(1, 2))(field, grid, 2))
+    assert padded.shape == (2, 9, 8)
+    interior = padded[:, 2:-2, 2:-2]
+    np.testing.assert_allclose(interior, field)
+    # Outward at the low side is -x: (ghost - mirror) / distance = du/dn.
+    np.testing.assert_allclose((padded[:, 1, 2:-2] - padded[:, 2, 2:-2]) / h, 3.0)
+    np.testing.assert_allclose((padded[:, 0, 2:-2] - padded[:, 3, 2:-2]) / (3 * h), 3.0)
+    np.testing.assert_allclose((padded[:, -2, 2:-2] - padded[:, -3, 2:-2]) / h, -1.0)
+    # The periodic axis wraps.
+    np.testing.assert_allclose(padded[:, 2:-2, :2], field[:, :, -2:])
+    np.testing.assert_allclose(padded[:, 2:-2, -2:], field[:, :, :2])
+
+
+@pytest.mark.parametrize("boundary", ["periodic", "neumann"])
+def test_diffusion_with_a_field_conserves_the_total(boundary):
+    grid = sg.Grid((9, 7), extent=(1.0, 1.3), boundary=boundary)
+    rng = np.random.default_rng(2)
+    field = rng.standard_normal(grid.shape)
+    diffusivity = 0.1 + rng.uniform(size=grid.shape)
+    rate, constant_field, scalar = jax.jit(
+        lambda u, d: (
+            sg.diffusion(u, d, grid),
+            sg.diffusion(u, jnp.full(grid.shape, 0.3), grid),
+            0.3 * sg.laplacian(u, grid),
+        )
+    )(field, diffusivity)
+    assert abs(float(grid.integrate(rate))) < 1e-12 * float(jnp.max(jnp.abs(rate)))
+    np.testing.assert_allclose(constant_field, scalar, atol=1e-10)  # the scalar path agrees
+
+
+def test_operators_compose_with_jit_vmap_and_grad():
+    grid = sg.Grid((8, 8), extent=1.0)
+    fields = np.random.default_rng(3).standard_normal((3, *grid.shape))
+    weights = np.random.default_rng(4).standard_normal(grid.shape)
+
+    @jax.jit
+    def check(fields, weights):
+        batched = jax.vmap(lambda f: sg.laplacian(f, grid))(fields)
+        # The periodic Laplacian is symmetric, so the gradient of <w, L u> is L w.
+        grad = jax.grad(lambda f: jnp.sum(weights * sg.laplacian(f, grid, order=4)))(fields[0])
+        return batched, sg.laplacian(fields, grid), grad, sg.laplacian(weights, grid, order=4)
+
+    batched, channels, grad, expected_grad = check(fields, weights)
+    np.testing.assert_allclose(batched, channels, atol=1e-12)
+    np.testing.assert_allclose(grad, expected_grad, atol=1e-9)
+
+
+def test_impl_dispatch(monkeypatch):
+    grid = sg.Grid((8,), extent=1.0)
+    field = jnp.linspace(0.0, 1.0, 8) ** 2
+    np.testing.assert_array_equal(
+        sg.laplacian(field, grid, impl="xla"), sg.laplacian(field, grid, impl="auto")
+    )
+    calls = []
+
+    def fake_kernel(padded, spacing, *, order):
+        calls.append((padded.shape, spacing, order))
+        return sg.laplacian_interior(padded, spacing, order=order, impl="xla")
+
+    monkeypatch.setitem(_dispatch._PALLAS_KERNELS, "laplacian", fake_kernel)
+    np.testing.assert_array_equal(
+        sg.laplacian(field, grid, order=4, impl="pallas"), sg.laplacian(field, grid, order=4)
+    )
+    assert calls == [((12,), grid.spacing, 4)]
+    monkeypatch.setattr(_dispatch, "pallas_kernel", lambda operator: None)
+    with pytest.raises(ValueError, match="no Pallas kernel is registered for 'gradient'"):
+        sg.gradient(field, grid, impl="pallas")
+
+
+def test_grid_geometry():
+    grid = simlab.Grid((4, 5), spacing=(0.5, 0.2), origin=(1.0, -1.0))
+    assert grid.ndim == 2 and grid.num_cells == 20
+    np.testing.assert_allclose(grid.extent, (2.0, 1.0))
+    np.testing.assert_allclose(grid.coordinates()[0], [1.25, 1.75, 2.25, 2.75])
+    assert grid.mesh()[1].shape == (4, 5)
+    np.testing.assert_allclose(grid.integrate(jnp.ones((3, 4, 5))), [2.0, 2.0, 2.0])
+    assert grid == simlab.Grid((4, 5), spacing=(0.5, 0.2), origin=(1.0, -1.0))
+    assert hash(grid) == hash(simlab.Grid((4, 5), spacing=(0.5, 0.2), origin=(1.0, -1.0)))
+    assert grid.is_periodic == (True, True)
+    assert isinstance(grid.boundary(1, "high"), simlab.Periodic)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (dict(shape=(2, 8)), "smaller than the stencils"),
+        (dict(shape=(4, 4, 4, 4)), "1 to 3 integers"),
+        (dict(shape=(8.0,)), "1 to 3 integers"),
+        (dict(shape=(8,), spacing=0.0), "spacing must be positive"),
+        (dict(shape=(8,), extent=-1.0), "extent must be positive"),
+        (dict(shape=(8,), extent=float("nan")), "extent must be finite"),
+        (dict(shape=(8, 8), spacing=(1.0,)), "one per axis"),
+        (dict(shape=(8,), extent=1.0, spacing=0.1), "not both"),
+        (dict(shape=(8,), boundary="reflecting"), "unknown boundary condition 'reflecting'"),
+        (dict(shape=(8,), boundary=3), "boundary must be one condition"),
+        (dict(shape=(8, 8), boundary=["periodic"]), "boundary must be one condition"),
+        (dict(shape=(8,), boundary=[("periodic", "neumann")]), "periodic on one side only"),
+        (dict(shape=(8,), boundary=[("neumann",)]), r"a \(low, high\) pair"),
+    ],
+)
+def test_grid_rejects_bad_input(kwargs, message):
+    shape = kwargs.pop("shape")
+    with pytest.raises(ValueError, match=message):
+        sg.Grid(shape, **kwargs)
+
+
+def test_conditions_reject_non_finite_values():
+    with pytest.raises(ValueError, match="Dirichlet value must be a finite float"):
+        sg.Dirichlet(float("inf"))
+    with pytest.raises(ValueError, match="Neumann normal_derivative must be a finite float"):
+        sg.Neumann("1")
+
+
+def test_operators_reject_bad_input():
+    grid = sg.Grid((8, 6))
+    field = jnp.zeros(grid.shape)
+    with pytest.raises(ValueError, match=r"end in the grid's shape \(8, 6\)"):
+        sg.laplacian(jnp.zeros((6, 8)), grid)
+    with pytest.raises(ValueError, match="pad width must be an integer from 1"):
+        sg.pad(field, grid, 0)
+    with pytest.raises(ValueError, match="pad width must be an integer from 1"):
+        sg.pad(field, grid, 7)
+    with pytest.raises(ValueError, match=r"order must be one of \(2, 4\)"):
+        sg.laplacian(field, grid, order=3)
+    with pytest.raises(ValueError, match="impl must be one of"):
+        sg.laplacian(field, grid, impl="cuda")
+    with pytest.raises(ValueError, match="scheme must be one of"):
+        sg.advection(field, jnp.ones(2), grid, scheme="weno")
+    with pytest.raises(ValueError, match=r"velocity must have shape \(2,\)"):
+        sg.advection(field, jnp.ones(3), grid)
+    with pytest.raises(ValueError, match="vector field of shape"):
+        sg.divergence(field, grid)
+    with pytest.raises(ValueError, match="diffusivity must be a scalar or a field"):
+        sg.diffusion(field, jnp.ones(8), grid)
+    with pytest.raises(ValueError, match="spacing must be positive"):
+        sg.laplacian_interior(jnp.zeros((10, 8)), (1.0, -1.0))
+    with pytest.raises(ValueError, match="needs more than 4 cells"):
+        sg.laplacian_interior(jnp.zeros((4, 8)), (1.0, 1.0), order=4)
+    with pytest.raises(ValueError, match="unknown operator"):
+        sg.register_pallas_kernel("curl", lambda padded, spacing: padded)
+    with pytest.raises(TypeError, match="must be callable"):
+        sg.register_pallas_kernel("laplacian", "kernel")
