@@ -1,0 +1,14 @@
+"""Domain decomposition: a grid split into blocks over a device mesh, with halo exchange.
+
+- [`simlab.decomposition.Decomposed`][] wraps a grid PDE model so that `simulate` runs it
+  with the state split over a mesh (1-D slabs, 2-D blocks), shard-mapped vector field.
+- [`simlab.decomposition.block_grid`][] and [`simlab.decomposition.HaloExchange`][] let
+  your own `jax.shard_map` code call any `simlab.grid` operator on a block.
+- [`simlab.decomposition.decomposition_mesh`][] builds the mesh.
+"""
+
+from ._decomposed import (
+    Decomposed as Decomposed,
+    decomposition_mesh as decomposition_mesh,
+)
+from ._halo import HaloExchange as HaloExchange, block_grid as block_grid
