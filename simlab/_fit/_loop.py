@@ -1,0 +1,275 @@
+"""The optimisation loop, shared by gradient descent (Optax) and least squares (Optimistix).
+
+One jitted function advances the fit by up to a given number of steps. A traced fit
+(under `jax.vmap`) runs it once to the end; a concrete fit runs it in chunks, so that the
+host can show progress and write checkpoints between them, without recompiling.
+"""
+
+import abc
+import os
+import pathlib
+import tempfile
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.tree_util as jtu
+import numpy as np
+import optax
+import optimistix as optx
+from jaxtyping import Array
+
+from .._results import RESULTS
+from ._problem import FAILED_RESIDUAL, FitProblem
+
+
+class AbstractStepper(eqx.Module):
+    """One optimiser seen as `init` and `step` on the unconstrained parameters `u`."""
+
+    rtol: eqx.AbstractVar[float]
+    atol: eqx.AbstractVar[float]
+
+    @property
+    @abc.abstractmethod
+    def adjoint(self) -> str:
+        """How the simulations inside the objective are differentiated."""
+
+    @abc.abstractmethod
+    def objective(self, problem: FitProblem):
+        """The function the optimiser is given."""
+
+    @abc.abstractmethod
+    def init(self, objective, u) -> Any:
+        """The optimiser's state at `u`."""
+
+    @abc.abstractmethod
+    def step(self, objective, u, state) -> tuple[Any, Any, Array, Array, RESULTS]:
+        """`(new_u, new_state, loss at new_u, done, result)`."""
+
+
+class GradientStepper(AbstractStepper):
+    """Any `optax.GradientTransformation` on $\\tfrac12\\sum r_i^2$, with two safeguards.
+
+    A trial point whose solve fails (or whose loss or gradient is not finite) is rejected
+    and the step retried at half its length. The fit stops when the best loss has not
+    improved by a relative `rtol` (plus `atol`) for `patience` steps in a row.
+    """
+
+    optimiser: optax.GradientTransformation
+    rtol: float
+    atol: float
+    patience: int = 50
+
+    @property
+    def adjoint(self) -> str:
+        return "checkpoint"  # one reverse pass, whatever the number of parameters
+
+    def objective(self, problem):
+        def loss_fn(u):
+            residuals, ok = problem.residuals(u, self.adjoint)
+            return 0.5 * jnp.sum(residuals**2), ok
+
+        return jax.value_and_grad(loss_fn, has_aux=True)
+
+    def init(self, objective, u):
+        (loss, _), grad = objective(u)
+        return {
+            "optimiser": self.optimiser.init(u),
+            "grad": grad,
+            "loss": loss,
+            "best_loss": loss,
+            "step_scale": jnp.ones((), loss.dtype),
+            "stalled": jnp.array(0),
+        }
+
+    def step(self, objective, u, state):
+        updates, optimiser_state = self.optimiser.update(state["grad"], state["optimiser"], u)
+        trial = optax.apply_updates(u, jtu.tree_map(lambda x: state["step_scale"] * x, updates))
+        (loss, solved), grad = objective(trial)
+        finite = jnp.isfinite(loss) & jnp.all(
+            jnp.array([jnp.all(jnp.isfinite(g)) for g in jtu.tree_leaves(grad)])
+        )
+        accept = solved & finite
+        def keep(new, old):
+            return jtu.tree_map(lambda a, b: jnp.where(accept, a, b), new, old)
+        improved = accept & (loss < state["best_loss"] * (1 - self.rtol) - self.atol)
+        new_state = {
+            "optimiser": keep(optimiser_state, state["optimiser"]),
+            "grad": keep(grad, state["grad"]),
+            "loss": jnp.where(accept, loss, state["loss"]),
+            "best_loss": jnp.where(improved, loss, state["best_loss"]),
+            "step_scale": jnp.where(accept, 1.0, 0.5 * state["step_scale"]),
+            "stalled": jnp.where(improved, 0, state["stalled"] + 1),
+        }
+        done = new_state["stalled"] >= self.patience
+        return keep(trial, u), new_state, new_state["loss"], done, RESULTS.successful
+
+
+class LeastSquaresStepper(AbstractStepper):
+    """Any Optimistix least-squares solver (Levenberg–Marquardt by default).
+
+    Its Jacobian is built in forward mode (`jac="fwd"`, simulations with
+    `diffrax.ForwardMode`): one Jacobian costs about one solve per fitted parameter, which
+    beats reverse mode's one backward pass per residual when parameters are few and
+    residuals many, as in curve fitting.
+    """
+
+    solver: optx.AbstractLeastSquaresSolver
+    rtol: float
+    atol: float
+
+    @property
+    def adjoint(self) -> str:
+        return "forward"
+
+    def objective(self, problem):
+        return lambda u, args: (problem.residuals(u, self.adjoint)[0], None)
+
+    def _call(self, objective, u):
+        # Optimistix solvers expect a closure-converted function, as `optx.least_squares`
+        # makes, so that their state holds its jaxpr rather than a Python closure.
+        return eqx.filter_closure_convert(objective, u, None)
+
+    def init(self, objective, u):
+        fn = self._call(objective, u)
+        f_struct, aux_struct = fn.out_struct
+        return self.solver.init(fn, u, None, {"jac": "fwd"}, f_struct, aux_struct, frozenset())
+
+    def step(self, objective, u, state):
+        fn = self._call(objective, u)
+        new_u, new_state, _ = self.solver.step(fn, u, None, {"jac": "fwd"}, state, frozenset())
+        done, result = self.solver.terminate(fn, u, None, {"jac": "fwd"}, new_state, frozenset())
+        residuals, _ = objective(new_u, None)
+        return new_u, new_state, 0.5 * jnp.sum(residuals**2), done, RESULTS.promote(result)
+
+
+class Carry(eqx.Module):
+    """Everything the loop carries between steps (and between chunks, and to a checkpoint)."""
+
+    u: Any
+    state: Any
+    best_u: Any
+    best_loss: Array
+    step: Array
+    loss_history: Array
+    done: Array
+    result: RESULTS
+
+
+@eqx.filter_jit
+def start(problem: FitProblem, stepper: AbstractStepper, max_steps: int) -> Carry:
+    u = problem.initial_unconstrained()
+    objective = stepper.objective(problem)
+    state = stepper.init(objective, u)
+    residuals, _ = problem.residuals(u, stepper.adjoint)
+    loss = 0.5 * jnp.sum(residuals**2)
+    history = jnp.full((max_steps + 1,), jnp.nan, loss.dtype).at[0].set(loss)
+    return Carry(
+        u=u,
+        state=eqx.filter(state, eqx.is_array),
+        best_u=u,
+        best_loss=loss,
+        step=jnp.array(0),
+        loss_history=history,
+        done=jnp.array(False),
+        result=RESULTS.successful,
+    )
+
+
+@eqx.filter_jit
+def advance(problem: FitProblem, stepper: AbstractStepper, carry: Carry, stop_step) -> Carry:
+    """Runs steps until the optimiser stops, fails, or `stop_step` steps have been taken."""
+    objective = stepper.objective(problem)
+    # The state's non-array part (e.g. Optimistix's jaxprs) is rebuilt here, not carried.
+    static_state = eqx.filter(stepper.init(objective, carry.u), eqx.is_array, inverse=True)
+
+    def keep_going(c: Carry):
+        return ~c.done & (c.result == RESULTS.successful) & (c.step < stop_step)
+
+    def one_step(c: Carry) -> Carry:
+        state = eqx.combine(c.state, static_state)
+        u, state, loss, done, result = stepper.step(objective, c.u, state)
+        better = loss < c.best_loss
+        step = c.step + 1
+        return Carry(
+            u=u,
+            state=eqx.filter(state, eqx.is_array),
+            best_u=jtu.tree_map(lambda a, b: jnp.where(better, a, b), u, c.best_u),
+            best_loss=jnp.where(better, loss, c.best_loss),
+            step=step,
+            loss_history=c.loss_history.at[step].set(loss),
+            done=done,
+            result=result,
+        )
+
+    return jax.lax.while_loop(keep_going, one_step, carry)
+
+
+def run(problem, stepper, *, max_steps, traced, progress, checkpoint, checkpoint_every):
+    """Runs the loop to the end; returns the final carry."""
+    carry = None
+    if checkpoint is not None:
+        expected = eqx.filter_eval_shape(start, problem, stepper, max_steps)
+        carry = load_checkpoint(checkpoint, expected)
+    if carry is None:
+        carry = start(problem, stepper, max_steps)
+        if not traced and float(carry.best_loss) >= 0.5 * FAILED_RESIDUAL**2:
+            raise ValueError(
+                "the model cannot be simulated at the starting parameters and y0 (the solve "
+                "fails); start from values that simulate, or relax simulate_options "
+                "(max_steps, solver)."
+            )
+    if traced:
+        return advance(problem, stepper, carry, max_steps)
+    chunk = max(1, min(checkpoint_every, 25 if progress else max_steps))
+    with _progress_bar(progress, max_steps) as bar:
+        bar.update(int(carry.step))
+        while True:
+            before = int(carry.step)
+            carry = advance(problem, stepper, carry, min(before + chunk, max_steps))
+            bar.update(int(carry.step) - before)
+            bar.set_postfix(loss=f"{float(carry.best_loss):.6g}")
+            if checkpoint is not None:
+                save_checkpoint(checkpoint, carry)
+            finished = bool(carry.done) or bool(carry.result != RESULTS.successful)
+            if finished or int(carry.step) >= max_steps:
+                return carry
+
+
+def _progress_bar(progress: bool, total: int):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, disable=not progress, desc="fit", unit="step", leave=False)
+
+
+def save_checkpoint(path: str | os.PathLike, carry: Carry) -> None:
+    """Writes the loop's arrays to `path` (`.npz`) whole or not at all."""
+    path = pathlib.Path(path)
+    leaves = jtu.tree_leaves(carry)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".npz")
+    try:
+        with os.fdopen(handle, "wb") as file:
+            np.savez(file, *[np.asarray(leaf) for leaf in leaves])
+        os.replace(temporary, path)
+    except BaseException:
+        pathlib.Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def load_checkpoint(path: str | os.PathLike, like: Carry) -> Carry | None:
+    """The carry saved at `path`, checked against the expected structure; None if absent."""
+    path = pathlib.Path(path)
+    if not path.exists():
+        return None
+    expected, treedef = jtu.tree_flatten(like)
+    with np.load(path, allow_pickle=False) as stored:
+        leaves = [stored[f"arr_{i}"] for i in range(len(stored.files))]
+    shapes = [(leaf.shape, leaf.dtype) for leaf in leaves]
+    wanted = [(tuple(e.shape), np.dtype(e.dtype)) for e in expected]
+    if shapes != wanted:
+        raise ValueError(
+            f"the checkpoint {str(path)!r} does not match this fit (different parameters, data, "
+            "optimiser or max_steps); delete it or pass another checkpoint path."
+        )
+    return jtu.tree_unflatten(treedef, [jnp.asarray(leaf) for leaf in leaves])

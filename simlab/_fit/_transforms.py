@@ -1,0 +1,75 @@
+"""Bijections from the real line onto a parameter's valid range.
+
+The optimiser works on unconstrained values $u \in \mathbb{R}$; the model sees
+$\theta = g(u)$, which lies inside the declared range for every $u$, so no iterate is ever
+an invalid model.
+"""
+
+import dataclasses
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..models._base import Bounds
+
+
+@dataclasses.dataclass(frozen=True)
+class Transform:
+    """$\\theta = g(u)$ onto `(lower, upper)`: identity, shifted exponential or scaled sigmoid.
+
+    A plain dataclass (not a pytree), so it is a leaf of the tree of transforms that
+    mirrors the fitted parameters.
+    """
+
+    lower: float = -math.inf
+    upper: float = math.inf
+
+    @property
+    def kind(self) -> str:
+        if math.isinf(self.lower) and math.isinf(self.upper):
+            return "identity"
+        if math.isinf(self.upper):
+            return "log-lower"  # theta = lower + exp(u): rates are scale-free in log space
+        if math.isinf(self.lower):
+            return "log-upper"  # theta = upper - exp(u)
+        return "sigmoid"
+
+    def to_natural(self, u):
+        kind = self.kind
+        if kind == "identity":
+            return u
+        if kind == "log-lower":
+            return self.lower + jnp.exp(u)
+        if kind == "log-upper":
+            return self.upper - jnp.exp(u)
+        return self.lower + (self.upper - self.lower) * jax.nn.sigmoid(u)
+
+    def to_unconstrained(self, theta):
+        kind = self.kind
+        if kind == "identity":
+            return theta
+        if kind == "log-lower":
+            return jnp.log(theta - self.lower)
+        if kind == "log-upper":
+            return jnp.log(self.upper - theta)
+        fraction = (theta - self.lower) / (self.upper - self.lower)
+        return jnp.log(fraction) - jnp.log1p(-fraction)
+
+    def strictly_inside(self, theta: np.ndarray) -> np.ndarray:
+        """Whether a starting value maps to a finite $u$ (open range, bounds excluded)."""
+        return (theta > self.lower) & (theta < self.upper)
+
+    def describe(self) -> str:
+        return f"({self.lower:g}, {self.upper:g})"
+
+
+IDENTITY = Transform()
+
+
+def transform_for(bounds: Bounds | None) -> Transform:
+    """The transform onto a declared range; unbounded (or undeclared) means identity."""
+    if bounds is None:
+        return IDENTITY
+    return Transform(lower=float(bounds.lower), upper=float(bounds.upper))
