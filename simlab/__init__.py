@@ -3,6 +3,8 @@
 import importlib.metadata
 
 from . import grid as grid, models as models
+from . import datasets as datasets
+from ._fit import FitResult as FitResult, fit as fit
 from ._results import RESULTS as RESULTS, Trajectory as Trajectory
 from ._simulate import SOLVERS as SOLVERS, simulate as simulate
 from ._sweep import SweepResult as SweepResult, sweep as sweep
