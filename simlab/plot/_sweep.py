@@ -11,7 +11,7 @@ FAILED_COLOUR = "#BBBBBB"
 
 
 def sweep_heatmap(result, variable: str, *, x=None, y=None, at=None, ax=None, cmap=None,
-                  log_colour: bool = False):
+                  log_colour: bool = False, colour_label: str | None = None):
     """Colours the plane of two swept parameters by a scalar observable.
 
     Failed members (masked with `NaN`) are drawn grey and named in a legend. Axis labels
@@ -26,6 +26,7 @@ def sweep_heatmap(result, variable: str, *, x=None, y=None, at=None, ax=None, cm
     - `ax`: the Axes to draw on; `None` makes a new figure.
     - `cmap`: a colour map (default: simlab's sequential map).
     - `log_colour`: use a logarithmic colour scale.
+    - `colour_label`: the colour bar's label (default: `variable`).
 
     **Returns:** the Axes.
 
@@ -51,7 +52,7 @@ def sweep_heatmap(result, variable: str, *, x=None, y=None, at=None, ax=None, cm
         mesh = ax.pcolormesh(values[x].values, values[y].values,
                              np.ma.masked_invalid(values.values), shading="nearest",
                              cmap=colours, norm=norm)
-        figure.colorbar(mesh, ax=ax, label=variable)
+        figure.colorbar(mesh, ax=ax, label=colour_label or variable)
         ax.set_xlabel(_label(result, x))
         ax.set_ylabel(_label(result, y))
         ax.grid(False)
