@@ -1,0 +1,66 @@
+"""Pallas stencil kernels: tiled, fused, differentiable in reverse mode.
+
+Importing this package registers the Laplacian kernel as the `impl="pallas"` path of
+`simlab.grid.laplacian` (and of every model built on it). Every kernel has a pure-jnp
+`*_reference` that computes the same thing through XLA. On a CPU the kernels run in the
+Pallas interpreter (`interpret=True`): correct, but not fast; on a GPU they compile
+(Triton by default, `backend="mosaic_gpu"` to try Mosaic GPU).
+"""
+
+from collections.abc import Sequence
+
+from jaxtyping import Array
+
+from ..grid import register_pallas_kernel
+from ._gray_scott import (
+    gray_scott_kernel as gray_scott_kernel,
+    gray_scott_tendency as gray_scott_tendency,
+    gray_scott_tendency_reference as gray_scott_tendency_reference,
+)
+from ._laplacian2d import (
+    laplacian2d as laplacian2d,
+    laplacian2d_kernel as laplacian2d_kernel,
+    laplacian2d_reference as laplacian2d_reference,
+    laplacian_reference,
+)
+from ._laplacian3d import (
+    laplacian3d as laplacian3d,
+    laplacian3d_kernel as laplacian3d_kernel,
+    laplacian3d_reference as laplacian3d_reference,
+)
+from ._pallas import BACKENDS as BACKENDS, is_forward_mode as is_forward_mode
+from ._temporal import (
+    gray_scott_steps as gray_scott_steps,
+    gray_scott_steps_reference as gray_scott_steps_reference,
+    heat_steps as heat_steps,
+    heat_steps_reference as heat_steps_reference,
+    temporal2d_kernel as temporal2d_kernel,
+)
+from ._tiling import (
+    BLOCK_SHAPES as BLOCK_SHAPES,
+    autotune_block_shape as autotune_block_shape,
+    default_block_shape as default_block_shape,
+)
+
+_LAPLACIAN_KERNELS = {2: laplacian2d, 3: laplacian3d}
+
+
+def laplacian_interior(padded: Array, spacing: Sequence[float], *, order: int = 2) -> Array:
+    """The `impl="pallas"` path of `simlab.grid.laplacian_interior`.
+
+    2-D and 3-D fields take the tiled kernels; 1-D fields (no tile to reuse) and calls
+    under forward-mode autodiff (`jax.jvp`, `jax.jacfwd`, which a custom VJP cannot serve)
+    take the XLA reference, which computes the same values.
+
+    Forward mode applied to an already traced loop (a `jax.jvp` of a `lax.scan` or a
+    diffrax solve with `adjoint=diffrax.ForwardMode()`) cannot be seen from here and fails
+    with JAX's "can't apply forward-mode autodiff (jvp) to a custom_vjp function": build
+    such models with `impl="xla"`.
+    """
+    kernel = _LAPLACIAN_KERNELS.get(len(spacing))
+    if kernel is None or is_forward_mode(padded):
+        return laplacian_reference(padded, spacing, order=order)
+    return kernel(padded, spacing, order=order)
+
+
+register_pallas_kernel("laplacian", laplacian_interior)
