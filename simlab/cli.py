@@ -1,0 +1,207 @@
+"""The `simlab` command: run experiments, list them, show and redraw results folders.
+
+Exit codes: 0 success, 1 failure while running, 2 bad input (one line, no traceback).
+"""
+
+import argparse
+import os
+import pathlib
+import sys
+
+EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
+CACHE_ENVIRONMENT = "SIMLAB_CACHE_DIR"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but bad usage exits with code 2 and one `simlab: error:` line."""
+
+    def error(self, message):
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="simlab",
+        description="Run simlab experiments (TOML files) and inspect their results folders.",
+        epilog="Exit codes: 0 success, 1 failure while running, 2 bad input.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    run = commands.add_parser(
+        "run",
+        help="run an experiment into a new results folder",
+        description="Validate an experiment completely, then run its fit, sweep and figures.",
+    )
+    run.add_argument("experiment", help="a TOML file, or the name of a shipped experiment")
+    run.add_argument(
+        "--out",
+        type=pathlib.Path,
+        default=None,
+        help="results folder (default: results/<experiment>/<UTC timestamp>)",
+    )
+    run.add_argument(
+        "--overwrite", action="store_true", help="replace --out if it already holds a run"
+    )
+    run.add_argument(
+        "--devices",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="shard the sweep over N devices (N simulated CPU devices on a CPU)",
+    )
+    run.add_argument("--quiet", action="store_true", help="print only errors")
+    run.add_argument(
+        "--quick",
+        action="store_true",
+        help="apply the file's [quick] table: a reduced run for a preview",
+    )
+    run.add_argument(
+        "--check", action="store_true", help="only validate the experiment file, run nothing"
+    )
+
+    commands.add_parser(
+        "list",
+        help="list the shipped experiments",
+        description="List the shipped experiments with one-line descriptions.",
+    )
+
+    show = commands.add_parser(
+        "show",
+        help="summarise a results folder",
+        description="Fitted parameters ± standard errors, sweep summary, "
+        "wall times and figures of a results folder.",
+    )
+    show.add_argument("run", type=pathlib.Path, help="a results folder written by `simlab run`")
+
+    plot = commands.add_parser(
+        "plot",
+        help="redraw a run's figures from its stored results",
+        description="Redraw the figures of a results folder from its "
+        "stored arrays; nothing is recomputed.",
+    )
+    plot.add_argument("run", type=pathlib.Path, help="a results folder written by `simlab run`")
+    return parser
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer; got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer; got {text!r}")
+    return value
+
+
+def _configure_jax(num_devices: int | None) -> None:
+    """Application settings (the library never touches jax.config): float64, a persistent
+    compilation cache so a second run starts faster, and simulated CPU devices if asked."""
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    cache = os.environ.get(CACHE_ENVIRONMENT) or str(
+        pathlib.Path.home() / ".cache" / "simlab" / "jax"
+    )
+    jax.config.update("jax_compilation_cache_dir", cache)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    if num_devices is not None and num_devices > 1:
+        jax.config.update("jax_num_cpu_devices", num_devices)
+
+
+def _devices(num_devices: int | None):
+    import jax
+
+    if num_devices is None:
+        return None
+    available = jax.devices()
+    if num_devices > len(available):
+        from simlab.experiment import ExperimentError
+
+        raise ExperimentError(
+            f"--devices {num_devices}: only {len(available)} device(s) are available; pass "
+            f"--devices {len(available)} or fewer."
+        )
+    return available[:num_devices]
+
+
+def _run(arguments) -> int:
+    _configure_jax(arguments.devices)  # before any array exists: x64 and devices are fixed then
+    import simlab.experiment as experiments
+
+    path = experiments.find(arguments.experiment)
+    experiment = experiments.load(path, quick=arguments.quick)
+    if arguments.check:
+        print(f"{path}: valid.")
+        return EXIT_OK
+    experiments.run(
+        experiment,
+        out=arguments.out,
+        overwrite=arguments.overwrite,
+        devices=_devices(arguments.devices),
+        quiet=arguments.quiet,
+    )
+    return EXIT_OK
+
+
+def _list(arguments) -> int:
+    import tomllib
+
+    import simlab.experiment as experiments
+
+    shipped = experiments.shipped()
+    if not shipped:
+        print("no shipped experiments found (looked in ./experiments and simlab's own folder).")
+        return EXIT_OK
+    width = max(map(len, shipped))
+    for name, path in shipped.items():
+        try:
+            description = tomllib.loads(path.read_text(encoding="utf-8")).get("description", "")
+        except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+            description = "(cannot be read; `simlab run --check` says why)"
+        print(f"{name:<{width}}  {description}")
+    print(f"\nrun one with `simlab run NAME` (files in {next(iter(shipped.values())).parent}).")
+    return EXIT_OK
+
+
+def _show(arguments) -> int:
+    import simlab.experiment as experiments
+
+    print(experiments.show(arguments.run))
+    return EXIT_OK
+
+
+def _plot(arguments) -> int:
+    import simlab.experiment as experiments
+
+    written = experiments.redraw(arguments.run)
+    print(f"redrew {len(written)} file(s) in {arguments.run / 'figures'}")
+    return EXIT_OK
+
+
+COMMANDS = {"run": _run, "list": _list, "show": _show, "plot": _plot}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The `simlab` entry point; returns the exit code (0, 1 or 2)."""
+    arguments = build_parser().parse_args(argv)
+    from simlab.experiment import ExperimentError
+
+    try:
+        return COMMANDS[arguments.command](arguments)
+    except ExperimentError as error:
+        print(f"simlab: error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("simlab: interrupted; no results folder was written.", file=sys.stderr)
+        return EXIT_FAILURE
+    except Exception as error:  # a failure while running: say what, keep it to one line
+        message = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        print(f"simlab: failed: {type(error).__name__}: {message}", file=sys.stderr)
+        if os.environ.get("SIMLAB_TRACEBACK"):
+            raise
+        print("simlab: set SIMLAB_TRACEBACK=1 to see where.", file=sys.stderr)
+        return EXIT_FAILURE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,209 @@
+"""Experiments: a whole study (data, fit, sweep, figures) in one TOML file, run into a
+results folder that can be shown, redrawn and handed on.
+
+The `simlab` command (`simlab.cli`) is a thin layer over `load`, `run`, `show` and `redraw`.
+"""
+
+import pathlib
+import shutil
+import time
+from collections.abc import Sequence
+
+import jax
+
+from ._figures import draw_all, load_sweep as load_sweep
+from ._folder import (
+    ARRAYS,
+    CONFIG,
+    METRICS,
+    PROVENANCE,
+    SWEEP_STORE,
+    StoredRun as StoredRun,
+    check_target,
+    default_folder,
+    provenance,
+    publish,
+    read_run,
+    staging_folder,
+    to_toml,
+    write_arrays,
+    write_json,
+    write_text,
+)
+from ._run import compute
+from ._spec import (
+    Experiment as Experiment,
+    ExperimentError as ExperimentError,
+    load as load,
+    parse as parse,
+)
+
+__all__ = [
+    "Experiment",
+    "ExperimentError",
+    "StoredRun",
+    "load",
+    "parse",
+    "run",
+    "show",
+    "redraw",
+    "shipped",
+    "find",
+    "load_sweep",
+]
+
+
+def shipped_folder() -> pathlib.Path:
+    """The `experiments/` folder next to the package (a source checkout)."""
+    return pathlib.Path(__file__).resolve().parents[2] / "experiments"
+
+
+def shipped() -> dict[str, pathlib.Path]:
+    """The shipped experiments, name → file, in `./experiments` and simlab's own folder."""
+    found: dict[str, pathlib.Path] = {}
+    for folder in (shipped_folder(), pathlib.Path("experiments")):
+        if folder.is_dir():
+            found.update({path.stem: path for path in sorted(folder.glob("*.toml"))})
+    return dict(sorted(found.items()))
+
+
+def find(name_or_path: str | pathlib.Path) -> pathlib.Path:
+    """An experiment file from a path, or the name of a shipped experiment (`lynx_hare`)."""
+    path = pathlib.Path(name_or_path)
+    if path.suffix == ".toml" or path.exists():
+        return path
+    experiments = shipped()
+    if str(name_or_path) in experiments:
+        return experiments[str(name_or_path)]
+    raise ExperimentError(
+        f"{name_or_path}: no such experiment file or shipped experiment; the shipped ones are "
+        f"{list(experiments)} (see `simlab list`)."
+    )
+
+
+def run(
+    experiment: Experiment,
+    *,
+    out: str | pathlib.Path | None = None,
+    overwrite: bool = False,
+    devices: Sequence[jax.Device] | None = None,
+    quiet: bool = False,
+    results_root: str | pathlib.Path = "results",
+) -> pathlib.Path:
+    """Runs a checked experiment and writes its results folder.
+
+    The folder holds `config.toml` (the resolved experiment), `metrics.json` (fitted
+    parameters ± standard errors, loss, sweep summary, wall times), `arrays.npz`, the sweep
+    store `sweep.zarr`, `figures/` (PNG and SVG; GIF animations) and `provenance.json`
+    (simlab, jax and Python versions, devices, git commit). It is built under a hidden
+    temporary name and renamed when complete, so a crash never leaves a folder that looks
+    finished.
+
+    **Arguments:**
+
+    - `experiment`: from [`simlab.experiment.load`][].
+    - `out`: the results folder (default `results_root/<name>/<UTC timestamp>`, new each run).
+    - `overwrite`: replace `out` if it holds another run (otherwise that is refused).
+    - `devices`: the devices the sweep is sharded over (default: all).
+    - `quiet`: print nothing.
+    - `results_root`: where default folders go.
+
+    **Returns:** the results folder.
+
+    !!! example
+
+        ```python
+        import simlab.experiment
+
+        experiment = simlab.experiment.load("experiments/lynx_hare.toml")
+        folder = simlab.experiment.run(experiment)
+        print(simlab.experiment.show(folder))
+        ```
+    """
+    target = (
+        pathlib.Path(out)
+        if out is not None
+        else default_folder(pathlib.Path(results_root), experiment.name)
+    )
+    check_target(target, overwrite=overwrite)
+    started = time.perf_counter()
+    staging = staging_folder(target)
+    try:
+        outcome = compute(
+            experiment,
+            sweep_store=staging / SWEEP_STORE if experiment.sweep is not None else None,
+            devices=devices,
+            quiet=quiet,
+        )
+        used = list(devices) if devices is not None else jax.devices()
+        run_provenance = provenance(experiment.path, quick=experiment.quick, devices=used)
+        write_text(staging / CONFIG, to_toml(experiment.config))
+        write_arrays(staging / ARRAYS, outcome.arrays)
+        write_json(staging / PROVENANCE, run_provenance)
+        write_json(staging / METRICS, outcome.metrics)
+        figures_started = time.perf_counter()
+        draw_all(read_run(staging))
+        outcome.metrics["wall_seconds"]["figures"] = time.perf_counter() - figures_started
+        outcome.metrics["wall_seconds"]["total"] = time.perf_counter() - started
+        write_json(staging / METRICS, outcome.metrics)
+        publish(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    if not quiet:
+        print(f"results written to {target}")
+        print(f"figures: {target / 'figures'}")
+    return target
+
+
+def redraw(folder: str | pathlib.Path) -> list[pathlib.Path]:
+    """Redraws a run's figures from its stored arrays (nothing is recomputed).
+
+    **Returns:** the files written into `folder/figures`.
+    """
+    return draw_all(read_run(folder))
+
+
+def show(folder: str | pathlib.Path) -> str:
+    """A readable summary of a results folder: fit, sweep, wall times, figures."""
+    stored = read_run(folder)
+    metrics, origin = stored.metrics, stored.provenance
+    lines = [f"{metrics['experiment']}: {metrics.get('description', '')}".rstrip(": ")]
+    lines.append(
+        f"  run {origin['created']} · simlab {origin['simlab_version']} · jax "
+        f"{origin['jax_version']} · {len(origin['devices'])} device(s)"
+        + (f" · git {origin['git']['commit'][:10]}" if origin.get("git") else "")
+        + (" · quick" if origin.get("quick") else "")
+    )
+    if "fit" in metrics:
+        lines.extend(_fit_lines(metrics["fit"], metrics.get("true_parameters", {})))
+    if "sweep" in metrics:
+        sweep = metrics["sweep"]
+        ranges = ", ".join(
+            f"{name} in [{low:.4g}, {high:.4g}]" for name, (low, high) in sweep["ranges"].items()
+        )
+        lines.append(f"  sweep ({sweep['mode']}, {sweep['num_members']} members): {ranges}")
+        lines.append(f"    {sweep['summary']}")
+        for name, summary in sweep["observables"].items():
+            if summary["min"] is not None and not summary["shape"]:
+                lines.append(f"    {name}: {summary['min']:.4g} … {summary['max']:.4g}")
+    wall = metrics.get("wall_seconds", {})
+    lines.append("  wall time: " + ", ".join(f"{k} {v:.1f} s" for k, v in wall.items()))
+    figures = sorted(path.name for path in stored.figures_folder.glob("*.*"))
+    lines.append(f"  figures in {stored.figures_folder}: {', '.join(figures) or 'none'}")
+    return "\n".join(lines)
+
+
+def _fit_lines(fit: dict, truth: dict) -> list[str]:
+    state = "converged" if fit["converged"] else f"not converged ({fit['status']})"
+    lines = [f"  fit: {state} after {fit['num_steps']} steps, loss {fit['loss']:.6g}"]
+    width = max(len(name) for name in fit["parameters"])
+    for name, entry in fit["parameters"].items():
+        error = "unidentifiable" if entry["stderr"] is None else f"{entry['stderr']:.3g}"
+        unit = f" {entry['unit']}" if entry["unit"] else ""
+        known = f"   (true {truth[name]:.6g})" if name in truth else ""
+        lines.append(f"    {name:<{width}} = {entry['value']:.6g} ± {error}{unit}{known}")
+    for name, entry in fit.get("initial_state", {}).items():
+        error = "-" if entry["stderr"] is None else f"{entry['stderr']:.3g}"
+        lines.append(f"    {name:<{width}} (t0) = {entry['value']:.6g} ± {error}")
+    return lines

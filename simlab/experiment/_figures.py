@@ -1,0 +1,269 @@
+"""The figures of a run, drawn from its stored files only, so `simlab plot` never recomputes."""
+
+import os
+import pathlib
+import uuid
+
+import numpy as np
+
+from .._results import RESULTS, Trajectory
+from .._sweep import SweepResult
+from ._folder import StoredRun
+from ._spec import model_classes
+
+VECTOR_FORMAT = "svg"
+
+
+def draw_all(run: StoredRun, folder: pathlib.Path | None = None) -> list[pathlib.Path]:
+    """Draws every figure the run's config asks for into `folder` (default: its figures/).
+
+    Each figure is written as PNG and SVG (animations as GIF), each file atomically.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: never open a window, even when a display exists
+    import matplotlib.pyplot as plt
+
+    folder = run.figures_folder if folder is None else folder
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for entry in run.config.get("figures", []):
+        kind, name = entry["kind"], entry.get("name", entry["kind"])
+        if kind == "animation":
+            written.append(_animation(run, entry, folder / f"{name}.gif"))
+            continue
+        figure = DRAWERS[kind](run, entry)
+        if "title" in entry:
+            figure.suptitle(entry["title"])
+        for suffix in ("png", VECTOR_FORMAT):
+            written.append(_save(figure, folder / f"{name}.{suffix}"))
+        plt.close(figure)
+    return written
+
+
+def _save(figure, path: pathlib.Path) -> pathlib.Path:
+    temporary = path.with_name(f".{path.stem}.tmp-{uuid.uuid4().hex[:8]}{path.suffix}")
+    figure.savefig(temporary)
+    os.replace(temporary, path)
+    return path
+
+
+def _model_class(run: StoredRun):
+    return model_classes()[run.config["model"]["name"]]
+
+
+def _state_names(run: StoredRun) -> tuple[str, ...]:
+    return tuple(getattr(_model_class(run), "state_names", ()))
+
+
+def _trajectory(run: StoredRun, ys_name: str = "simulation_ys") -> Trajectory:
+    """A stored curve as a `Trajectory`, so the plot functions take what `simulate` returns."""
+    return Trajectory(
+        ts=run.arrays["simulation_ts"],
+        ys=run.arrays[ys_name],
+        result=RESULTS.successful,
+        stats={},
+        state_names=_state_names(run) or None,
+    )
+
+
+def _data(run: StoredRun, num_components: int):
+    if "data_ts" not in run.arrays:
+        return None
+    observations = run.arrays["data_observations"]
+    if observations.ndim != 2 or observations.shape[1] != num_components:
+        return None  # only some components observed: draw the curves alone
+    return run.arrays["data_ts"], observations
+
+
+def _labels(entry: dict, x: str, y: str) -> dict[str, str]:
+    return {"time_label": entry.get("xlabel", x), "value_label": entry.get("ylabel", y)}
+
+
+def _fit_figure(run: StoredRun, entry: dict):
+    import simlab.plot
+
+    fitted = _trajectory(run, "fit_prediction")
+    ax = simlab.plot.trajectory(
+        fitted,
+        data=_data(run, fitted.ys.shape[1]),
+        stderr=run.arrays["fit_prediction_stderr"],
+        **_labels(entry, "time", "state"),
+    )
+    ax.set_title(_parameter_text(run), fontsize=9)
+    return ax.figure
+
+
+def _parameter_text(run: StoredRun, per_line: int = 3) -> str:
+    """The fitted values ± standard errors, a few to a line."""
+    parts = []
+    for name, fitted in run.metrics["fit"]["parameters"].items():
+        error = "unidentifiable" if fitted["stderr"] is None else f"{fitted['stderr']:.2g}"
+        parts.append(f"{name} = {fitted['value']:.3g} ± {error}")
+    lines = [",  ".join(parts[i : i + per_line]) for i in range(0, len(parts), per_line)]
+    return "fit: " + "\n".join(lines)
+
+
+def _phase_portrait(run: StoredRun, entry: dict):
+    import simlab.plot
+
+    trajectory = _trajectory(run)
+    data = _data(run, trajectory.ys.shape[1])
+    ax = simlab.plot.phase_portrait(trajectory, data=None if data is None else data[1])
+    return ax.figure
+
+
+def _loss(run: StoredRun, entry: dict):
+    import simlab.plot
+
+    return simlab.plot.loss_curve(run.arrays["fit_loss_history"]).figure
+
+
+def load_sweep(run: StoredRun) -> SweepResult:
+    """The run's sweep, read back from its zarr store (no pickles, no recompute)."""
+    import zarr
+
+    summary = run.metrics["sweep"]
+    group = zarr.open_group(str(run.sweep_store), mode="r")
+    names = tuple(summary["names"])
+    observables = {name: group[name][:] for name in summary["observables"]}
+    grid_axes = None
+    if summary["mode"] == "grid":
+        grid_axes = tuple(np.asarray(axis) for axis in summary["grid_axes"])
+    return SweepResult(
+        names=names,
+        values=np.stack([group[name][:] for name in names], axis=-1),
+        observables=observables,
+        status=group["status"][:],
+        mode=summary["mode"],
+        grid_axes=grid_axes,
+        units=summary["units"],
+        dims={name: tuple(group[name].metadata.dimension_names[1:]) for name in observables},
+        coords={},
+        attrs=dict(group.attrs),
+        stats=summary["stats"],
+    )
+
+
+def _sweep_heatmap(run: StoredRun, entry: dict):
+    import simlab.plot
+
+    result = load_sweep(run)
+    ax = simlab.plot.sweep_heatmap(result, entry["variable"])
+    fitted = run.metrics.get("fit", {}).get("parameters", {})
+    x, y = result.names[:2]
+    if x in fitted and y in fitted:
+        ax.plot(
+            fitted[x]["value"],
+            fitted[y]["value"],
+            marker="x",
+            color="white",
+            markersize=10,
+            markeredgewidth=2.5,
+            linestyle="",
+            label="fit",
+        )
+        ax.legend(loc="upper right")
+    return ax.figure
+
+
+def _sweep_lines(run: StoredRun, entry: dict):
+    import simlab.plot
+
+    return simlab.plot.sweep_lines(load_sweep(run), entry["variable"]).figure
+
+
+def _pattern_gallery(run: StoredRun, entry: dict):
+    import simlab.plot
+
+    return simlab.plot.sweep_gallery(load_sweep(run), "final_field", channel=entry.get("channel"))
+
+
+def _coordinates(run: StoredRun) -> np.ndarray:
+    grid = run.config["model"]["grid"]
+    (num_points,), extent = grid["shape"][:1], grid["extent"]
+    return (np.arange(num_points) + 0.5) * extent / num_points
+
+
+def _channel(run: StoredRun, entry: dict) -> np.ndarray:
+    ys = run.arrays["simulation_ys"]
+    return ys[:, entry["channel"]] if "channel" in entry else ys
+
+
+def _field(run: StoredRun, entry: dict):
+    import matplotlib.pyplot as plt
+
+    import simlab.plot
+    from simlab.plot._style import style
+
+    ys = _channel(run, entry)
+    if ys.ndim == 2:
+        trajectory = Trajectory(
+            ts=run.arrays["simulation_ts"], ys=ys, result=RESULTS.successful, stats={}
+        )
+        ax = simlab.plot.space_time(
+            trajectory, coordinates=_coordinates(run), label=entry.get("ylabel", "u")
+        )
+        return ax.figure
+    with style():
+        figure, ax = plt.subplots(figsize=(4.4, 3.8))
+        image = ax.imshow(ys[-1].T, origin="lower")
+        figure.colorbar(image, ax=ax, label=entry.get("ylabel", "field"))
+        ax.set(
+            xlabel="x (cells)",
+            ylabel="y (cells)",
+            title=f"t = {run.arrays['simulation_ts'][-1]:.4g}",
+        )
+        ax.grid(False)
+    return figure
+
+
+def _snapshots(run: StoredRun, entry: dict):
+    """A 1-D field at a few data times: observations as points, the fitted model as lines."""
+    import matplotlib.pyplot as plt
+
+    from simlab.plot._style import COLOURS, style
+
+    xs = _coordinates(run)
+    ts, ys = run.arrays["simulation_ts"], run.arrays["simulation_ys"]
+    data_ts, observations = run.arrays.get("data_ts"), run.arrays.get("data_observations")
+    chosen = np.unique(np.linspace(0, len(ts) - 1, min(4, len(ts))).round().astype(int))
+    with style():
+        figure, ax = plt.subplots(figsize=(6, 3.8))
+        for position, index in enumerate(chosen):
+            colour = COLOURS[position % len(COLOURS)]
+            ax.plot(xs, ys[index], color=colour, label=f"t = {ts[index]:.3g}")
+            if data_ts is not None:
+                nearest = int(np.argmin(np.abs(data_ts - ts[index])))
+                ax.plot(xs, observations[nearest], "o", color=colour, markersize=3, alpha=0.7)
+        ax.set_xlabel(entry.get("xlabel", "x"))
+        ax.set_ylabel(entry.get("ylabel", "u"))
+        ax.legend(title="lines: fitted model\npoints: data" if data_ts is not None else None)
+    return figure
+
+
+def _animation(run: StoredRun, entry: dict, path: pathlib.Path) -> pathlib.Path:
+    import simlab.plot
+
+    frames = _channel(run, entry)
+    every = int(entry.get("every", 1))
+    coordinates = _coordinates(run) if frames.ndim == 2 else None
+    return simlab.plot.animate(
+        frames[::every],
+        path,
+        ts=run.arrays["simulation_ts"][::every],
+        label=entry.get("ylabel", "field"),
+        coordinates=coordinates,
+    )
+
+
+DRAWERS = {
+    "fit": _fit_figure,
+    "phase_portrait": _phase_portrait,
+    "loss": _loss,
+    "sweep_heatmap": _sweep_heatmap,
+    "sweep_lines": _sweep_lines,
+    "pattern_gallery": _pattern_gallery,
+    "field": _field,
+    "snapshots": _snapshots,
+}

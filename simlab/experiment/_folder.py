@@ -1,0 +1,226 @@
+"""Results folders: written under a temporary name and renamed, so a crash never leaves a
+folder that looks complete; read back by parsing only (JSON, TOML, `np.load` without pickle).
+"""
+
+import dataclasses
+import datetime
+import json
+import os
+import pathlib
+import platform
+import shutil
+import subprocess
+import sys
+import tomllib
+import uuid
+from typing import Any
+
+import jax
+import numpy as np
+
+from ._spec import ExperimentError
+
+CONFIG = "config.toml"
+METRICS = "metrics.json"
+PROVENANCE = "provenance.json"
+ARRAYS = "arrays.npz"
+SWEEP_STORE = "sweep.zarr"
+FIGURES = "figures"
+RUN_MARKERS = (METRICS, PROVENANCE)
+
+
+def is_run(folder: pathlib.Path) -> bool:
+    """Whether `folder` holds a finished simlab run."""
+    return all((folder / name).is_file() for name in RUN_MARKERS)
+
+
+def default_folder(results_root: pathlib.Path, name: str) -> pathlib.Path:
+    """`results_root/<name>/<UTC timestamp>`, with a suffix if that folder exists already."""
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%d-%H%M%S")
+    folder = results_root / name / stamp
+    suffix = 2
+    while folder.exists():
+        folder = results_root / name / f"{stamp}-{suffix}"
+        suffix += 1
+    return folder
+
+
+def check_target(folder: pathlib.Path, *, overwrite: bool) -> None:
+    """Refuses a target that holds something we must not replace; called before any work."""
+    if not folder.exists():
+        return
+    if not folder.is_dir():
+        raise ExperimentError(f"{folder}: exists and is not a folder; choose another --out.")
+    if is_run(folder):
+        if not overwrite:
+            raise ExperimentError(
+                f"{folder}: already holds another run; pass --overwrite (overwrite=True) to "
+                "replace it, or choose another --out."
+            )
+        return
+    if any(folder.iterdir()):
+        raise ExperimentError(
+            f"{folder}: exists, is not empty and is not a simlab run, so it is never "
+            "replaced; choose another --out."
+        )
+
+
+def staging_folder(target: pathlib.Path) -> pathlib.Path:
+    """A fresh hidden folder next to `target` (same file system, so renaming is atomic)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.parent / f".{target.name}.partial-{uuid.uuid4().hex[:8]}"
+    staging.mkdir()
+    return staging
+
+
+def publish(staging: pathlib.Path, target: pathlib.Path) -> None:
+    """Moves the finished `staging` folder to `target`, replacing an old run if one is there."""
+    if not target.exists():
+        os.rename(staging, target)
+        return
+    retired = target.parent / f".{target.name}.replaced-{uuid.uuid4().hex[:8]}"
+    os.rename(target, retired)
+    os.rename(staging, target)
+    shutil.rmtree(retired, ignore_errors=True)
+
+
+def write_json(path: pathlib.Path, content: Any) -> None:
+    write_text(path, json.dumps(content, indent=2, allow_nan=False) + "\n")
+
+
+def write_text(path: pathlib.Path, text: str) -> None:
+    """Writes a whole file or nothing: a temporary name in the same folder, then `os.replace`."""
+    temporary = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def write_arrays(path: pathlib.Path, arrays: dict[str, np.ndarray]) -> None:
+    temporary = path.with_name(f".{path.stem}.tmp-{uuid.uuid4().hex[:8]}.npz")
+    np.savez(temporary, **{name: np.asarray(value) for name, value in arrays.items()})
+    os.replace(temporary, path)
+
+
+def to_toml(table: dict[str, Any]) -> str:
+    """TOML text for a table of tables, arrays of tables, strings, numbers and booleans."""
+    lines: list[str] = []
+    _emit(table, (), lines)
+    return "\n".join(lines).strip() + "\n"
+
+
+def _emit(table: dict, prefix: tuple[str, ...], lines: list[str]) -> None:
+    scalars = {k: v for k, v in table.items() if not _is_table(v) and not _is_table_array(v)}
+    for key, value in scalars.items():
+        lines.append(f"{_key(key)} = {_value(value)}")
+    for key, value in table.items():
+        path = (*prefix, key)
+        if _is_table(value):
+            lines.extend(["", f"[{'.'.join(map(_key, path))}]"])
+            _emit(value, path, lines)
+        elif _is_table_array(value):
+            for entry in value:
+                lines.extend(["", f"[[{'.'.join(map(_key, path))}]]"])
+                _emit(entry, path, lines)
+
+
+def _is_table(value) -> bool:
+    return isinstance(value, dict)
+
+
+def _is_table_array(value) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, dict) for v in value)
+
+
+def _key(key: str) -> str:
+    bare = key.replace("_", "").replace("-", "").isalnum() and key.isascii()
+    return key if bare else json.dumps(key)
+
+
+def _value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, list):
+        return "[" + ", ".join(_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{_key(k)} = {_value(v)}" for k, v in value.items()) + " }"
+    raise TypeError(f"cannot write {type(value).__name__} to TOML")
+
+
+def provenance(experiment_path: pathlib.Path, *, quick: bool, devices) -> dict[str, Any]:
+    """Versions, devices, the git commit of the experiment's repository, the command line."""
+    from .. import __version__
+
+    return {
+        "simlab_version": __version__,
+        "jax_version": jax.__version__,
+        "python_version": platform.python_version(),
+        "platform": platform.platform(),
+        "devices": [str(device) for device in devices],
+        "git": _git_state(experiment_path.resolve().parent),
+        "experiment_file": str(experiment_path),
+        "quick": quick,
+        "command": sys.argv,
+        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    }
+
+
+def _git_state(folder: pathlib.Path) -> dict[str, Any] | None:
+    def git(*arguments):
+        return subprocess.run(
+            ["git", "-C", str(folder), *arguments], capture_output=True, text=True, timeout=10
+        )
+
+    try:
+        commit = git("rev-parse", "HEAD")
+        if commit.returncode != 0:
+            return None
+        changed = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"commit": commit.stdout.strip(), "dirty": bool(changed.stdout.strip())}
+
+
+@dataclasses.dataclass(frozen=True)
+class StoredRun:
+    """A results folder read back: `config`, `metrics`, `provenance`, `arrays`, `folder`."""
+
+    folder: pathlib.Path
+    config: dict[str, Any]
+    metrics: dict[str, Any]
+    provenance: dict[str, Any]
+    arrays: dict[str, np.ndarray]
+
+    @property
+    def sweep_store(self) -> pathlib.Path:
+        return self.folder / SWEEP_STORE
+
+    @property
+    def figures_folder(self) -> pathlib.Path:
+        return self.folder / FIGURES
+
+
+def read_run(folder: str | pathlib.Path) -> StoredRun:
+    """Reads a results folder (parsing only); `ExperimentError` if it is not a finished run."""
+    folder = pathlib.Path(folder)
+    if not folder.is_dir():
+        raise ExperimentError(
+            f"{folder}: no such results folder; pass a folder `simlab run` wrote."
+        )
+    if not is_run(folder):
+        raise ExperimentError(
+            f"{folder}: not a finished simlab run (no {METRICS} and {PROVENANCE}); pass a "
+            "folder such as results/<experiment>/<timestamp>."
+        )
+    try:
+        config = tomllib.loads((folder / CONFIG).read_text(encoding="utf-8"))
+        metrics = json.loads((folder / METRICS).read_text(encoding="utf-8"))
+        run_provenance = json.loads((folder / PROVENANCE).read_text(encoding="utf-8"))
+        with np.load(folder / ARRAYS, allow_pickle=False) as stored:
+            arrays = {name: stored[name] for name in stored.files}
+    except (OSError, ValueError, tomllib.TOMLDecodeError) as error:
+        raise ExperimentError(f"{folder}: a results file is damaged ({error}); rerun it.") from None
+    return StoredRun(folder, config, metrics, run_provenance, arrays)
