@@ -223,7 +223,8 @@ def _check_settings(rtol, atol, dt0, adaptive, max_steps, ts) -> None:
     if dt0 is None:
         raise ValueError("adaptive=False takes fixed steps and needs a step: pass dt0=...")
     if is_concrete(dt0) and is_concrete(ts):
-        num_steps = int(np.ceil(float(ts[-1] - ts[0]) / float(dt0)))
+        times = np.asarray(ts)  # numpy: jnp indexing would be staged under jit
+        num_steps = int(np.ceil(float(times[-1] - times[0]) / float(dt0)))
         if num_steps > max_steps:
             raise ValueError(
                 f"{num_steps} fixed steps of dt0={dt0} are needed to reach ts[-1], more than "
