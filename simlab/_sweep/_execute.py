@@ -108,10 +108,39 @@ def run_chunk(model, y0, ts, values, *, mesh: Mesh, names, observable, settings)
 
 
 def output_specs(model, y0, ts, values_dtype, *, names, observable, settings) -> dict:
-    """The shape and dtype of each observable of one member, found without running it."""
+    """The shape and dtype of each observable of one member, found without running it.
+
+    Tracing a solve takes longer than running a small chunk of it, so the answer is cached
+    on the static structure: the shapes and dtypes of the inputs, names, observable, settings.
+    """
+    leaves, treedef = jax.tree.flatten((model, y0, ts))
+    abstract = tuple(
+        jax.ShapeDtypeStruct(jnp.shape(leaf), jnp.result_type(leaf)) if eqx.is_array(leaf)
+        else leaf
+        for leaf in leaves
+    )
+    key = (treedef, abstract, np.dtype(values_dtype), names, observable, settings)
+    try:
+        hash(key)
+    except TypeError:  # an unhashable static leaf: trace every time
+        return _traced_output_specs(*key)
+    return _cached_output_specs(*key)
+
+
+def _traced_output_specs(treedef, abstract, values_dtype, names, observable, settings):
+    is_abstract = [isinstance(leaf, jax.ShapeDtypeStruct) for leaf in abstract]
+
+    def member(dynamic, row):
+        dynamic = iter(dynamic)
+        leaves = [next(dynamic) if flag else leaf for flag, leaf in zip(is_abstract, abstract,
+                                                                         strict=True)]
+        model, y0, ts = jax.tree.unflatten(treedef, leaves)
+        return member_outputs(model, y0, ts, row, names=names, observable=observable,
+                              settings=settings)
+
+    dynamic = [leaf for flag, leaf in zip(is_abstract, abstract, strict=True) if flag]
     row = jax.ShapeDtypeStruct((len(names),), values_dtype)
-    member = ft.partial(member_outputs, names=names, observable=observable, settings=settings)
-    outputs, _ = eqx.filter_eval_shape(member, model, y0, ts, row)
+    outputs, _ = jax.eval_shape(member, dynamic, row)
     dims = {TRAJECTORY: ("time", "component")}
     return {
         name: VariableSpec(
@@ -121,6 +150,9 @@ def output_specs(model, y0, ts, values_dtype, *, names, observable, settings) ->
         )
         for name, out in outputs.items()
     }
+
+
+_cached_output_specs = ft.lru_cache(maxsize=64)(_traced_output_specs)
 
 
 def default_chunk_size(specs: dict, num_times: int, state_size: int, itemsize: int) -> int:
