@@ -17,7 +17,7 @@ from jaxtyping import Array, ArrayLike
 
 from .._results import RESULTS
 from ..models._base import is_concrete
-from ._loop import Carry, GradientStepper, LeastSquaresStepper, run
+from ._loop import Carry, GradientStepper, LeastSquaresStepper, num_scalars, run
 from ._problem import FitProblem, Layout, get_path, make_problem
 from ._uncertainty import covariance, covariance_labels, natural_values, with_natural_values
 
@@ -297,7 +297,7 @@ def _finish(problem: FitProblem, carry: Carry, num_fitted: int):
 
 
 def _result(problem, carry: Carry, layout: Layout) -> tuple[FitResult, Array]:
-    num_fitted = sum(int(np.prod(jnp.shape(x))) for x in jtu.tree_leaves(carry.best_u))
+    num_fitted = num_scalars(carry.best_u)
     model, y0s, loss, solved, cov, unidentifiable, noise_variance = _finish(
         problem, carry, num_fitted
     )

@@ -23,17 +23,18 @@ from jaxtyping import Array
 from .._results import RESULTS
 from ._problem import FAILED_RESIDUAL, FitProblem
 
+FORWARD_MODE_MAX_PARAMETERS = 16
+
+
+def num_scalars(tree) -> int:
+    return sum(int(np.prod(jnp.shape(leaf))) for leaf in jtu.tree_leaves(tree))
+
 
 class AbstractStepper(eqx.Module):
     """One optimiser seen as `init` and `step` on the unconstrained parameters `u`."""
 
     rtol: eqx.AbstractVar[float]
     atol: eqx.AbstractVar[float]
-
-    @property
-    @abc.abstractmethod
-    def adjoint(self) -> str:
-        """How the simulations inside the objective are differentiated."""
 
     @abc.abstractmethod
     def objective(self, problem: FitProblem):
@@ -61,16 +62,27 @@ class GradientStepper(AbstractStepper):
     atol: float
     patience: int = 50
 
-    @property
-    def adjoint(self) -> str:
-        return "checkpoint"  # one reverse pass, whatever the number of parameters
-
     def objective(self, problem):
-        def loss_fn(u):
-            residuals, ok = problem.residuals(u, self.adjoint)
-            return 0.5 * jnp.sum(residuals**2), ok
+        # Few parameters: forward mode (one tangent per parameter, no stored trajectory)
+        # is cheaper than a reverse pass through the solver's checkpoints; networks with
+        # many weights need reverse mode.
+        forward = num_scalars(problem.initial_unconstrained()) <= FORWARD_MODE_MAX_PARAMETERS
 
-        return jax.value_and_grad(loss_fn, has_aux=True)
+        def loss_fn(u):
+            residuals, ok = problem.residuals(u, "forward" if forward else "checkpoint")
+            loss = 0.5 * jnp.sum(residuals**2)
+            return loss, (loss, ok)
+
+        if forward:
+            gradient_fn = jax.jacfwd(loss_fn, has_aux=True)
+        else:
+            gradient_fn = jax.grad(loss_fn, has_aux=True)
+
+        def value_and_grad(u):
+            grad, (loss, ok) = gradient_fn(u)
+            return (loss, ok), grad
+
+        return value_and_grad
 
     def init(self, objective, u):
         (loss, _), grad = objective(u)
@@ -119,12 +131,8 @@ class LeastSquaresStepper(AbstractStepper):
     rtol: float
     atol: float
 
-    @property
-    def adjoint(self) -> str:
-        return "forward"
-
     def objective(self, problem):
-        return lambda u, args: (problem.residuals(u, self.adjoint)[0], None)
+        return lambda u, args: (problem.residuals(u, "forward")[0], None)
 
     def _call(self, objective, u):
         # Optimistix solvers expect a closure-converted function, as `optx.least_squares`
@@ -140,8 +148,18 @@ class LeastSquaresStepper(AbstractStepper):
         fn = self._call(objective, u)
         new_u, new_state, _ = self.solver.step(fn, u, None, {"jac": "fwd"}, state, frozenset())
         done, result = self.solver.terminate(fn, u, None, {"jac": "fwd"}, new_state, frozenset())
-        residuals, _ = objective(new_u, None)
-        return new_u, new_state, 0.5 * jnp.sum(residuals**2), done, RESULTS.promote(result)
+        loss = self._loss(objective, new_u, new_state)
+        return new_u, new_state, loss, done, RESULTS.promote(result)
+
+    def _loss(self, objective, u, state):
+        # Gauss–Newton-family states (Levenberg–Marquardt included) hold the residual at
+        # the accepted point: reuse it rather than simulate once more.
+        f_info = getattr(state, "f_info", None)
+        if isinstance(f_info, optx.FunctionInfo.ResidualJac):
+            residuals = f_info.residual
+        else:
+            residuals, _ = objective(u, None)
+        return 0.5 * jnp.sum(residuals**2)
 
 
 class Carry(eqx.Module):
@@ -162,7 +180,7 @@ def start(problem: FitProblem, stepper: AbstractStepper, max_steps: int) -> Carr
     u = problem.initial_unconstrained()
     objective = stepper.objective(problem)
     state = stepper.init(objective, u)
-    residuals, _ = problem.residuals(u, stepper.adjoint)
+    residuals, _ = problem.residuals(u, "forward")
     loss = 0.5 * jnp.sum(residuals**2)
     history = jnp.full((max_steps + 1,), jnp.nan, loss.dtype).at[0].set(loss)
     return Carry(

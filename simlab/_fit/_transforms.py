@@ -1,4 +1,4 @@
-"""Bijections from the real line onto a parameter's valid range.
+r"""Bijections from the real line onto a parameter's valid range.
 
 The optimiser works on unconstrained values $u \in \mathbb{R}$; the model sees
 $\theta = g(u)$, which lies inside the declared range for every $u$, so no iterate is ever
