@@ -50,9 +50,9 @@ def initial_field(
 
 # Module-level functions: sweep compiles once per observable function object.
 def final_state(trajectory):
-    """Each named state component at the last time."""
+    """Each named state component at the last time, as `final_<name>`."""
     final = trajectory.ys[-1]
-    return {name: final[index] for index, name in enumerate(trajectory.state_names)}
+    return {f"final_{name}": final[index] for index, name in enumerate(trajectory.state_names)}
 
 
 def peak(trajectory):
@@ -72,7 +72,7 @@ OBSERVABLE_FUNCTIONS = {"final_state": final_state, "peak": peak, "final_field":
 def observable_names(observable: str, state_names: tuple[str, ...]) -> tuple[str, ...]:
     """The variables an observable produces, known before anything runs."""
     if observable == "final_state":
-        return tuple(state_names)
+        return tuple(f"final_{name}" for name in state_names)
     if observable == "peak":
         return tuple(f"{name}_peak" for name in state_names)
     return ("final_field",)

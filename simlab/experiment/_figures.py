@@ -150,6 +150,9 @@ def _sweep_heatmap(run: StoredRun, entry: dict):
 
     result = load_sweep(run)
     ax = simlab.plot.sweep_heatmap(result, entry["variable"])
+    if "label" in entry:
+        ax.collections[0].colorbar.set_label(entry["label"])
+    _axis_labels(ax, entry)
     fitted = run.metrics.get("fit", {}).get("parameters", {})
     x, y = result.names[:2]
     if x in fitted and y in fitted:
@@ -170,7 +173,17 @@ def _sweep_heatmap(run: StoredRun, entry: dict):
 def _sweep_lines(run: StoredRun, entry: dict):
     import simlab.plot
 
-    return simlab.plot.sweep_lines(load_sweep(run), entry["variable"]).figure
+    ax = simlab.plot.sweep_lines(load_sweep(run), entry["variable"])
+    _axis_labels(ax, {"ylabel": entry.get("label"), **entry})
+    return ax.figure
+
+
+def _axis_labels(ax, entry: dict) -> None:
+    """The experiment's own axis labels, where it gives them."""
+    if entry.get("xlabel"):
+        ax.set_xlabel(entry["xlabel"])
+    if entry.get("ylabel"):
+        ax.set_ylabel(entry["ylabel"])
 
 
 def _pattern_gallery(run: StoredRun, entry: dict):
@@ -202,7 +215,10 @@ def _field(run: StoredRun, entry: dict):
             ts=run.arrays["simulation_ts"], ys=ys, result=RESULTS.successful, stats={}
         )
         ax = simlab.plot.space_time(
-            trajectory, coordinates=_coordinates(run), label=entry.get("ylabel", "u")
+            trajectory,
+            coordinates=_coordinates(run),
+            label=entry.get("ylabel", "u"),
+            position_label=entry.get("xlabel", "x"),
         )
         return ax.figure
     with style():

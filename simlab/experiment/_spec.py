@@ -599,7 +599,11 @@ def _sweep_axis(check: _Checker, axis: Any, where: str, model, name: str) -> dic
     return resolved
 
 
-FIGURE_KEYS = ("kind", "name", "variable", "title", "channel", "every", "xlabel", "ylabel")
+FIGURE_KEYS = (
+    "kind", "name", "variable", "title", "label", "channel", "every", "xlabel", "ylabel",
+)  # fmt: skip
+GRID_FIGURES = ("field", "snapshots", "animation", "pattern_gallery")
+ODE_FIGURES = ("fit", "phase_portrait")
 FIGURE_NEEDS = {
     "fit": "fit",
     "loss": "fit",
@@ -618,7 +622,7 @@ def _figures(check: _Checker, config: dict, model, fit, sweep) -> tuple[FigureSp
         where = f"figures[{index}]"
         check.keys(entry, where, FIGURE_KEYS)
         kind = check.string(entry, "kind", where, choices=FIGURES)
-        for key in ("name", "title", "xlabel", "ylabel"):
+        for key in ("name", "title", "label", "xlabel", "ylabel"):
             check.string(entry, key, where, default=None)
         for key in ("channel", "every"):
             check.integer(entry, key, where, default=None, minimum=0 if key == "channel" else 1)
@@ -631,13 +635,14 @@ def _figures(check: _Checker, config: dict, model, fit, sweep) -> tuple[FigureSp
         needs = FIGURE_NEEDS.get(kind)
         if needs == "fit" and fit is None or needs == "sweep" and sweep is None:
             raise check.fail(f"{where}.kind", f"{kind!r} needs a [{needs}] table.")
-        grid_figure = kind in ("field", "snapshots", "animation", "pattern_gallery")
-        if grid_figure != isinstance(model, AbstractGridModel):
+        is_grid = isinstance(model, AbstractGridModel)
+        if kind in GRID_FIGURES and not is_grid or kind in ODE_FIGURES and is_grid:
+            suits = "grid models" if kind in GRID_FIGURES else "models with named states (ODEs)"
             raise check.fail(
-                f"{where}.kind",
-                f"{kind!r} does not suit {type(model).__name__} "
-                f"({'a grid' if grid_figure else 'an ODE'} model's figure).",
+                f"{where}.kind", f"{kind!r} is a figure for {suits}, not {type(model).__name__}."
             )
+        if kind == "snapshots" and model.grid.ndim != 1:
+            raise check.fail(f"{where}.kind", "'snapshots' draws 1-D fields; use 'field'.")
         if kind == "sweep_heatmap" and (len(sweep.axes) != 2 or sweep.mode != "grid"):
             raise check.fail(f"{where}.kind", "'sweep_heatmap' needs a grid sweep over two names.")
         if kind == "pattern_gallery" and (len(sweep.axes) != 2 or sweep.mode != "grid"):
