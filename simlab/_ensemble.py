@@ -280,7 +280,8 @@ def lean_solve(
     """
 
     def vector_field(t, y):
-        return model(t, y, args)
+        # The state's dtype rules: float32 states stay float32 under float64 parameters.
+        return jnp.asarray(model(t, y, args), dtype=y.dtype)
 
     if adaptive:
         error_order = solver.order(dfx.ODETerm(model)) + 1

@@ -1,0 +1,238 @@
+"""The lean integrator behind `simulate(..., integrator=...)`: same science as Diffrax."""
+
+from unittest import mock
+
+import diffrax as dfx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import simlab
+import simlab._simulate as simulate_module
+
+LORENZ = simlab.models.Lorenz(sigma=10.0, rho=28.0, beta=8 / 3)
+LORENZ_Y0 = jnp.array([1.0, 1.0, 1.0])
+TS = jnp.linspace(0.0, 1.0, 6)
+
+
+def oscillator(t, y, args):
+    """The harmonic oscillator: from (1, 0) the solution is (cos t, -sin t)."""
+    return jnp.stack([y[1], -y[0]])
+
+
+def oscillator_exact(ts):
+    return jnp.stack([jnp.cos(ts), -jnp.sin(ts)], axis=-1)
+
+
+def blow_up(t, y, args):
+    """dy/dt = a y^2 from y(0) = 1 reaches infinity at t = 1/a."""
+    return args * y**2
+
+
+@pytest.mark.parametrize("solver", ["tsit5", "rk4"])
+def test_fixed_steps_match_diffrax(solver):
+    kwargs = dict(solver=solver, adaptive=False, dt0=0.02)
+    lean = simlab.simulate(LORENZ, LORENZ_Y0, TS, integrator="lean", **kwargs)
+    reference = simlab.simulate(LORENZ, LORENZ_Y0, TS, integrator="diffrax", **kwargs)
+    np.testing.assert_allclose(lean.ys, reference.ys, rtol=1e-11, atol=1e-11)
+    assert int(lean.stats["num_steps"]) == int(reference.stats["num_steps"]) == 50
+    assert lean.result == reference.result == simlab.RESULTS.successful
+
+
+def test_adaptive_steps_match_diffrax_to_tolerance():
+    kwargs = dict(rtol=1e-10, atol=1e-10)
+    lean = simlab.simulate(LORENZ, LORENZ_Y0, TS, integrator="lean", **kwargs)
+    reference = simlab.simulate(LORENZ, LORENZ_Y0, TS, integrator="diffrax", **kwargs)
+    # Lorenz amplifies local errors by about e^(0.9 t); both solves are within ~1e-8.
+    np.testing.assert_allclose(lean.ys, reference.ys, rtol=0, atol=1e-7)
+    # The same controller, so about the same work (the lean loop also lands on save times).
+    ratio = int(lean.stats["num_steps"]) / int(reference.stats["num_steps"])
+    assert 0.8 < ratio < 1.3
+
+
+def test_adaptive_error_follows_tolerance_on_analytic_solution():
+    ts = jnp.linspace(0.0, 10.0, 21)
+    errors = []
+    for tolerance in (1e-6, 1e-9):
+        trajectory = simlab.simulate(
+            oscillator, jnp.array([1.0, 0.0]), ts, rtol=tolerance, atol=tolerance,
+            integrator="lean",
+        )
+        errors.append(float(jnp.max(jnp.abs(trajectory.ys - oscillator_exact(ts)))))
+        assert errors[-1] < 100 * tolerance
+    assert errors[1] < errors[0] / 100
+
+
+@pytest.mark.parametrize(("solver", "order"), [("rk4", 4), ("tsit5", 5)])
+def test_fixed_step_convergence_order(solver, order):
+    ts = jnp.array([0.0, 2.0])
+    steps = np.array([0.2, 0.1, 0.05])
+    errors = [
+        float(
+            jnp.max(
+                jnp.abs(
+                    simlab.simulate(
+                        oscillator, jnp.array([1.0, 0.0]), ts, solver=solver, adaptive=False,
+                        dt0=float(dt), integrator="lean",
+                    ).ys[-1]
+                    - oscillator_exact(ts[-1])
+                )
+            )
+        )
+        for dt in steps
+    ]
+    slope = np.polyfit(np.log(steps), np.log(errors), 1)[0]
+    assert abs(slope - order) < 0.3, (slope, errors)
+
+
+def test_fixed_steps_land_on_uneven_save_times():
+    ts = jnp.array([0.0, 0.1, 0.45, 1.0, 2.3])
+    trajectory = simlab.simulate(
+        oscillator, jnp.array([1.0, 0.0]), ts, solver="rk4", adaptive=False, dt0=0.05,
+        integrator="lean",
+    )
+    np.testing.assert_allclose(trajectory.ys, oscillator_exact(ts), atol=1e-6)
+    # ceil(interval / dt0) steps per interval: 2 + 7 + 11 + 26.
+    assert int(trajectory.stats["num_steps"]) == 46
+
+
+def _lorenz_batch(integrator, adaptive):
+    def one(rho, y0):
+        model = simlab.models.Lorenz(sigma=10.0, rho=rho, beta=8 / 3)
+        return simlab.simulate(
+            model, y0, TS, adaptive=adaptive, dt0=None if adaptive else 0.02, rtol=1e-8,
+            atol=1e-8, throw=False, integrator=integrator,
+        )
+
+    return one
+
+
+@pytest.mark.parametrize("adaptive", [False, True])
+def test_vmapped_members_equal_separate_solves(adaptive):
+    rhos = jnp.array([5.0, 14.0, 28.0, 99.0])
+    y0s = LORENZ_Y0 * jnp.arange(1.0, 5.0)[:, None]
+    one = _lorenz_batch("lean", adaptive)
+    batch = jax.jit(jax.vmap(one))(rhos, y0s)
+    for i in range(rhos.shape[0]):
+        alone = one(rhos[i], y0s[i])
+        np.testing.assert_allclose(batch.ys[i], alone.ys, rtol=1e-12, atol=1e-12)
+        assert int(batch.stats["num_steps"][i]) == int(alone.stats["num_steps"])
+    # Per-trajectory step sizes: the chaotic members take more steps than the calm one.
+    if adaptive:
+        assert int(batch.stats["num_steps"][0]) < int(batch.stats["num_steps"][3])
+
+
+def test_status_codes_match_diffrax():
+    cases = [
+        # (model, y0, ts, settings, expected status)
+        (LORENZ, LORENZ_Y0, TS, dict(max_steps=5), simlab.RESULTS.max_steps_reached),
+        (blow_up, jnp.array([1.0]), jnp.linspace(0.0, 2.0, 5),
+         dict(adaptive=False, dt0=0.01, args=1.0), simlab.RESULTS.nonfinite_state),
+        (blow_up, jnp.array([1.0]), jnp.linspace(0.0, 2.0, 5),
+         dict(dt0=0.01, max_steps=500, args=1.0), simlab.RESULTS.max_steps_reached),
+    ]
+    for model, y0, ts, settings, expected in cases:
+        lean = simlab.simulate(model, y0, ts, throw=False, integrator="lean", **settings)
+        reference = simlab.simulate(model, y0, ts, throw=False, integrator="diffrax", **settings)
+        assert lean.result == reference.result == expected, settings
+        # Save times the solve never reached hold inf (or NaN after a blow-up), as in Diffrax.
+        assert bool(jnp.all(~jnp.isfinite(lean.ys[-1])))
+    with pytest.raises(Exception, match="maximum number"):
+        simlab.simulate(LORENZ, LORENZ_Y0, TS, max_steps=5, integrator="lean")
+
+
+def test_failed_member_leaves_the_others_alone():
+    rates = jnp.array([0.0, 1.0, 0.1])  # the middle member blows up at t = 1
+
+    def one(rate):
+        return simlab.simulate(
+            blow_up, jnp.array([1.0]), jnp.linspace(0.0, 2.0, 5), dt0=0.01, max_steps=400,
+            args=rate, throw=False, integrator="lean",
+        )
+
+    batch = jax.vmap(one)(rates)
+    assert [bool(s) for s in batch.succeeded] == [True, False, True]
+    np.testing.assert_allclose(batch.ys[0, :, 0], 1.0)
+    exact = 1 / (1 - 0.1 * jnp.linspace(0.0, 2.0, 5))
+    np.testing.assert_allclose(batch.ys[2, :, 0], exact, rtol=1e-5)
+
+
+def _pendulum_final_angle(damping, integrator, adaptive, adjoint=None):
+    model = simlab.models.DampedPendulum(length=1.0, damping=damping)
+    trajectory = simlab.simulate(
+        model, jnp.array([1.0, 0.0]), jnp.linspace(0.0, 2.0, 5), adaptive=adaptive,
+        dt0=None if adaptive else 0.01, rtol=1e-11, atol=1e-11, integrator=integrator,
+        adjoint=adjoint,
+    )
+    return trajectory.ys[-1, 0]
+
+
+def test_reverse_mode_gradient_of_fixed_steps():
+    damping, h = 0.3, 1e-5
+    grad = jax.grad(_pendulum_final_angle)(damping, "lean", False)
+    central = (
+        _pendulum_final_angle(damping + h, "lean", False)
+        - _pendulum_final_angle(damping - h, "lean", False)
+    ) / (2 * h)
+    np.testing.assert_allclose(grad, central, rtol=1e-6)
+
+
+def test_forward_mode_gradient_of_adaptive_steps():
+    damping, h = 0.3, 1e-4
+
+    def final_angle(d):
+        return _pendulum_final_angle(d, "lean", True, adjoint="forward")
+
+    _, tangent = jax.jvp(final_angle, (damping,), (1.0,))
+    central = (final_angle(damping + h) - final_angle(damping - h)) / (2 * h)
+    np.testing.assert_allclose(tangent, central, rtol=1e-5)
+
+
+def test_auto_takes_the_lean_loop_only_where_results_are_unchanged():
+    calls = []
+    original = simulate_module.lean_solve
+
+    def counting(*args, **kwargs):
+        calls.append(kwargs["adaptive"])
+        return original(*args, **kwargs)
+
+    with mock.patch.object(simulate_module, "lean_solve", counting):
+        on_grid = simlab.simulate(LORENZ, LORENZ_Y0, TS, adaptive=False, dt0=0.02)
+        assert calls == [False]
+        simlab.simulate(LORENZ, LORENZ_Y0, TS, adaptive=False, dt0=0.03)  # off the grid
+        simlab.simulate(LORENZ, LORENZ_Y0, TS)  # adaptive: Diffrax unless asked
+        simlab.simulate(LORENZ, LORENZ_Y0, TS, adaptive=False, dt0=0.02, adjoint="direct")
+        assert calls == [False]
+    reference = simlab.simulate(
+        LORENZ, LORENZ_Y0, TS, adaptive=False, dt0=0.02, integrator="diffrax"
+    )
+    np.testing.assert_allclose(on_grid.ys, reference.ys, rtol=1e-11, atol=1e-11)
+
+
+def test_float32_stays_float32():
+    ts = jnp.linspace(0.0, 1.0, 6, dtype=jnp.float32)
+    for adaptive in (False, True):
+        trajectory = simlab.simulate(
+            LORENZ, LORENZ_Y0.astype(jnp.float32), ts, adaptive=adaptive, dt0=0.02,
+            rtol=1e-4, atol=1e-4, integrator="lean",
+        )
+        assert trajectory.ys.dtype == jnp.float32
+        reference = simlab.simulate(LORENZ, LORENZ_Y0, TS, adaptive=False, dt0=0.002)
+        np.testing.assert_allclose(trajectory.ys, reference.ys, atol=2e-2)
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        (dict(integrator="fast"), "unknown integrator 'fast'"),
+        (dict(integrator="lean", solver="kvaerno5"), "explicit Runge-Kutta"),
+        (dict(integrator="lean", adjoint="backsolve"), "adjoint=None or 'forward'"),
+        (dict(integrator="lean", adjoint=dfx.ForwardMode()), "adjoint=None or 'forward'"),
+        (dict(integrator="lean", adjoint="checkpoint"), "forward-mode only"),
+        (dict(solver="rk4"), "no error estimate for adaptive steps"),
+    ],
+)
+def test_bad_settings_are_refused_with_the_fix(settings, message):
+    with pytest.raises(ValueError, match=message):
+        simlab.simulate(LORENZ, LORENZ_Y0, TS, **settings)
