@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import lineax as lx
 import numpy as np
+import optimistix as optx
 from jaxtyping import Array, Float
 
 from ..grid import Grid, advection, diffusion, laplacian
@@ -61,6 +62,10 @@ class AbstractGridModel(AbstractModel):
             return None
         return largest_stable_step(solver, self.linear_eigenvalues(np.asarray(y0)))
 
+    @abc.abstractmethod
+    def _check_fields(self) -> None:
+        """Checks the shapes and settings of the subclass's fields (after grid and impl)."""
+
     def __check_init__(self):
         if not isinstance(self.grid, Grid):
             raise TypeError(
@@ -71,6 +76,7 @@ class AbstractGridModel(AbstractModel):
             raise ValueError(
                 f"{type(self).__name__}: impl must be one of {IMPLS}; got {self.impl!r}."
             )
+        self._check_fields()
 
     def _check_coefficient(self, name: str, *, allow_field: bool, vector: bool = False) -> None:
         shape = jnp.shape(getattr(self, name))
@@ -122,7 +128,7 @@ class Heat(AbstractGridModel):
     order: int = eqx.field(static=True, default=2)
     impl: str = eqx.field(static=True, default="auto")
 
-    def __check_init__(self):
+    def _check_fields(self):
         self._check_coefficient("diffusivity", allow_field=True)
         if self.order not in LAPLACIAN_ORDERS:
             raise ValueError(f"Heat: order must be one of {LAPLACIAN_ORDERS}; got {self.order!r}.")
@@ -174,7 +180,7 @@ class AdvectionDiffusion(AbstractGridModel):
     scheme: str = eqx.field(static=True, default="upwind")
     impl: str = eqx.field(static=True, default="auto")
 
-    def __check_init__(self):
+    def _check_fields(self):
         self._check_coefficient("diffusivity", allow_field=True)
         self._check_coefficient("velocity", allow_field=True, vector=True)
         if self.scheme not in ADVECTION_SCHEMES:
@@ -234,7 +240,7 @@ class Wave(AbstractGridModel):
 
     num_channels: ClassVar[int] = 2
 
-    def __check_init__(self):
+    def _check_fields(self):
         self._check_coefficient("wave_speed", allow_field=True)
         if self.order not in LAPLACIAN_ORDERS:
             raise ValueError(f"Wave: order must be one of {LAPLACIAN_ORDERS}; got {self.order!r}.")
@@ -291,7 +297,7 @@ class Burgers(AbstractGridModel):
     scheme: str = eqx.field(static=True, default="upwind")
     impl: str = eqx.field(static=True, default="auto")
 
-    def __check_init__(self):
+    def _check_fields(self):
         self._check_coefficient("viscosity", allow_field=False)
         if self.scheme not in ADVECTION_SCHEMES:
             raise ValueError(
@@ -360,7 +366,7 @@ class GrayScott(AbstractGridModel):
 
     num_channels: ClassVar[int] = 2
 
-    def __check_init__(self):
+    def _check_fields(self):
         self._check_coefficient("feed_rate", allow_field=False)
         self._check_coefficient("kill_rate", allow_field=False)
         self._check_coefficient("diffusivity_u", allow_field=True)
@@ -380,27 +386,38 @@ class GrayScott(AbstractGridModel):
 
     def linear_eigenvalues(self, y0):
         u, v = np.abs(y0[0]), np.abs(y0[1])
-        # Gershgorin bound on the reaction Jacobian [[-v²-F, -2uv], [v², 2uv-F-k]].
+        # Largest absolute row sum of the reaction Jacobian [[-v²-F, -2uv], [v², 2uv-F-k]],
+        # which bounds its eigenvalues (Gershgorin).
         feed, kill = _largest(self.feed_rate), _largest(self.kill_rate)
-        reaction_rate = float(np.max(v**2 + feed + 2 * u * v)) + float(
-            np.max(v**2 + 2 * u * v + feed + kill)
-        )
+        reaction_rate = float(np.max(v**2 + 2 * u * v + feed + kill))
         symbol = laplacian_symbol(self.grid.spacing, 2)
         diffusivity = max(_largest(self.diffusivity_u), _largest(self.diffusivity_v))
         return diffusivity * symbol - reaction_rate
 
 
-def implicit_solver(*, rtol: float = 1e-6, atol: float = 1e-9) -> dfx.AbstractSolver:
-    r"""An implicit solver for stiff diffusion on large grids: Kvaerno5 whose Newton
-    iterations solve their linear systems matrix-free by GMRES (Jacobian–vector products
-    only), so no $N \times N$ Jacobian is ever formed.
+IMPLICIT_METHODS: dict[str, type[dfx.AbstractImplicitSolver]] = {
+    "implicit_euler": dfx.ImplicitEuler,
+    "kvaerno3": dfx.Kvaerno3,
+    "kvaerno4": dfx.Kvaerno4,
+    "kvaerno5": dfx.Kvaerno5,
+}
+
+
+def implicit_solver(
+    method: str = "kvaerno5", *, rtol: float = 1e-6, atol: float = 1e-9
+) -> dfx.AbstractSolver:
+    r"""An implicit solver for stiff diffusion on large grids, whose Newton iterations solve
+    their linear systems matrix-free by GMRES (Jacobian–vector products only), so no
+    $N \times N$ Jacobian is ever formed and the step is not bound by the diffusion number.
 
     **Arguments:**
 
-    - `rtol`, `atol`: tolerances of the Newton iteration and of GMRES; match them to the
-      step-size controller's (`simulate`'s `rtol`, `atol`).
+    - `method`: `"kvaerno5"` (default), `"kvaerno4"`, `"kvaerno3"` (adaptive, A-stable
+      ESDIRK) or `"implicit_euler"` (first order, L-stable, cheapest to compile).
+    - `rtol`, `atol`: tolerances of the Newton iteration (GMRES solves 100× tighter);
+      match them to the step-size controller's (`simulate`'s `rtol`, `atol`).
 
-    **Returns:** a `diffrax.Kvaerno5` to pass as `simulate(..., solver=...)`.
+    **Returns:** a Diffrax solver to pass as `simulate(..., solver=...)`.
 
     !!! example
 
@@ -409,6 +426,10 @@ def implicit_solver(*, rtol: float = 1e-6, atol: float = 1e-9) -> dfx.AbstractSo
         trajectory = simlab.simulate(model, y0, ts, solver=solver, rtol=1e-6, atol=1e-8)
         ```
     """
-    linear_solver = lx.GMRES(rtol=rtol, atol=atol, restart=40, stagnation_iters=40)
-    root_finder = dfx.VeryChord(rtol=rtol, atol=atol, linear_solver=linear_solver)
-    return dfx.Kvaerno5(root_finder=root_finder)
+    if method not in IMPLICIT_METHODS:
+        raise ValueError(f"method must be one of {sorted(IMPLICIT_METHODS)}; got {method!r}.")
+    # Newton rather than diffrax's default chord method: the chord method stores a factorised
+    # Jacobian, which an iterative solver does not have (and would otherwise materialise).
+    linear_solver = lx.GMRES(rtol=rtol / 100, atol=atol / 100, restart=40, stagnation_iters=40)
+    root_finder = optx.Newton(rtol=rtol, atol=atol, linear_solver=linear_solver)
+    return IMPLICIT_METHODS[method](root_finder=root_finder)
