@@ -4,6 +4,11 @@ or Axes it drew on, and never calls `plt.show()`. Import with `import simlab.plo
 from ._style import COLOURS as COLOURS, new_axes as new_axes, style as style
 from ._sweep import sweep_heatmap as sweep_heatmap, sweep_lines as sweep_lines
 from ._gallery import animate as animate, sweep_gallery as sweep_gallery
+from ._fields import (
+    field_animation as field_animation,
+    field_image as field_image,
+    field_snapshots as field_snapshots,
+)
 from ._fit import fit_curves as fit_curves
 from ._loss import loss_curve as loss_curve
 from ._trajectory import (
