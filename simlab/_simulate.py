@@ -110,10 +110,13 @@ def simulate(
             f"{type(solver).__name__} has no error estimate for adaptive steps; pass "
             "adaptive=False with dt0=..., or an adaptive solver such as solver='tsit5'."
         )
+    # Decided on the values as given: under an outer jit, jnp.asarray(dt0) is a tracer.
+    use_lean = _use_lean(integrator, solver, adjoint, adaptive, ts, dt0)
+    steps_per_interval = None if adaptive or not use_lean else fixed_steps_per_interval(ts, dt0)
     # As arrays these are traced by the compiled solve, so new values never recompile it.
     rtol, atol = jnp.asarray(rtol), jnp.asarray(atol)
     dt0 = None if dt0 is None else jnp.asarray(dt0)
-    if _use_lean(integrator, solver, adjoint, adaptive, ts, dt0):
+    if use_lean:
         ys, result, stats = lean_solve(
             model,
             solver,
@@ -121,7 +124,7 @@ def simulate(
             y0,
             args,
             adaptive=adaptive,
-            steps_per_interval=None if adaptive else fixed_steps_per_interval(ts, dt0),
+            steps_per_interval=steps_per_interval,
             dt0=dt0,
             rtol=rtol,
             atol=atol,

@@ -1,0 +1,182 @@
+"""Ensembles: vmapped `simulate` against a hand-written vmapped `lax.scan` RK4 (the bare loop).
+
+Throughput is right-hand-side evaluations per second on 1024 Lorenz systems with different
+`rho`, so solvers with different stage counts compare fairly: RK4 costs 4 evaluations per
+step, Tsit5 6 (7 stages, first same as last), and an adaptive solve counts every attempted
+step of every member. The bare loop and each contender are timed in turn, round after
+round, and each keeps its best round: on a shared machine the load shifts between rounds,
+and interleaving spreads it over all of them alike.
+
+`python benchmarks/bench_ensemble.py` prints the profile behind docs/performance.md.
+"""
+
+import time
+
+import diffrax as dfx
+import jax
+import jax.numpy as jnp
+from _harness import Row
+
+import simlab
+
+BATCH = 1024
+FIXED_STEPS = 1000
+DT = 1e-3
+STAGES = {"rk4": 4, "tsit5": 6}
+
+
+def _lorenz(y, rho):
+    x, y_, z = y[0], y[1], y[2]
+    return jnp.stack([10.0 * (y_ - x), x * (rho - z) - y_, x * y_ - 8 / 3 * z])
+
+
+def _rk4_step(y, rho):
+    k1 = _lorenz(y, rho)
+    k2 = _lorenz(y + DT / 2 * k1, rho)
+    k3 = _lorenz(y + DT / 2 * k2, rho)
+    k4 = _lorenz(y + DT * k3, rho)
+    return y + DT / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+
+
+@jax.jit
+def bare_loop(y0, rho):
+    """The reference: `lax.scan` over steps of a vmapped RK4 step, nothing else."""
+    step = jax.vmap(_rk4_step)
+    return jax.lax.scan(lambda y, _: (step(y, rho), None), y0, None, length=FIXED_STEPS)[0]
+
+
+def inputs(batch=BATCH):
+    key = jax.random.PRNGKey(0)
+    y0 = jnp.array([1.0, 1.0, 1.0]) + 0.1 * jax.random.normal(key, (batch, 3))
+    return y0, jnp.linspace(20.0, 30.0, batch)
+
+
+def vmapped_simulate(ts, **settings):
+    """jit(vmap(simulate)) over (y0, rho); returns the states and the steps taken."""
+
+    def one(y0, rho):
+        model = simlab.models.Lorenz(sigma=10.0, rho=rho, beta=8 / 3)
+        trajectory = simlab.simulate(model, y0, ts, throw=False, **settings)
+        return trajectory.ys, trajectory.stats["num_steps"]
+
+    return jax.jit(jax.vmap(one))
+
+
+def vmapped_diffeqsolve(saveat, controller, adjoint, *, dt0=DT, t1=1.0):
+    """Plain vmapped `diffrax.diffeqsolve` with the given choices (for the profile)."""
+
+    def one(y0, rho):
+        model = simlab.models.Lorenz(sigma=10.0, rho=rho, beta=8 / 3)
+        solution = dfx.diffeqsolve(
+            dfx.ODETerm(model), dfx.Tsit5(), 0.0, t1, dt0, y0, saveat=saveat,
+            stepsize_controller=controller, adjoint=adjoint, max_steps=4096, throw=False,
+        )
+        return solution.ys, solution.stats["num_steps"]
+
+    return jax.jit(jax.vmap(one))
+
+
+def interleaved_best_seconds(fns, args, *, rounds=7):
+    """Best wall time of each `fn(*args)` (already compiled), timed in turn per round."""
+    best = [float("inf")] * len(fns)
+    for _ in range(rounds):
+        for i, fn in enumerate(fns):
+            start = time.perf_counter()
+            jax.block_until_ready(fn(*args))
+            best[i] = min(best[i], time.perf_counter() - start)
+    return best
+
+
+def first_call_seconds(fn, args):
+    start = time.perf_counter()
+    out = jax.block_until_ready(fn(*args))
+    return time.perf_counter() - start, out
+
+
+def _contenders():
+    fixed_ts = jnp.linspace(0.0, FIXED_STEPS * DT, 11)
+    adaptive_ts = jnp.linspace(0.0, 10.0, 11)
+    fixed = dict(adaptive=False, dt0=DT)
+    adaptive = dict(rtol=1e-6, atol=1e-6)
+    return {
+        # name: (function, stages per step, target, "before" name)
+        "fixed RK4, lean": (vmapped_simulate(fixed_ts, solver="rk4", **fixed), "rk4", ">= 0.5"),
+        "fixed Tsit5, lean": (vmapped_simulate(fixed_ts, **fixed), "tsit5", ">= 0.5"),
+        "fixed Tsit5, diffrax": (
+            vmapped_simulate(fixed_ts, integrator="diffrax", **fixed), "tsit5", "before"
+        ),
+        "adaptive Tsit5, lean": (
+            vmapped_simulate(adaptive_ts, integrator="lean", **adaptive), "tsit5", ">= 0.25"
+        ),
+        "adaptive Tsit5, diffrax": (
+            vmapped_simulate(adaptive_ts, integrator="diffrax", **adaptive), "tsit5", "before"
+        ),
+    }
+
+
+def rows() -> list[Row]:
+    args = inputs()
+    contenders = _contenders()
+    compile_seconds, evaluations = {}, {}
+    for name, (fn, solver, _) in contenders.items():
+        compile_seconds[name], (_, steps) = first_call_seconds(fn, args)
+        evaluations[name] = float(jnp.sum(steps)) * STAGES[solver]
+    jax.block_until_ready(bare_loop(*args))
+    seconds = interleaved_best_seconds([bare_loop, *(c[0] for c in contenders.values())], args)
+    bare_rate = STAGES["rk4"] * FIXED_STEPS * BATCH / seconds[0]
+    table = []
+    for (name, (_, _, target)), elapsed in zip(contenders.items(), seconds[1:], strict=True):
+        rate = evaluations[name] / elapsed
+        table.append(
+            Row(
+                f"ensemble {name} / bare scan (RHS evals/s)",
+                rate / bare_rate,
+                target,
+                f"{rate / 1e6:.0f} vs {bare_rate / 1e6:.0f} M evals/s, "
+                f"{elapsed / (evaluations[name] / BATCH) * 1e9 / 1e3:.2f} us/eval/batch",
+            )
+        )
+    for name in ("fixed Tsit5, lean", "adaptive Tsit5, lean", "adaptive Tsit5, diffrax"):
+        table.append(
+            Row(f"first call (trace + compile) of vmapped {name}, s", compile_seconds[name],
+                "<= 3" if "lean" in name else "before", "batch 1024, float64")
+        )
+    return table
+
+
+def profile() -> None:
+    """Per step per trajectory costs of the variants the performance page discusses."""
+    args = inputs()
+    ts = jnp.linspace(0.0, FIXED_STEPS * DT, 11)
+    constant = dfx.ConstantStepSize()
+    checkpoint = dfx.RecursiveCheckpointAdjoint()
+    variants = {
+        "bare scan RK4": bare_loop,
+        "diffrax Tsit5 fixed, SaveAt(ts), checkpoint": vmapped_diffeqsolve(
+            dfx.SaveAt(ts=ts), constant, checkpoint),
+        "diffrax Tsit5 fixed, SaveAt(t1), checkpoint": vmapped_diffeqsolve(
+            dfx.SaveAt(t1=True), constant, checkpoint),
+        "diffrax Tsit5 fixed, SaveAt(ts), ForwardMode": vmapped_diffeqsolve(
+            dfx.SaveAt(ts=ts), constant, dfx.ForwardMode()),
+        "diffrax Tsit5 fixed, SaveAt(ts), DirectAdjoint": vmapped_diffeqsolve(
+            dfx.SaveAt(ts=ts), constant, dfx.DirectAdjoint()),
+        "diffrax Tsit5 PID 1e-6, SaveAt(ts), checkpoint": vmapped_diffeqsolve(
+            dfx.SaveAt(ts=ts), dfx.PIDController(rtol=1e-6, atol=1e-6), checkpoint),
+        "simlab lean RK4 fixed": vmapped_simulate(ts, solver="rk4", adaptive=False, dt0=DT),
+        "simlab lean Tsit5 fixed": vmapped_simulate(ts, adaptive=False, dt0=DT),
+        "simlab lean Tsit5 adaptive 1e-6": vmapped_simulate(
+            ts, integrator="lean", rtol=1e-6, atol=1e-6),
+    }
+    steps = {}
+    for name, fn in variants.items():
+        out = jax.block_until_ready(fn(*args))
+        steps[name] = FIXED_STEPS if name.startswith("bare") else float(jnp.max(out[1]))
+    seconds = interleaved_best_seconds(list(variants.values()), args)
+    for (name, _), elapsed in zip(variants.items(), seconds, strict=True):
+        per_step = elapsed / steps[name] / BATCH * 1e9
+        print(f"{name:<50} {steps[name]:6.0f} steps {per_step:8.1f} ns/step/trajectory")
+
+
+if __name__ == "__main__":
+    jax.config.update("jax_enable_x64", True)
+    profile()
