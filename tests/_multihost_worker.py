@@ -25,7 +25,13 @@ def run_sweep(**kwargs):
 
     model = simlab.models.LotkaVolterra(alpha=0.55, beta=0.028, gamma=0.84, delta=0.026)
     return simlab.sweep(
-        model, PARAMS, Y0, TS, observable=final_state, chunk_size=CHUNK_SIZE, progress=False,
+        model,
+        PARAMS,
+        Y0,
+        TS,
+        observable=final_state,
+        chunk_size=CHUNK_SIZE,
+        progress=False,
         **kwargs,
     )
 

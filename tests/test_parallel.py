@@ -62,9 +62,18 @@ def test_two_processes_equal_one_process(tmp_path):
     environment.pop("XLA_FLAGS", None)
     processes = [
         subprocess.Popen(
-            [sys.executable, str(HERE / "_multihost_worker.py"), str(i), "2", str(port),
-             str(tmp_path)],
-            env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            [
+                sys.executable,
+                str(HERE / "_multihost_worker.py"),
+                str(i),
+                "2",
+                str(port),
+                str(tmp_path),
+            ],
+            env=environment,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         for i in range(2)
     ]

@@ -35,12 +35,14 @@ def stored(shared, tmp_path_factory):
 
 def test_xarray_opens_the_store_and_it_equals_the_result(stored, uninterrupted):
     path, result = stored
-    np.testing.assert_array_equal(result.observables["final_state"],
-                                  uninterrupted.observables["final_state"])
+    np.testing.assert_array_equal(
+        result.observables["final_state"], uninterrupted.observables["final_state"]
+    )
     dataset = xr.open_zarr(path)
     assert dataset["final_state"].dims == ("member", "final_state_dim_0")
-    np.testing.assert_array_equal(dataset["final_state"].values,
-                                  uninterrupted.observables["final_state"])
+    np.testing.assert_array_equal(
+        dataset["final_state"].values, uninterrupted.observables["final_state"]
+    )
     np.testing.assert_array_equal(dataset["status"].values, uninterrupted.status)
     np.testing.assert_array_equal(dataset["alpha"].values, uninterrupted.parameter("alpha"))
     assert dataset["alpha"].attrs["units"] == "1/time"
@@ -53,8 +55,9 @@ def test_rerunning_a_finished_sweep_reads_it_back(shared, stored, uninterrupted)
     again = shared.run_sweep(store=path)
     assert again.stats["chunks_computed"] == 0
     assert again.stats["chunks_resumed"] == again.stats["num_chunks"] == 3
-    np.testing.assert_array_equal(again.observables["final_state"],
-                                  uninterrupted.observables["final_state"])
+    np.testing.assert_array_equal(
+        again.observables["final_state"], uninterrupted.observables["final_state"]
+    )
 
 
 def test_a_sweep_killed_with_sigkill_resumes_to_the_same_result(shared, uninterrupted, tmp_path):
@@ -62,7 +65,9 @@ def test_a_sweep_killed_with_sigkill_resumes_to_the_same_result(shared, uninterr
     worker = subprocess.Popen(
         [sys.executable, str(HERE / "_resume_worker.py"), str(path)],
         env={**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(HERE)},
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     lines = []
     for line in worker.stdout:  # pauses 2 s after each chunk: kill it after the first
@@ -77,8 +82,9 @@ def test_a_sweep_killed_with_sigkill_resumes_to_the_same_result(shared, uninterr
     resumed = shared.run_sweep(store=path)
     assert resumed.stats["chunks_resumed"] >= 1
     assert resumed.stats["chunks_computed"] >= 1
-    np.testing.assert_array_equal(resumed.observables["final_state"],
-                                  uninterrupted.observables["final_state"])
+    np.testing.assert_array_equal(
+        resumed.observables["final_state"], uninterrupted.observables["final_state"]
+    )
     np.testing.assert_array_equal(resumed.status, uninterrupted.status)
 
 

@@ -32,24 +32,38 @@ def simulate_final(model, y0):
 
 def loop_final_states(rows):
     """The reference: one `simulate` per member, in a Python loop."""
-    return np.stack([
-        simulate_final(eqx.tree_at(lambda m: (m.alpha, m.beta), LOTKA_VOLTERRA,
-                                   (jnp.asarray(a), jnp.asarray(b))), Y0)
-        for a, b in rows
-    ])
+    return np.stack(
+        [
+            simulate_final(
+                eqx.tree_at(
+                    lambda m: (m.alpha, m.beta), LOTKA_VOLTERRA, (jnp.asarray(a), jnp.asarray(b))
+                ),
+                Y0,
+            )
+            for a, b in rows
+        ]
+    )
 
 
 @pytest.fixture(scope="module")
 def grid_result():
-    return simlab.sweep(LOTKA_VOLTERRA, {"alpha": ALPHAS, "beta": BETAS}, Y0, TS,
-                        observable=final_state, chunk_size=4, progress=False)
+    return simlab.sweep(
+        LOTKA_VOLTERRA,
+        {"alpha": ALPHAS, "beta": BETAS},
+        Y0,
+        TS,
+        observable=final_state,
+        chunk_size=4,
+        progress=False,
+    )
 
 
 def test_grid_sweep_equals_a_loop_of_simulate(grid_result):
     rows = [(a, b) for a in ALPHAS for b in BETAS]  # C order: the last name varies fastest
     np.testing.assert_allclose(grid_result.values, np.array(rows))
-    np.testing.assert_allclose(grid_result.observables["final_state"], loop_final_states(rows),
-                               rtol=1e-10)
+    np.testing.assert_allclose(
+        grid_result.observables["final_state"], loop_final_states(rows), rtol=1e-10
+    )
     assert grid_result.num_failed == 0
     assert grid_result.summary() == "all 9 members succeeded."
 
@@ -62,26 +76,54 @@ def test_last_chunk_is_padded_and_the_padding_dropped(grid_result):
 
 def test_chunks_share_one_compiled_function(grid_result):
     compiled_before = run_chunk._cached._cache_size()
-    other = simlab.sweep(LOTKA_VOLTERRA, {"alpha": ALPHAS[:2], "beta": BETAS + 0.001}, Y0, TS,
-                         observable=final_state, chunk_size=4, progress=False)
+    other = simlab.sweep(
+        LOTKA_VOLTERRA,
+        {"alpha": ALPHAS[:2], "beta": BETAS + 0.001},
+        Y0,
+        TS,
+        observable=final_state,
+        chunk_size=4,
+        progress=False,
+    )
     assert run_chunk._cached._cache_size() == compiled_before
     assert other.stats["chunks_computed"] == 2
 
 
 def test_zip_and_samples_modes_equal_a_loop(grid_result):
-    zipped = simlab.sweep(LOTKA_VOLTERRA, {"alpha": ALPHAS, "beta": BETAS}, Y0, TS, mode="zip",
-                          observable=final_state, chunk_size=4, progress=False)
-    np.testing.assert_allclose(zipped.observables["final_state"],
-                               loop_final_states(zip(ALPHAS, BETAS, strict=True)), rtol=1e-10)
+    zipped = simlab.sweep(
+        LOTKA_VOLTERRA,
+        {"alpha": ALPHAS, "beta": BETAS},
+        Y0,
+        TS,
+        mode="zip",
+        observable=final_state,
+        chunk_size=4,
+        progress=False,
+    )
+    np.testing.assert_allclose(
+        zipped.observables["final_state"],
+        loop_final_states(zip(ALPHAS, BETAS, strict=True)),
+        rtol=1e-10,
+    )
     bounds = {"alpha": [0.4, 0.7], "beta": [0.02, 0.03]}
-    samples = simlab.sweep(LOTKA_VOLTERRA, bounds, Y0, TS, mode="samples", num_samples=6,
-                           key=jax.random.key(1), observable=final_state, chunk_size=4,
-                           progress=False)
+    samples = simlab.sweep(
+        LOTKA_VOLTERRA,
+        bounds,
+        Y0,
+        TS,
+        mode="samples",
+        num_samples=6,
+        key=jax.random.key(1),
+        observable=final_state,
+        chunk_size=4,
+        progress=False,
+    )
     assert samples.values.shape == (6, 2)
     assert np.all((samples.values >= [0.4, 0.02]) & (samples.values <= [0.7, 0.03]))
     assert len(np.unique(samples.values[:, 0])) == 6
-    np.testing.assert_allclose(samples.observables["final_state"],
-                               loop_final_states(samples.values), rtol=1e-10)
+    np.testing.assert_allclose(
+        samples.observables["final_state"], loop_final_states(samples.values), rtol=1e-10
+    )
     dataset = samples.to_xarray()
     assert dataset["final_state"].dims == ("member", "final_state_dim_0")
     np.testing.assert_array_equal(dataset["alpha"].values, samples.parameter("alpha"))
@@ -89,11 +131,23 @@ def test_zip_and_samples_modes_equal_a_loop(grid_result):
 
 def test_sharded_over_four_devices_equals_one_device(grid_result):
     one_device = simlab.parallel.member_mesh(jax.devices()[:1])
-    single = simlab.sweep(LOTKA_VOLTERRA, {"alpha": ALPHAS, "beta": BETAS}, Y0, TS,
-                          observable=final_state, chunk_size=4, mesh=one_device, progress=False)
+    single = simlab.sweep(
+        LOTKA_VOLTERRA,
+        {"alpha": ALPHAS, "beta": BETAS},
+        Y0,
+        TS,
+        observable=final_state,
+        chunk_size=4,
+        mesh=one_device,
+        progress=False,
+    )
     assert len(grid_result.attrs["devices"]) == 4 and len(single.attrs["devices"]) == 1
-    np.testing.assert_allclose(single.observables["final_state"],
-                               grid_result.observables["final_state"], rtol=1e-12, atol=0)
+    np.testing.assert_allclose(
+        single.observables["final_state"],
+        grid_result.observables["final_state"],
+        rtol=1e-12,
+        atol=0,
+    )
     np.testing.assert_array_equal(single.status, grid_result.status)
 
 
@@ -104,10 +158,17 @@ def test_to_xarray_labels_grid_dimensions(grid_result):
     np.testing.assert_allclose(dataset["beta"].values, BETAS)
     assert dataset["alpha"].attrs["units"] == "1/time"
     assert dataset["status"].attrs["flag_meanings"].split()[:2] == ["not_computed", "successful"]
-    expected = simulate_final(eqx.tree_at(lambda m: (m.alpha, m.beta), LOTKA_VOLTERRA,
-                                          (jnp.asarray(ALPHAS[2]), jnp.asarray(BETAS[1]))), Y0)
-    np.testing.assert_allclose(dataset["final_state"].sel(alpha=ALPHAS[2], beta=BETAS[1]),
-                               expected, rtol=1e-10)
+    expected = simulate_final(
+        eqx.tree_at(
+            lambda m: (m.alpha, m.beta),
+            LOTKA_VOLTERRA,
+            (jnp.asarray(ALPHAS[2]), jnp.asarray(BETAS[1])),
+        ),
+        Y0,
+    )
+    np.testing.assert_allclose(
+        dataset["final_state"].sel(alpha=ALPHAS[2], beta=BETAS[1]), expected, rtol=1e-10
+    )
     for key in ("simlab_version", "jax_version", "devices", "model", "solver_settings"):
         assert key in dataset.attrs
     assert dataset.attrs["model"].startswith("LotkaVolterra(")
@@ -136,9 +197,17 @@ class Riccati(AbstractModel):
 
 def test_members_that_blow_up_are_masked_and_reported():
     rates = np.array([0.2, 0.5, 0.8, 1.5, 3.0])  # blow-up before t = 1 when rate > 1
-    result = simlab.sweep(Riccati(rate=1.0), {"rate": rates}, jnp.array([1.0]),
-                          jnp.array([0.0, 1.0]), rtol=1e-8, atol=1e-8, max_steps=256,
-                          observable=final_state, progress=False)
+    result = simlab.sweep(
+        Riccati(rate=1.0),
+        {"rate": rates},
+        jnp.array([1.0]),
+        jnp.array([0.0, 1.0]),
+        rtol=1e-8,
+        atol=1e-8,
+        max_steps=256,
+        observable=final_state,
+        progress=False,
+    )
     blows_up = rates > 1
     np.testing.assert_array_equal(result.succeeded, ~blows_up)
     assert result.num_failed == 2
@@ -165,10 +234,18 @@ def test_members_that_blow_up_are_masked_and_reported():
         ({"alpha": [0.5, 0.6], "beta": [0.02]}, {"mode": "zip"}, ValueError, "same length"),
         ({"alpha": [0.5]}, {"mode": "cartesian"}, ValueError, "unknown mode 'cartesian'"),
         ({"alpha": [0.4, 0.6]}, {"mode": "samples", "num_samples": 4}, ValueError, "pass key="),
-        ({"alpha": [0.4, 0.6]}, {"mode": "samples", "key": jax.random.key(0)}, ValueError,
-         "needs num_samples"),
-        ({"alpha": [0.6, 0.4]}, {"mode": "samples", "num_samples": 4, "key": jax.random.key(0)},
-         ValueError, "lower < upper"),
+        (
+            {"alpha": [0.4, 0.6]},
+            {"mode": "samples", "key": jax.random.key(0)},
+            ValueError,
+            "needs num_samples",
+        ),
+        (
+            {"alpha": [0.6, 0.4]},
+            {"mode": "samples", "num_samples": 4, "key": jax.random.key(0)},
+            ValueError,
+            "lower < upper",
+        ),
         ({"alpha": [0.5]}, {"chunk_size": 0}, ValueError, "chunk_size must be a positive"),
         ({"alpha": [0.5]}, {"mesh": "cpu"}, ValueError, "one-axis jax.sharding.Mesh"),
         ({"alpha": [0.5]}, {"rtol": -1.0}, ValueError, "rtol must be positive"),
@@ -185,13 +262,66 @@ def test_bad_model_state_and_observable_are_refused(grid_result):
     with pytest.raises(ValueError, match="y0 has shape"):
         simlab.sweep(LOTKA_VOLTERRA, {"alpha": [0.5]}, jnp.ones(3), TS)
     with pytest.raises(TypeError, match="must return a dict"):
-        simlab.sweep(LOTKA_VOLTERRA, {"alpha": [0.5]}, Y0, TS,
-                     observable=lambda trajectory: trajectory.ys[-1])
+        simlab.sweep(
+            LOTKA_VOLTERRA,
+            {"alpha": [0.5]},
+            Y0,
+            TS,
+            observable=lambda trajectory: trajectory.ys[-1],
+        )
     with pytest.raises(TypeError, match="must be floating point"):
-        simlab.sweep(LOTKA_VOLTERRA, {"alpha": [0.5]}, Y0, TS,
-                     observable=lambda trajectory: {"steps": trajectory.stats["num_steps"]})
+        simlab.sweep(
+            LOTKA_VOLTERRA,
+            {"alpha": [0.5]},
+            Y0,
+            TS,
+            observable=lambda trajectory: {"steps": trajectory.stats["num_steps"]},
+        )
     with pytest.raises(ValueError, match="identifiers other than"):
-        simlab.sweep(LOTKA_VOLTERRA, {"alpha": [0.5]}, Y0, TS,
-                     observable=lambda trajectory: {"status": trajectory.ys[-1]})
+        simlab.sweep(
+            LOTKA_VOLTERRA,
+            {"alpha": [0.5]},
+            Y0,
+            TS,
+            observable=lambda trajectory: {"status": trajectory.ys[-1]},
+        )
     with pytest.raises(ValueError, match="was not swept"):
         grid_result.parameter("gamma")
+
+
+class FakeTerminal:
+    """A stderr that says it is a terminal and remembers what was written."""
+
+    def __init__(self):
+        self.text = ""
+
+    def isatty(self):
+        return True
+
+    def write(self, text):
+        self.text += text
+
+    def flush(self):
+        pass
+
+
+def test_progress_bar_shows_rate_in_a_terminal_only(grid_result, monkeypatch, capsys):
+    def run(progress):
+        return simlab.sweep(
+            LOTKA_VOLTERRA,
+            {"alpha": ALPHAS, "beta": BETAS},
+            Y0,
+            TS,
+            observable=final_state,
+            chunk_size=4,
+            progress=progress,
+        )
+
+    run(progress=True)  # pytest's captured stderr is not a terminal: no bar
+    assert capsys.readouterr().err == ""
+    terminal = FakeTerminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    run(progress=False)
+    assert terminal.text == ""
+    run(progress=True)
+    assert "9/9" in terminal.text and "member/s" in terminal.text

@@ -19,11 +19,17 @@ def grid_result(names=("length", "damping"), axes=(LENGTHS, DAMPINGS)):
     failed = min(5, len(values) - 1)
     status[failed], observable[failed] = 1, np.nan
     return simlab.SweepResult(
-        names=names, values=values, observables={"settling_time": observable,
-                                                 "final_state": np.zeros((len(values), 2))},
-        status=status, mode="grid", grid_axes=axes, units={"length": "m", "damping": "1/s"},
-        dims={"settling_time": (), "final_state": ("final_state_dim_0",)}, coords={},
-        attrs={}, stats={},
+        names=names,
+        values=values,
+        observables={"settling_time": observable, "final_state": np.zeros((len(values), 2))},
+        status=status,
+        mode="grid",
+        grid_axes=axes,
+        units={"length": "m", "damping": "1/s"},
+        dims={"settling_time": (), "final_state": ("final_state_dim_0",)},
+        coords={},
+        attrs={},
+        stats={},
     )
 
 
@@ -31,7 +37,7 @@ def test_heatmap_draws_the_grid_with_units_and_marks_failures():
     result = grid_result()
     ax = simlab.plot.sweep_heatmap(result, "settling_time", x="length", y="damping")
     drawn = ax.collections[0].get_array().reshape(len(DAMPINGS), len(LENGTHS))
-    expected = (LENGTHS[None, :] * 10 + DAMPINGS[:, None])
+    expected = LENGTHS[None, :] * 10 + DAMPINGS[:, None]
     expected[1, 1] = np.nan  # member 5 = (length index 1, damping index 1)
     np.testing.assert_allclose(np.ma.filled(drawn, np.nan), expected)
     assert np.ma.getmaskarray(drawn)[1, 1]

@@ -27,7 +27,8 @@ def settling_time(trajectory):
     settled_in_time = last_unsettled < unsettled.size - 1
     return {
         "settling_time": jnp.where(
-            settled_in_time, trajectory.ts[jnp.minimum(last_unsettled + 1, unsettled.size - 1)],
+            settled_in_time,
+            trajectory.ts[jnp.minimum(last_unsettled + 1, unsettled.size - 1)],
             jnp.nan,
         )
     }
@@ -55,11 +56,22 @@ def heatmap():
     result = run(lengths, np.geomspace(0.25, 32.0, 80))
     print(result.summary(), result.stats)
     with simlab.plot.style():
-        ax = simlab.plot.sweep_heatmap(result, "settling_time", x="length", y="damping",
-                                       log_colour=True, colour_label="settling time [s]")
+        ax = simlab.plot.sweep_heatmap(
+            result,
+            "settling_time",
+            x="length",
+            y="damping",
+            log_colour=True,
+            colour_label="settling time [s]",
+        )
         ax.set_yscale("log")
-        ax.plot(lengths, critical_damping(lengths), color="white", linestyle="--",
-                label=r"critical damping $c = 2\sqrt{g/L}$")
+        ax.plot(
+            lengths,
+            critical_damping(lengths),
+            color="white",
+            linestyle="--",
+            label=r"critical damping $c = 2\sqrt{g/L}$",
+        )
         ax.set_ylim(0.25, 32.0)
         ax.legend(loc="lower right")
         ax.set_title("Damped pendulum released at 1 rad: time to settle within 0.02 rad")

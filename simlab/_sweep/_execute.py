@@ -115,8 +115,7 @@ def output_specs(model, y0, ts, values_dtype, *, names, observable, settings) ->
     """
     leaves, treedef = jax.tree.flatten((model, y0, ts))
     abstract = tuple(
-        jax.ShapeDtypeStruct(jnp.shape(leaf), jnp.result_type(leaf)) if eqx.is_array(leaf)
-        else leaf
+        jax.ShapeDtypeStruct(jnp.shape(leaf), jnp.result_type(leaf)) if eqx.is_array(leaf) else leaf
         for leaf in leaves
     )
     key = (treedef, abstract, np.dtype(values_dtype), names, observable, settings)
@@ -132,11 +131,14 @@ def _traced_output_specs(treedef, abstract, values_dtype, names, observable, set
 
     def member(dynamic, row):
         dynamic = iter(dynamic)
-        leaves = [next(dynamic) if flag else leaf for flag, leaf in zip(is_abstract, abstract,
-                                                                         strict=True)]
+        leaves = [
+            next(dynamic) if flag else leaf
+            for flag, leaf in zip(is_abstract, abstract, strict=True)
+        ]
         model, y0, ts = jax.tree.unflatten(treedef, leaves)
-        return member_outputs(model, y0, ts, row, names=names, observable=observable,
-                              settings=settings)
+        return member_outputs(
+            model, y0, ts, row, names=names, observable=observable, settings=settings
+        )
 
     dynamic = [leaf for flag, leaf in zip(is_abstract, abstract, strict=True) if flag]
     row = jax.ShapeDtypeStruct((len(names),), values_dtype)

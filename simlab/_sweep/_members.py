@@ -74,7 +74,7 @@ def _check_names(model: AbstractModel, names: tuple[str, ...]) -> None:
             raise ValueError(
                 f"unknown parameter {name!r} for {type(model).__name__}; sweepable names are "
                 f"its parameters {list(model.parameter_names())} and initial-state components "
-                f"{list(known[len(model.parameter_names()):])}."
+                f"{list(known[len(model.parameter_names()) :])}."
             )
 
 

@@ -119,6 +119,8 @@ class SweepResult(eqx.Module):
             for name, value in self.observables.items()
         }
         data_vars["status"] = (leading, self.status.reshape(grid_shape), status_flag_attrs())
-        attrs = {k: v if isinstance(v, str | int | float) else json.dumps(v)
-                 for k, v in self.attrs.items()}
+        attrs = {
+            k: v if isinstance(v, str | int | float) else json.dumps(v)
+            for k, v in self.attrs.items()
+        }
         return xr.Dataset(data_vars, coords=coords, attrs=attrs)

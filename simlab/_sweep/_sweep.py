@@ -119,8 +119,14 @@ def sweep(
     _check_settings(rtol, atol, dt0, True, max_steps, ts)
     members = build_members(model, params, mode=mode, key=key, num_samples=num_samples)
     mesh = _checked_mesh(mesh)
-    settings = (("solver", solver), ("rtol", rtol), ("atol", atol), ("dt0", dt0),
-                ("max_steps", max_steps), ("integrator", integrator))
+    settings = (
+        ("solver", solver),
+        ("rtol", rtol),
+        ("atol", atol),
+        ("dt0", dt0),
+        ("max_steps", max_steps),
+        ("integrator", integrator),
+    )
     statics = dict(names=members.names, observable=observable, settings=settings)
     specs = output_specs(model, y0, ts, members.values.dtype, **statics)
     chunk_size = _checked_chunk_size(chunk_size, members, specs, y0, ts, mesh)
@@ -133,21 +139,24 @@ def sweep(
         units=_units(model, members.names),
     )
     provenance = _provenance(model, mesh, members, settings, observable)
-    sweep_store = _open_store(store, layout, _identity(model, y0, ts, members, layout,
-                                                       settings, observable), provenance)
+    sweep_store = _open_store(
+        store, layout, _identity(model, y0, ts, members, layout, settings, observable), provenance
+    )
     finished = _finished_chunks(sweep_store, layout)
 
     model_on_mesh, y0_on_mesh, ts_on_mesh = _replicated(mesh, model, y0, ts)
-    outputs = {name: np.full((layout.num_members, *s.shape), np.nan, s.dtype)
-               for name, s in specs.items()}
+    outputs = {
+        name: np.full((layout.num_members, *s.shape), np.nan, s.dtype) for name, s in specs.items()
+    }
     status = np.full(layout.num_members, -1, np.int16)
     bar = _progress_bar(progress, layout, finished)
     for index in np.flatnonzero(~finished):
         begin, end = layout.chunk_bounds(index)
         rows = _padded(members.values[begin:end], chunk_size)
         chunk_outputs, chunk_status = gather_to_host(
-            run_chunk(model_on_mesh, y0_on_mesh, ts_on_mesh, shard_rows(rows, mesh), mesh=mesh,
-                      **statics)
+            run_chunk(
+                model_on_mesh, y0_on_mesh, ts_on_mesh, shard_rows(rows, mesh), mesh=mesh, **statics
+            )
         )
         chunk_outputs = {name: value[: end - begin] for name, value in chunk_outputs.items()}
         chunk_status = chunk_status[: end - begin]
@@ -216,8 +225,10 @@ def _replicated(mesh: Mesh, *trees):
 def _extra_coords(model, ts, observable) -> dict:
     if observable is not None:
         return {}
-    return {"time": ("time", np.asarray(ts)),
-            "component": ("component", np.asarray(model.state_names))}
+    return {
+        "time": ("time", np.asarray(ts)),
+        "component": ("component", np.asarray(model.state_names)),
+    }
 
 
 def _units(model: AbstractModel, names) -> dict[str, str]:
@@ -253,8 +264,11 @@ def _finished_chunks(sweep_store: SweepStore | None, layout: StoreLayout) -> np.
         if sweep_store is None:
             return np.zeros(layout.num_chunks, bool)
         return sweep_store.finished_chunks()
-    local = (sweep_store.finished_chunks() if sweep_store is not None
-             else np.zeros(layout.num_chunks, bool))
+    local = (
+        sweep_store.finished_chunks()
+        if sweep_store is not None
+        else np.zeros(layout.num_chunks, bool)
+    )
     return np.asarray(multihost_utils.broadcast_one_to_all(local), bool)
 
 
@@ -268,22 +282,21 @@ def _read_back(sweep_store: SweepStore | None, store, layout: StoreLayout):
 
 
 def _progress_bar(progress: bool, layout: StoreLayout, finished: np.ndarray):
-    already = sum(
-        end - begin for begin, end in map(layout.chunk_bounds, np.flatnonzero(finished))
-    )
+    already = sum(end - begin for begin, end in map(layout.chunk_bounds, np.flatnonzero(finished)))
     return tqdm.tqdm(
         total=layout.num_members,
         initial=already,
         unit="member",
-        unit_scale=True,
         desc=f"sweep ({layout.num_chunks} chunks of {layout.chunk_size})",
         disable=not (progress and _is_writer() and sys.stderr.isatty()),
     )
 
 
 def _settings_record(settings) -> dict[str, Any]:
-    return {name: value if isinstance(value, int | float | str | None) else repr(value)
-            for name, value in settings}
+    return {
+        name: value if isinstance(value, int | float | str | None) else repr(value)
+        for name, value in settings
+    }
 
 
 def _observable_name(observable) -> str:
@@ -300,8 +313,11 @@ def _digest(array) -> str:
 
 def _identity(model, y0, ts, members: Members, layout: StoreLayout, settings, observable):
     """Everything that determines the results: a store is resumed only if this matches."""
-    unswept = {name: np.asarray(value).tolist() for name, value in model.parameters().items()
-               if name not in members.names}
+    unswept = {
+        name: np.asarray(value).tolist()
+        for name, value in model.parameters().items()
+        if name not in members.names
+    }
     return {
         "model": f"{type(model).__module__}.{type(model).__qualname__}",
         "unswept_parameters": unswept,

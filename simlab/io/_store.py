@@ -225,8 +225,9 @@ def _check_identity(path: pathlib.Path, identity: dict[str, Any]) -> None:
             f"{str(path)!r} exists but is not a simlab sweep store; pass store= a new path "
             "(or delete that one)."
         )
-    differing = sorted(key for key in identity.keys() | recorded.keys()
-                       if identity.get(key) != recorded.get(key))
+    differing = sorted(
+        key for key in identity.keys() | recorded.keys() if identity.get(key) != recorded.get(key)
+    )
     if differing:
         raise ValueError(
             f"the store at {str(path)!r} belongs to a different sweep (differs in: "

@@ -1,5 +1,6 @@
 """A one-axis device mesh for batches of independent members, and how to lay data on it."""
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -27,9 +28,14 @@ def member_mesh(devices: Sequence[jax.Device] | None = None) -> Mesh:
         mesh = simlab.parallel.member_mesh(jax.devices()[:2])
         ```
     """
-    devices = jax.devices() if devices is None else list(devices)
+    devices = tuple(jax.devices() if devices is None else devices)
     if len(devices) == 0:
         raise ValueError("member_mesh needs at least one device; got an empty list.")
+    return _mesh_over(devices)
+
+
+@functools.lru_cache(maxsize=16)
+def _mesh_over(devices: tuple[jax.Device, ...]) -> Mesh:
     return Mesh(np.asarray(devices), (MEMBER_AXIS,))
 
 
@@ -56,19 +62,23 @@ def shard_rows(array: np.ndarray, mesh: Mesh) -> jax.Array:
             f"cannot split {array.shape[0]} rows over {mesh.size} devices evenly; pad the "
             "batch to a multiple of the number of devices."
         )
-    sharding = NamedSharding(mesh, PartitionSpec(MEMBER_AXIS))
-    return jax.make_array_from_callback(array.shape, sharding, lambda index: array[index])
+    return _put(array, NamedSharding(mesh, PartitionSpec(MEMBER_AXIS)))
 
 
 def replicate(tree: Any, mesh: Mesh) -> Any:
     """Copies every array leaf of `tree` to every device of `mesh` (each process its own)."""
     sharding = NamedSharding(mesh, PartitionSpec())
+    if jax.process_count() == 1:
+        return jax.device_put(tree, sharding)  # one batched transfer
+    return jax.tree.map(lambda leaf: _put(leaf, sharding), tree)
 
-    def put(leaf):
-        host = np.asarray(leaf)
-        return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
 
-    return jax.tree.map(put, tree)
+def _put(value: Any, sharding: NamedSharding) -> jax.Array:
+    if jax.process_count() == 1:
+        return jax.device_put(value, sharding)
+    # Under jax.distributed each process can only place data on its own devices.
+    host = np.asarray(value)
+    return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
 
 
 def gather_to_host(tree: Any) -> Any:

@@ -10,8 +10,18 @@ from ._style import SEQUENTIAL_CMAP, new_axes, style
 FAILED_COLOUR = "#BBBBBB"
 
 
-def sweep_heatmap(result, variable: str, *, x=None, y=None, at=None, ax=None, cmap=None,
-                  log_colour: bool = False, colour_label: str | None = None):
+def sweep_heatmap(
+    result,
+    variable: str,
+    *,
+    x=None,
+    y=None,
+    at=None,
+    ax=None,
+    cmap=None,
+    log_colour: bool = False,
+    colour_label: str | None = None,
+):
     """Colours the plane of two swept parameters by a scalar observable.
 
     Failed members (masked with `NaN`) are drawn grey and named in a legend. Axis labels
@@ -46,12 +56,18 @@ def sweep_heatmap(result, variable: str, *, x=None, y=None, at=None, ax=None, cm
     finite = np.isfinite(values.values)
     norm = None
     if log_colour and np.any(finite):
-        norm = mcolors.LogNorm(vmin=np.min(values.values[finite]),
-                               vmax=np.max(values.values[finite]))
+        norm = mcolors.LogNorm(
+            vmin=np.min(values.values[finite]), vmax=np.max(values.values[finite])
+        )
     with style():
-        mesh = ax.pcolormesh(values[x].values, values[y].values,
-                             np.ma.masked_invalid(values.values), shading="nearest",
-                             cmap=colours, norm=norm)
+        mesh = ax.pcolormesh(
+            values[x].values,
+            values[y].values,
+            np.ma.masked_invalid(values.values),
+            shading="nearest",
+            cmap=colours,
+            norm=norm,
+        )
         figure.colorbar(mesh, ax=ax, label=colour_label or variable)
         ax.set_xlabel(_label(result, x))
         ax.set_ylabel(_label(result, y))
