@@ -105,7 +105,10 @@ def _configure_jax(num_devices: int | None) -> None:
     jax.config.update("jax_compilation_cache_dir", cache)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
     if num_devices is not None and num_devices > 1:
-        jax.config.update("jax_num_cpu_devices", num_devices)
+        try:
+            jax.config.update("jax_num_cpu_devices", num_devices)
+        except RuntimeError:
+            pass  # JAX already started (e.g. inside a Python session): use the devices it has
 
 
 def _devices(num_devices: int | None):
