@@ -111,3 +111,19 @@ def test_a_folder_that_is_not_a_store_and_an_unwritable_path_are_refused(shared,
         shared.run_sweep(store=tmp_path)
     with pytest.raises(ValueError, match="cannot create the sweep store"):
         shared.run_sweep(store=tmp_path / "notes.txt" / "sweep.zarr")
+
+
+def test_a_chunk_without_its_status_is_recomputed(shared, uninterrupted, tmp_path):
+    """A crash between a chunk's observables and its status leaves it unfinished."""
+    import zarr
+
+    path = tmp_path / "sweep.zarr"
+    shared.run_sweep(store=path)
+    group = zarr.open_group(path, mode="r+")
+    group["final_state"][4:8] = 999.0  # written...
+    group["status"][4:8] = -1  # ...but the completion mark is not
+    resumed = shared.run_sweep(store=path)
+    assert resumed.stats["chunks_computed"] == 1 and resumed.stats["chunks_resumed"] == 2
+    np.testing.assert_array_equal(
+        resumed.observables["final_state"], uninterrupted.observables["final_state"]
+    )

@@ -325,3 +325,16 @@ def test_progress_bar_shows_rate_in_a_terminal_only(grid_result, monkeypatch, ca
     assert terminal.text == ""
     run(progress=True)
     assert "9/9" in terminal.text and "member/s" in terminal.text
+
+
+def test_default_chunk_size_fits_the_memory_budget():
+    from simlab._sweep._execute import MAX_CHUNK_SIZE, MEMORY_BUDGET_BYTES, default_chunk_size
+    from simlab.io import VariableSpec
+
+    whole_trajectory = {"trajectory": VariableSpec((10_001, 100), np.dtype("float64"), ())}
+    size = default_chunk_size(whole_trajectory, num_times=10_001, state_size=100, itemsize=8)
+    bytes_per_member = 3 * 10_001 * 100 * 8 + 1024
+    assert size == MEMORY_BUDGET_BYTES // bytes_per_member
+    assert size * bytes_per_member <= MEMORY_BUDGET_BYTES
+    scalar = {"final": VariableSpec((), np.dtype("float64"), ())}
+    assert default_chunk_size(scalar, num_times=2, state_size=1, itemsize=8) == MAX_CHUNK_SIZE
