@@ -63,18 +63,25 @@ def has_error_estimate(solver: dfx.AbstractSolver) -> bool:
     return bool(np.any(np.asarray(solver.tableau.b_error) != 0))
 
 
+def grid_slack(dtype) -> float:
+    """Relative tolerance for "this save time lies on the step grid": roundoff of `ts`."""
+    return max(1e-9, 8 * float(jnp.finfo(dtype).eps))
+
+
 def fixed_steps_per_interval(ts: Array, dt0: Any) -> Any:
     """How many equal steps of at most `dt0` each save interval takes.
 
     A Python int when every interval takes the same number (the scan length is then
     static, and reverse-mode autodiff works); otherwise an integer array, one per interval.
-    A relative slack of 1e-9 keeps `ts` on a grid of `dt0` from gaining a step to roundoff.
+    A relative slack of `grid_slack` keeps `ts` on a grid of `dt0` from gaining a step to
+    roundoff.
     """
+    slack = grid_slack(ts.dtype)
     if isinstance(ts, jax.core.Tracer) or isinstance(dt0, jax.core.Tracer):
-        return jnp.maximum(jnp.ceil(jnp.diff(ts) / dt0 * (1 - 1e-9)), 1).astype(jnp.int32)
+        return jnp.maximum(jnp.ceil(jnp.diff(ts) / dt0 * (1 - slack)), 1).astype(jnp.int32)
     # numpy on concrete values: jnp operations would be staged (traced) under an outer jit.
-    ratio = np.diff(np.asarray(ts)) / np.asarray(dt0)
-    counts = np.maximum(np.ceil(ratio * (1 - 1e-9)), 1).astype(np.int32)
+    ratio = np.diff(np.asarray(ts, dtype=np.float64)) / np.asarray(dt0, dtype=np.float64)
+    counts = np.maximum(np.ceil(ratio * (1 - slack)), 1).astype(np.int32)
     return int(counts[0]) if np.all(counts == counts[0]) else counts
 
 

@@ -8,7 +8,14 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike
 
-from ._ensemble import RK4, fixed_steps_per_interval, has_error_estimate, is_lean_solver, lean_solve
+from ._ensemble import (
+    RK4,
+    fixed_steps_per_interval,
+    grid_slack,
+    has_error_estimate,
+    is_lean_solver,
+    lean_solve,
+)
 from ._results import RESULTS, Trajectory
 from .models._base import AbstractModel, is_concrete, stable_fixed_step
 
@@ -275,7 +282,7 @@ def _use_lean(integrator, solver, adjoint, adaptive, ts, dt0) -> bool:
     steps = fixed_steps_per_interval(ts, dt0)
     # Only where Diffrax's grid t0 + k dt0 holds every save time are the results the same.
     return isinstance(steps, int) and bool(
-        np.allclose(np.diff(np.asarray(ts)), steps * float(dt0), rtol=1e-9, atol=0.0)
+        np.allclose(np.diff(np.asarray(ts)), steps * float(dt0), rtol=grid_slack(ts.dtype), atol=0)
     )
 
 
