@@ -20,6 +20,7 @@ from jax.sharding import Mesh
 
 from .._simulate import DEFAULT_MAX_STEPS, _check_settings, _checked_ts, _checked_y0
 from ..io import StoreLayout, SweepStore
+from ..io._store import NOT_COMPUTED
 from ..models._base import AbstractModel
 from ..parallel import gather_to_host, member_mesh, replicate, shard_rows
 from ..parallel._mesh import MEMBER_AXIS
@@ -97,13 +98,17 @@ def sweep(
         import jax.numpy as jnp
         import simlab
 
+        def final_z(trajectory):
+            return {"final_z": trajectory.ys[-1, 2]}
+
+
         model = simlab.models.Lorenz(sigma=10.0, rho=28.0, beta=8 / 3)
         result = simlab.sweep(
             model,
             {"rho": jnp.linspace(0.5, 30.0, 64)},
             jnp.array([1.0, 1.0, 1.0]),
             jnp.linspace(0.0, 1.0, 11),
-            observable=lambda trajectory: {"final_z": trajectory.ys[-1, 2]},
+            observable=final_z,
         )
         result.to_xarray()["final_z"]  # one value per rho
         ```
@@ -144,29 +149,16 @@ def sweep(
     )
     finished = _finished_chunks(sweep_store, layout)
 
-    model_on_mesh, y0_on_mesh, ts_on_mesh = _replicated(mesh, model, y0, ts)
-    outputs = {
-        name: np.full((layout.num_members, *s.shape), np.nan, s.dtype) for name, s in specs.items()
-    }
-    status = np.full(layout.num_members, -1, np.int16)
-    bar = _progress_bar(progress, layout, finished)
-    for index in np.flatnonzero(~finished):
-        begin, end = layout.chunk_bounds(index)
-        rows = _padded(members.values[begin:end], chunk_size)
-        chunk_outputs, chunk_status = gather_to_host(
-            run_chunk(
-                model_on_mesh, y0_on_mesh, ts_on_mesh, shard_rows(rows, mesh), mesh=mesh, **statics
-            )
-        )
-        chunk_outputs = {name: value[: end - begin] for name, value in chunk_outputs.items()}
-        chunk_status = chunk_status[: end - begin]
-        if sweep_store is not None:
-            sweep_store.write_chunk(index, chunk_outputs, chunk_status)
-        for name, value in chunk_outputs.items():
-            outputs[name][begin:end] = value
-        status[begin:end] = chunk_status
-        bar.update(end - begin)
-    bar.close()
+    outputs, status = _run_unfinished_chunks(
+        (model, y0, ts),
+        members,
+        layout,
+        finished,
+        mesh=mesh,
+        statics=statics,
+        sweep_store=sweep_store,
+        progress=progress,
+    )
     if store is not None:
         outputs, status = _read_back(sweep_store, store, layout)
     stats = {
@@ -189,6 +181,43 @@ def sweep(
         attrs=provenance,
         stats=stats,
     )
+
+
+def _run_unfinished_chunks(
+    problem,
+    members: Members,
+    layout: StoreLayout,
+    finished,
+    *,
+    mesh,
+    statics,
+    sweep_store,
+    progress,
+):
+    """Runs every chunk not yet finished, storing each; returns observables and status."""
+    problem_on_mesh = _replicated(mesh, *problem)
+    outputs = {
+        name: np.full((layout.num_members, *spec.shape), np.nan, spec.dtype)
+        for name, spec in layout.variables.items()
+    }
+    status = np.full(layout.num_members, NOT_COMPUTED, np.int16)
+    bar = _progress_bar(progress, layout, finished)
+    for index in np.flatnonzero(~finished):
+        begin, end = layout.chunk_bounds(index)
+        rows = shard_rows(_padded(members.values[begin:end], layout.chunk_size), mesh)
+        chunk_outputs, chunk_status = gather_to_host(
+            run_chunk(*problem_on_mesh, rows, mesh=mesh, **statics)
+        )
+        chunk_outputs = {name: value[: end - begin] for name, value in chunk_outputs.items()}
+        chunk_status = chunk_status[: end - begin]
+        if sweep_store is not None:
+            sweep_store.write_chunk(index, chunk_outputs, chunk_status)
+        for name, value in chunk_outputs.items():
+            outputs[name][begin:end] = value
+        status[begin:end] = chunk_status
+        bar.update(end - begin)
+    bar.close()
+    return outputs, status
 
 
 def _checked_mesh(mesh: Mesh | None) -> Mesh:
