@@ -168,9 +168,10 @@ def test_constrained_parameter_stays_in_range_for_every_iterate():
     # The data decay at rate 3, outside the declared (0.5, 2): the fit must press against
     # the bound without ever crossing it (BoundedDecay raises if any evaluation does).
     observations = jnp.exp(-3.0 * ts)[:, None]
-    for method in ("least_squares", "gradient"):
+    for method, optimiser in (("least_squares", None), ("gradient", optax.adam(0.2))):
         result = simlab.fit(BoundedDecay(rate=1.0), ts, observations, y0=jnp.array([1.0]),
-                            params=["rate"], method=method, max_steps=200, throw=False)
+                            params=["rate"], method=method, optimiser=optimiser,
+                            max_steps=200, throw=False)
         assert 1.9 < float(result.params["rate"]) < 2.0
 
 
