@@ -24,5 +24,5 @@ def test_readme_python_blocks_run(capsys):
 def test_demo_writes_its_figure(tmp_path):
     from simlab import demo
 
-    figure_path = demo.main(str(tmp_path))
+    figure_path = demo.main(str(tmp_path), quick=True)
     assert figure_path.exists() and figure_path.stat().st_size > 10_000

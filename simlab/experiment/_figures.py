@@ -192,46 +192,45 @@ def _pattern_gallery(run: StoredRun, entry: dict):
     return simlab.plot.sweep_gallery(load_sweep(run), "final_field", channel=entry.get("channel"))
 
 
-def _coordinates(run: StoredRun) -> np.ndarray:
+def _grid(run: StoredRun):
+    from ..grid import Grid
+
     grid = run.config["model"]["grid"]
-    (num_points,), extent = grid["shape"][:1], grid["extent"]
-    return (np.arange(num_points) + 0.5) * extent / num_points
+    return Grid(
+        tuple(grid["shape"]), extent=grid["extent"], boundary=grid.get("boundary", "periodic")
+    )
 
 
-def _channel(run: StoredRun, entry: dict) -> np.ndarray:
+def _coordinates(run: StoredRun) -> np.ndarray:
+    return np.asarray(_grid(run).coordinates()[0])
+
+
+def _field_trajectory(run: StoredRun, entry: dict, every: int = 1) -> Trajectory:
+    """The simulated field (one channel of a multi-field state) as a `Trajectory`."""
     ys = run.arrays["simulation_ys"]
-    return ys[:, entry["channel"]] if "channel" in entry else ys
+    ys = ys[:, entry["channel"]] if "channel" in entry else ys
+    return Trajectory(
+        ts=run.arrays["simulation_ts"][::every], ys=ys[::every], result=RESULTS.successful, stats={}
+    )
 
 
 def _field(run: StoredRun, entry: dict):
-    import matplotlib.pyplot as plt
-
+    """A 1-D field's history as a space-time image; a 2-D field at the last time."""
     import simlab.plot
-    from simlab.plot._style import style
 
-    ys = _channel(run, entry)
-    if ys.ndim == 2:
-        trajectory = Trajectory(
-            ts=run.arrays["simulation_ts"], ys=ys, result=RESULTS.successful, stats={}
-        )
+    trajectory = _field_trajectory(run, entry)
+    label = entry.get("ylabel", "field")
+    if trajectory.ys.ndim == 2:
         ax = simlab.plot.space_time(
             trajectory,
             coordinates=_coordinates(run),
-            label=entry.get("ylabel", "u"),
+            label=label,
             position_label=entry.get("xlabel", "x"),
         )
         return ax.figure
-    with style():
-        figure, ax = plt.subplots(figsize=(4.4, 3.8))
-        image = ax.imshow(ys[-1].T, origin="lower")
-        figure.colorbar(image, ax=ax, label=entry.get("ylabel", "field"))
-        ax.set(
-            xlabel="x (cells)",
-            ylabel="y (cells)",
-            title=f"t = {run.arrays['simulation_ts'][-1]:.4g}",
-        )
-        ax.grid(False)
-    return figure
+    ax = simlab.plot.field_image(trajectory.ys[-1], _grid(run), label=label)
+    ax.set_title(f"t = {float(trajectory.ts[-1]):.4g}")
+    return ax.figure
 
 
 def _snapshots(run: StoredRun, entry: dict):
@@ -261,15 +260,9 @@ def _snapshots(run: StoredRun, entry: dict):
 def _animation(run: StoredRun, entry: dict, path: pathlib.Path) -> pathlib.Path:
     import simlab.plot
 
-    frames = _channel(run, entry)
-    every = int(entry.get("every", 1))
-    coordinates = _coordinates(run) if frames.ndim == 2 else None
-    return simlab.plot.animate(
-        frames[::every],
-        path,
-        ts=run.arrays["simulation_ts"][::every],
-        label=entry.get("ylabel", "field"),
-        coordinates=coordinates,
+    trajectory = _field_trajectory(run, entry, every=int(entry.get("every", 1)))
+    return simlab.plot.field_animation(
+        trajectory, _grid(run), path, label=entry.get("ylabel", "field")
     )
 
 
