@@ -93,7 +93,7 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _configure_jax(num_devices: int | None) -> None:
+def configure_jax(num_devices: int | None) -> None:
     """Application settings (the library never touches jax.config): float64, a persistent
     compilation cache so a second run starts faster, and simulated CPU devices if asked."""
     import jax
@@ -128,7 +128,7 @@ def _devices(num_devices: int | None):
 
 
 def _run(arguments) -> int:
-    _configure_jax(arguments.devices)  # before any array exists: x64 and devices are fixed then
+    configure_jax(arguments.devices)  # before any array exists: x64 and devices are fixed then
     import simlab.experiment as experiments
 
     path = experiments.find(arguments.experiment)
