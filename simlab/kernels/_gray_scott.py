@@ -68,6 +68,8 @@ def gray_scott_kernel(window_ref, params_ref, out_ref, *, block_shape, weights):
     out_ref[1, :, :] = dv.astype(out_ref.dtype)
 
 
+# Jitted so that each tile layout is traced and compiled once, however often it runs.
+@ft.partial(jax.jit, static_argnames=("spacing", "launch"))
 def _launch(padded: Array, params: Array, spacing, launch: Launch) -> Array:
     batched, leading = split_leading(padded, NUM_SPATIAL + 1)
     interior = tuple(n - 2 * WIDTH for n in batched.shape[2:])

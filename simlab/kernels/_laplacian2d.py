@@ -49,6 +49,8 @@ def laplacian2d_kernel(window_ref, out_ref, *, block_shape, width, weights):
     out_ref[...] = laplacian_from_shifts(shifted, weights, width).astype(out_ref.dtype)
 
 
+# Jitted so that each tile layout is traced and compiled once, however often it runs.
+@ft.partial(jax.jit, static_argnames=("spacing", "order", "launch"))
 def _launch(padded: Array, spacing, order: int, launch: Launch) -> Array:
     """The kernel over every tile of every leading index of `padded`."""
     width = order // 2
@@ -146,6 +148,8 @@ def laplacian2d(
 
 def laplacian2d_reference(padded: Array, spacing: Sequence[float], *, order: int = 2) -> Array:
     """[`simlab.kernels.laplacian2d`][] in plain `jax.numpy` (the XLA path)."""
+    if len(spacing) != NUM_SPATIAL:
+        raise ValueError(f"laplacian2d_reference: spacing needs 2 entries; got {spacing}.")
     return laplacian_reference(padded, spacing, order=order)
 
 

@@ -48,6 +48,8 @@ def laplacian3d_kernel(window_ref, out_ref, *, block_shape, width, weights):
     out_ref[...] = laplacian_from_shifts(shifted, weights, width).astype(out_ref.dtype)
 
 
+# Jitted so that each tile layout is traced and compiled once, however often it runs.
+@ft.partial(jax.jit, static_argnames=("spacing", "order", "launch"))
 def _launch(padded: Array, spacing, order: int, launch: Launch) -> Array:
     width = order // 2
     batched, leading = split_leading(padded, NUM_SPATIAL)

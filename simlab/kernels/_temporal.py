@@ -78,6 +78,8 @@ def temporal2d_kernel(window_ref, params_ref, out_ref, *, num_steps, tile_step, 
     out_ref[...] = tile.astype(out_ref.dtype)
 
 
+# Jitted so that each tile layout is traced and compiled once, however often it runs.
+@ft.partial(jax.jit, static_argnames=("spacing", "num_steps", "tile_step", "launch"))
 def _launch(padded, params, spacing, num_steps: int, tile_step: Callable, launch: Launch):
     """One launch over a `(..., channels, X + 2s, Y + 2s)` array padded with `s =
     num_steps` ghost cells; returns `(..., channels, X, Y)`."""
