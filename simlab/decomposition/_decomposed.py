@@ -79,7 +79,7 @@ class Decomposed(AbstractModel):
 
     **Arguments:**
 
-    - `model`: a [`simlab.models.AbstractGridModel`][] (e.g. `Heat`, `GrayScott`) with
+    - `model`: a `simlab.models.AbstractGridModel` (e.g. `Heat`, `GrayScott`) with
       scalar coefficients.
     - `mesh`: the device mesh, e.g. [`simlab.decomposition.decomposition_mesh`][]`((2, 2))`.
     - `mesh_axes`: the mesh axis splitting each grid axis, `None` for an unsplit one;

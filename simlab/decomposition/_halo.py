@@ -150,12 +150,12 @@ def block_grid(
 
     **Arguments:**
 
-    - `grid`: the global [`simlab.Grid`][].
+    - `grid`: the global `simlab.Grid`.
     - `mesh`: the device mesh.
     - `mesh_axes`: the mesh axis splitting each grid axis, or `None` for an unsplit axis;
       default: the mesh's axes split the leading grid axes, in order.
 
-    **Returns:** a [`simlab.Grid`][] of shape `grid.shape` divided by the mesh shape.
+    **Returns:** a `simlab.Grid` of shape `grid.shape` divided by the mesh shape.
 
     !!! example
 
