@@ -2,8 +2,7 @@
 
 import importlib.metadata
 
-from . import grid as grid, models as models
-from . import datasets as datasets
+from . import datasets as datasets, decomposition as decomposition, grid as grid, models as models
 from ._fit import FitResult as FitResult, fit as fit
 from ._results import RESULTS as RESULTS, Trajectory as Trajectory
 from ._simulate import SOLVERS as SOLVERS, simulate as simulate
