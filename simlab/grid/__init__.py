@@ -41,6 +41,7 @@ from ._operators import (
     laplacian as laplacian,
     laplacian_interior as laplacian_interior,
     pad as pad,
+    pad_axis as pad_axis,
     pad_coefficient as pad_coefficient,
     stencil_width as stencil_width,
 )

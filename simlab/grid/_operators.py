@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 import jax.numpy as jnp
+from jax import lax
 from jaxtyping import Array, ArrayLike
 
 from ._boundary import Neumann, Periodic
@@ -66,16 +67,20 @@ def pad(field: ArrayLike, grid: Grid, width: int) -> Array:
             f"got {width!r}."
         )
     for axis in range(grid.ndim):
-        array_axis = field.ndim - grid.ndim + axis
-        low, high = (
-            grid.boundary(axis, side).ghost_cells(
-                field, array_axis, side, width, grid.spacing[axis]
-            )
-            for side in SIDES
-        )
-        field = jnp.concatenate([low.astype(field.dtype), field, high.astype(field.dtype)],
-                                axis=array_axis)
+        field = pad_axis(field, grid, axis, width)
     return field
+
+
+def pad_axis(field: Array, grid: Grid, axis: int, width: int) -> Array:
+    """Adds `width` ghost cells on both sides of spatial axis `axis` only (see `pad`)."""
+    array_axis = field.ndim - grid.ndim + axis
+    low, high = (
+        grid.boundary(axis, side).ghost_cells(field, array_axis, side, width, grid.spacing[axis])
+        for side in SIDES
+    )
+    return jnp.concatenate(
+        [low.astype(field.dtype), field, high.astype(field.dtype)], axis=array_axis
+    )
 
 
 def pad_coefficient(coefficient: ArrayLike, grid: Grid, width: int) -> Array:
@@ -111,7 +116,19 @@ def laplacian(field: ArrayLike, grid: Grid, *, order: int = 2, impl: Impl = "aut
         ```
     """
     width = stencil_width("laplacian", order=order)
-    return laplacian_interior(pad(field, grid, width), grid.spacing, order=order, impl=impl)
+    if chosen_kernel(impl, "laplacian") is not None:
+        return laplacian_interior(pad(field, grid, width), grid.spacing, order=order, impl=impl)
+    field = jnp.asarray(field)
+    check_field_shape(field, grid)
+    # The same sums as laplacian_interior, but each axis's term reads an array padded along
+    # that axis only: XLA then fuses the whole operator, where a fully padded array would
+    # cost an extra pass to fill ghost corners that no 5-point stencil reads.
+    total = 0.0
+    for axis, h in enumerate(grid.spacing):
+        array_axis = field.ndim - grid.ndim + axis
+        padded = pad_axis(field, grid, axis, width)
+        total = total + _second_difference(padded, array_axis, width, order) / h**2
+    return total
 
 
 def laplacian_interior(
@@ -123,14 +140,12 @@ def laplacian_interior(
     kernel = chosen_kernel(impl, "laplacian")
     if kernel is not None:
         return kernel(padded, spacing, order=order)
-    weights = {2: (1.0, -2.0, 1.0), 4: (-1 / 12, 16 / 12, -30 / 12, 16 / 12, -1 / 12)}[order]
     total = 0.0
     for axis, h in enumerate(spacing):
-        second_difference = sum(
-            w * _shifted(padded, spacing, width, axis, offset)
-            for offset, w in zip(range(-width, width + 1), weights, strict=True)
-        )
-        total = total + second_difference / h**2
+        # Drop the ghost cells of the other axes, then difference along this one.
+        interior = _shifted(padded, spacing, width, axis, 0, along_axis=False)
+        array_axis = padded.ndim - len(spacing) + axis
+        total = total + _second_difference(interior, array_axis, width, order) / h**2
     return total
 
 
@@ -372,15 +387,38 @@ def _checked_spacing(padded: Array, spacing: Sequence[float], width: int) -> tup
     return spacing
 
 
-def _shifted(padded: Array, spacing: tuple[float, ...], width: int, axis: int, offset: int):
-    """The interior block shifted by `offset` cells along spatial `axis`."""
+def _shifted(
+    padded: Array,
+    spacing: tuple[float, ...],
+    width: int,
+    axis: int,
+    offset: int,
+    *,
+    along_axis: bool = True,
+) -> Array:
+    """The interior block shifted by `offset` cells along spatial `axis` (with
+    `along_axis=False`, that axis keeps its ghost cells)."""
     first_spatial = padded.ndim - len(spacing)
     index = [slice(None)] * padded.ndim
     for spatial_axis in range(len(spacing)):
+        if spatial_axis == axis and not along_axis:
+            continue
         size = padded.shape[first_spatial + spatial_axis]
         shift = offset if spatial_axis == axis else 0
         index[first_spatial + spatial_axis] = slice(width + shift, size - width + shift)
     return padded[tuple(index)]
+
+
+LAPLACIAN_WEIGHTS = {2: (1.0, -2.0, 1.0), 4: (-1 / 12, 16 / 12, -30 / 12, 16 / 12, -1 / 12)}
+
+
+def _second_difference(padded: Array, array_axis: int, width: int, order: int) -> Array:
+    """The undivided second difference along `array_axis` of an array padded along it."""
+    size = padded.shape[array_axis] - 2 * width
+    return sum(
+        weight * lax.slice_in_dim(padded, width + offset, width + offset + size, axis=array_axis)
+        for offset, weight in zip(range(-width, width + 1), LAPLACIAN_WEIGHTS[order], strict=True)
+    )
 
 
 def _central_difference(padded: Array, spacing: tuple[float, ...], axis: int) -> Array:
