@@ -192,3 +192,11 @@ def test_a_failure_while_running_exits_1(isolated, capsys, monkeypatch):
     assert "simlab: failed: FloatingPointError: the state became NaN" in error
     assert "Traceback" not in error
     assert not any((isolated / "results" / "small").iterdir())
+
+
+def test_the_command_turns_on_float64_and_the_compilation_cache(isolated):
+    import jax
+
+    cli.configure_jax(None)
+    assert jax.config.jax_enable_x64
+    assert jax.config.jax_compilation_cache_dir == str(isolated / "cache")

@@ -97,9 +97,11 @@ def _fit_figure(run: StoredRun, entry: dict):
 def _parameter_text(run: StoredRun, per_line: int = 3) -> str:
     """The fitted values ± standard errors, a few to a line."""
     parts = []
+    truth = run.metrics.get("true_parameters", {})
     for name, fitted in run.metrics["fit"]["parameters"].items():
         error = "unidentifiable" if fitted["stderr"] is None else f"{fitted['stderr']:.2g}"
-        parts.append(f"{name} = {fitted['value']:.3g} ± {error}")
+        known = f" (true {truth[name]:.3g})" if name in truth else ""
+        parts.append(f"{name} = {fitted['value']:.3g} ± {error}{known}")
     lines = [",  ".join(parts[i : i + per_line]) for i in range(0, len(parts), per_line)]
     return "fit: " + "\n".join(lines)
 
@@ -189,7 +191,9 @@ def _axis_labels(ax, entry: dict) -> None:
 def _pattern_gallery(run: StoredRun, entry: dict):
     import simlab.plot
 
-    return simlab.plot.sweep_gallery(load_sweep(run), "final_field", channel=entry.get("channel"))
+    return simlab.plot.sweep_gallery(
+        load_sweep(run), "final_field", channel=entry.get("channel"), label=entry.get("label")
+    )
 
 
 def _grid(run: StoredRun):
@@ -254,6 +258,8 @@ def _snapshots(run: StoredRun, entry: dict):
         ax.set_xlabel(entry.get("xlabel", "x"))
         ax.set_ylabel(entry.get("ylabel", "u"))
         ax.legend(title="lines: fitted model\npoints: data" if data_ts is not None else None)
+        if "fit" in run.metrics:
+            ax.set_title(_parameter_text(run), fontsize=9)
     return figure
 
 

@@ -18,6 +18,7 @@ def sweep_gallery(
     y=None,
     cmap=None,
     size: float = 1.2,
+    label: str | None = None,
 ):
     """Draws one thumbnail of a field observable per member of a two-parameter grid sweep.
 
@@ -33,6 +34,7 @@ def sweep_gallery(
     - `x`, `y`: the swept names along columns and rows (default: the two swept names).
     - `cmap`: a colour map (default: simlab's sequential map).
     - `size`: the side of one thumbnail, in inches.
+    - `label`: the colour bar's label (default: the variable and channel).
 
     **Returns:** the Figure.
 
@@ -105,7 +107,8 @@ def sweep_gallery(
         figure.supxlabel(_label(result, x))
         figure.supylabel(_label(result, y))
         if image is not None:
-            label = variable if channel is None else f"{variable}[{channel}]"
+            if label is None:
+                label = variable if channel is None else f"{variable}[{channel}]"
             figure.colorbar(image, ax=axes, shrink=0.6, label=label)
     return figure
 

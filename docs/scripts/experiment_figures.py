@@ -1,0 +1,49 @@
+"""Regenerates docs/figures/experiment_*.png from full runs of the shipped experiments.
+
+    python docs/scripts/experiment_figures.py               # runs all four (≈ 8 min on 2 cores)
+    python docs/scripts/experiment_figures.py RUN_FOLDER... # copies from finished runs
+"""
+
+import pathlib
+import shutil
+import sys
+import tempfile
+
+from simlab import cli
+from simlab.experiment import StoredRun, shipped
+from simlab.experiment._folder import read_run
+
+FIGURES = pathlib.Path(__file__).resolve().parents[1] / "figures"
+# experiment → (figure in the run's figures/, name under docs/figures/)
+CHOSEN = {
+    "lynx_hare": [("fit.png", "experiment_lynx_hare_fit.png"),
+                  ("sweep_heatmap.png", "experiment_lynx_hare_sweep.png")],
+    "pendulum_sweep": [("sweep_heatmap.png", "experiment_pendulum_sweep.png")],
+    "gray_scott_patterns": [("pattern_gallery.png", "experiment_gray_scott_patterns.png")],
+    "heat_inverse": [("snapshots.png", "experiment_heat_inverse.png")],
+}  # fmt: skip
+
+
+def copy_figures(run: StoredRun) -> None:
+    if run.provenance.get("quick"):
+        raise SystemExit(f"{run.folder} is a --quick run; the docs show full runs.")
+    for source, target in CHOSEN[run.metrics["experiment"]]:
+        shutil.copyfile(run.figures_folder / source, FIGURES / target)
+        print(f"wrote {FIGURES / target}")
+
+
+def main(folders: list[str]) -> None:
+    if folders:
+        for folder in folders:
+            copy_figures(read_run(folder))
+        return
+    with tempfile.TemporaryDirectory() as scratch:
+        for name in shipped():
+            out = pathlib.Path(scratch) / name
+            if cli.main(["run", name, "--out", str(out)]) != 0:
+                raise SystemExit(f"{name} failed")
+            copy_figures(read_run(out))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
