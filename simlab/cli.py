@@ -37,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--out",
         type=pathlib.Path,
         default=None,
+        metavar="DIR",
         help="results folder (default: results/<experiment>/<UTC timestamp>)",
     )
     run.add_argument(
