@@ -25,10 +25,11 @@ TS = jnp.linspace(0.0, 1.0, 11)
 FIXED = dict(adaptive=False, dt0=1e-3)
 
 
-def _lorenz_loss(params, y0, data, integrator):
+def _lorenz_loss(params, y0, data, integrator, adjoint=None):
     sigma, rho, beta = params
     model = simlab.models.Lorenz(sigma=sigma, rho=rho, beta=beta)
-    trajectory = simlab.simulate(model, y0, TS, integrator=integrator, throw=False, **FIXED)
+    trajectory = simlab.simulate(model, y0, TS, integrator=integrator, adjoint=adjoint,
+                                 throw=False, **FIXED)
     return 0.5 * jnp.sum((trajectory.ys - data) ** 2)
 
 
@@ -36,9 +37,10 @@ def _sweep_functions(integrator):
     loss = jax.vmap(lambda p, y0, d: _lorenz_loss(p, y0, d, integrator))
 
     def forward_mode(p, y0, d):
-        return jax.vmap(jax.jacfwd(lambda p_, y, d_: _lorenz_loss(p_, y, d_, integrator)))(
-            p, y0, d
-        )
+        def member(p_, y, d_):  # Diffrax's default adjoint is reverse-mode only
+            return _lorenz_loss(p_, y, d_, integrator, adjoint="forward")
+
+        return jax.vmap(jax.jacfwd(member))(p, y0, d)
 
     reverse_mode = jax.vmap(jax.value_and_grad(lambda p, y0, d: _lorenz_loss(p, y0, d, integrator)))
     return jax.jit(loss), jax.jit(forward_mode), jax.jit(reverse_mode)
@@ -66,10 +68,13 @@ def _sweep_rows() -> list[Row]:
     return table
 
 
+HEAT_TS = jnp.array([0.0, 0.05])  # concrete: the lean loop then has a static step count
+
+
 def _heat_functions(integrator, grid, u0, target):
     def misfit(diffusivity):
         model = simlab.models.Heat(diffusivity=diffusivity, grid=grid, impl="xla")
-        trajectory = simlab.simulate(model, u0, jnp.array([0.0, 0.05]), solver="rk4",
+        trajectory = simlab.simulate(model, u0, HEAT_TS, solver="rk4",
                                      adaptive=False, dt0=2e-4, integrator=integrator,
                                      throw=False)
         return 0.5 * jnp.sum((trajectory.ys[-1] - target) ** 2)
