@@ -83,7 +83,8 @@ def compiler_params(launch: Launch) -> Any:
     if launch.backend == "mosaic_gpu":
         from jax.experimental.pallas import mosaic_gpu as plgpu
 
-        return plgpu.CompilerParams()
+        # Two tiles in flight: the next window's copy overlaps this tile's arithmetic.
+        return plgpu.CompilerParams(max_concurrent_steps=2)
     from jax.experimental.pallas import triton as pltriton
 
     num_warps = 8 if math.prod(launch.block_shape) >= 4096 else 4

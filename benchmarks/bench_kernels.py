@@ -1,0 +1,64 @@
+"""Pallas kernels on the CPU, in interpret mode, against the XLA reference.
+
+The Pallas interpreter exists for correctness: on a CPU it runs each tile as one
+iteration of an XLA loop, so these ratios say what the CPU path costs, not what the
+kernels gain on a GPU (that is `benchmarks/gpu.sh`). Ratio = XLA time / Pallas time
+(above 1: Pallas faster); all float32, timed side by side in this run.
+"""
+
+import jax
+import jax.numpy as jnp
+from _harness import Row, median_seconds
+
+import simlab
+import simlab.kernels as sk
+
+SIZE_2D = 512
+SIZE_3D = 64
+STEPS = 16
+GRAY_SCOTT = (0.035, 0.065, 0.2, 0.1)
+TARGET = "none (CPU)"
+
+
+def _field(shape):
+    return jax.random.uniform(jax.random.key(0), shape, dtype=jnp.float32)
+
+
+def _row(name, xla_fn, pallas_fn, cells, detail=""):
+    xla = median_seconds(xla_fn, repeats=5)
+    pallas = median_seconds(pallas_fn, repeats=5)
+    rate = f"XLA {cells / xla / 1e9:.2f}, Pallas-interpret {cells / pallas / 1e9:.2f} Gcell/s"
+    return Row(name, xla / pallas, TARGET, f"{rate}{'; ' + detail if detail else ''}")
+
+
+def rows() -> list[Row]:
+    padded2d = _field((SIZE_2D + 2, SIZE_2D + 2))
+    padded3d = _field((SIZE_3D + 2,) * 3)
+    state = _field((2, SIZE_2D + 2, SIZE_2D + 2))
+    spacing2d, spacing3d = (1.0, 1.0), (1.0, 1.0, 1.0)
+    lap2d = jax.jit(lambda p: sk.laplacian2d(p, spacing2d))
+    lap2d_xla = jax.jit(lambda p: sk.laplacian2d_reference(p, spacing2d))
+    lap3d = jax.jit(lambda p: sk.laplacian3d(p, spacing3d))
+    lap3d_xla = jax.jit(lambda p: sk.laplacian3d_reference(p, spacing3d))
+    gs = jax.jit(lambda p: sk.gray_scott_tendency(p, spacing2d, *GRAY_SCOTT))
+    gs_xla = jax.jit(lambda p: sk.gray_scott_tendency_reference(p, spacing2d, *GRAY_SCOTT))
+    grid = simlab.Grid((SIZE_2D, SIZE_2D), boundary="periodic")
+    heat = dict(diffusivity=0.2, dt=1.0, num_steps=STEPS)
+    heat_blocked = jax.jit(lambda u: sk.heat_steps(u, grid, steps_per_launch=8, **heat))
+    heat_single = jax.jit(lambda u: sk.heat_steps(u, grid, steps_per_launch=1, **heat))
+    heat_xla = jax.jit(lambda u: sk.heat_steps_reference(u, grid, **heat))
+    field = padded2d[1:-1, 1:-1]
+    cells2d, cells3d = SIZE_2D**2, SIZE_3D**3
+    return [
+        _row(f"kernels: laplacian2d {SIZE_2D}² XLA/Pallas-interpret",
+             lambda: lap2d_xla(padded2d), lambda: lap2d(padded2d), cells2d),
+        _row(f"kernels: laplacian3d {SIZE_3D}³ XLA/Pallas-interpret",
+             lambda: lap3d_xla(padded3d), lambda: lap3d(padded3d), cells3d),
+        _row(f"kernels: gray-scott fused {SIZE_2D}² XLA/Pallas-interpret",
+             lambda: gs_xla(state), lambda: gs(state), cells2d),
+        _row(f"kernels: heat {STEPS} steps, 8/launch vs XLA steps",
+             lambda: heat_xla(field), lambda: heat_blocked(field), cells2d * STEPS),
+        _row(f"kernels: heat {STEPS} steps, 8/launch vs 1/launch (both interpret)",
+             lambda: heat_single(field), lambda: heat_blocked(field), cells2d * STEPS,
+             "both Pallas-interpret: 'XLA' above reads 1 step/launch"),
+    ]
