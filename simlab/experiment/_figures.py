@@ -42,8 +42,11 @@ def draw_all(run: StoredRun, folder: pathlib.Path | None = None) -> list[pathlib
 
 
 def _save(figure, path: pathlib.Path) -> pathlib.Path:
+    from simlab.plot import style
+
     temporary = path.with_name(f".{path.stem}.tmp-{uuid.uuid4().hex[:8]}{path.suffix}")
-    figure.savefig(temporary)
+    with style():  # its savefig settings: tight bounding box, print resolution
+        figure.savefig(temporary)
     os.replace(temporary, path)
     return path
 
@@ -101,7 +104,7 @@ def _parameter_text(run: StoredRun, per_line: int = 3) -> str:
     for name, fitted in run.metrics["fit"]["parameters"].items():
         error = "unidentifiable" if fitted["stderr"] is None else f"{fitted['stderr']:.2g}"
         known = f" (true {truth[name]:.3g})" if name in truth else ""
-        parts.append(f"{name} = {fitted['value']:.3g} ± {error}{known}")
+        parts.append(f"{name} = {fitted['value']:.4g} ± {error}{known}")
     lines = [",  ".join(parts[i : i + per_line]) for i in range(0, len(parts), per_line)]
     return "fit: " + "\n".join(lines)
 
