@@ -104,10 +104,17 @@ def test_vector_field_equals_one_device(case):
     np.testing.assert_allclose(sharded, model(0.0, y, None), **TOLERANCE)
 
 
-def test_vector_field_gradients_through_the_exchange_equal_one_device():
+@pytest.mark.parametrize(
+    "model, mesh_shape",
+    [
+        (_heat(), (4,)),
+        (_gray_scott(["periodic", (simlab.Dirichlet(0.5), simlab.Neumann(0.2))]), (2, 2)),
+    ],
+    ids=["heat_slabs", "gray_scott_blocks"],
+)
+def test_vector_field_gradients_through_the_exchange_equal_one_device(model, mesh_shape):
     """Reverse mode through `ppermute`: gradients with respect to the state and parameters."""
-    model = _gray_scott(boundary=["periodic", (simlab.Dirichlet(0.5), simlab.Neumann(0.2))])
-    decomposed = Decomposed(model, decomposition_mesh((2, 2)))
+    decomposed = Decomposed(model, decomposition_mesh(mesh_shape))
     y = _initial_state(model)
     weights = jnp.cos(_initial_state(model))
 
@@ -162,15 +169,27 @@ def _final_energy(model, y0):
 _energy_gradient_and_states = eqx.filter_jit(
     eqx.filter_value_and_grad(_final_energy, has_aux=True)
 )
+_energy_and_states = eqx.filter_jit(_final_energy)
 
 
-@pytest.mark.parametrize(
-    "model, mesh_shape",
-    [(_heat(), (4,)), (_gray_scott(["neumann", "periodic"]), (2, 2))],
-    ids=["heat_slabs", "gray_scott_blocks"],
-)
-def test_simulate_and_its_gradient_equal_one_device(model, mesh_shape):
-    decomposed = Decomposed(model, decomposition_mesh(mesh_shape))
+def test_simulate_heat_in_slabs_equals_one_device_and_stays_sharded():
+    model = _heat()
+    decomposed = Decomposed(model, decomposition_mesh((4,)))
+    y0 = _initial_state(model)
+    sharded_energy, sharded_ys = _energy_and_states(decomposed, decomposed.shard(y0))
+    energy, ys = _energy_and_states(model, y0)
+    # The saved states never left their devices: whole times, split along grid axis 0.
+    saved_sharding = NamedSharding(decomposed.mesh, PartitionSpec(None, "x", None))
+    assert sharded_ys.sharding.is_equivalent_to(saved_sharding, sharded_ys.ndim)
+    assert {shard.data.shape for shard in sharded_ys.addressable_shards} == {(3, 4, 12)}
+    np.testing.assert_allclose(sharded_ys, ys, **TOLERANCE)
+    np.testing.assert_allclose(sharded_energy, energy, **TOLERANCE)
+    assert float(jnp.max(jnp.abs(ys[-1] - y0))) > 1e-3  # heat flowed
+
+
+def test_gradient_through_simulate_in_blocks_equals_one_device():
+    model = _gray_scott(["neumann", "periodic"])
+    decomposed = Decomposed(model, decomposition_mesh((2, 2)))
     y0 = _initial_state(model)
     (sharded_energy, sharded_ys), sharded_gradient = _energy_gradient_and_states(
         decomposed, decomposed.shard(y0)
