@@ -62,8 +62,10 @@ def _wavy_field(grid, channels=None):
     return jnp.stack([1.0 + 0.1 * (c + 1) * field for c in range(channels)])
 
 
-def _heat(order=2, shape=(16, 12)):
-    return simlab.models.Heat(diffusivity=0.3, grid=_mixed_boundary_grid(shape), order=order)
+def _heat(order=2, shape=(16, 12), impl="xla"):
+    return simlab.models.Heat(
+        diffusivity=0.3, grid=_mixed_boundary_grid(shape), order=order, impl=impl
+    )
 
 
 def _gray_scott(boundary="periodic"):
@@ -87,6 +89,7 @@ VECTOR_FIELD_CASES = {
     "heat_mixed_slabs": (_heat(), (4,), None),
     "heat_mixed_blocks": (_heat(), (2, 2), None),
     "heat_order4_blocks": (_heat(order=4), (2, 2), None),
+    "heat_pallas_kernel_blocks": (_heat(impl="pallas"), (2, 2), None),
     "heat_slabs_along_axis1": (_heat(), (4,), (None, "x")),
     "gray_scott_periodic_slabs": (_gray_scott(), (4,), None),
     "gray_scott_neumann_blocks": (_gray_scott("neumann"), (2, 2), None),
