@@ -162,7 +162,7 @@ class Decomposed(AbstractModel):
             raise ValueError(
                 f"a state of this model has shape {self.state_shape}; got {jnp.shape(field)}."
             )
-        if isinstance(field, jax.Array) and field.is_fully_addressable:
+        if self.sharding.is_fully_addressable:  # all blocks on this process's devices
             return jax.device_put(field, self.sharding)
         host = np.asarray(field)
         return jax.make_array_from_callback(host.shape, self.sharding, lambda index: host[index])
