@@ -73,9 +73,11 @@ class Decomposed(AbstractModel):
     vector field to roundoff, and `jax.grad` flows through the exchange.
 
     Pass it to [`simlab.simulate`][] like any model, with a sharded `y0`
-    (`decomposed.shard(y0)`): the solver's state, and the saved trajectory, stay split over
-    the mesh, and the only collectives are the halo exchanges and the all-reduce of the
-    adaptive step's error norm.
+    (`decomposed.shard(y0)`) and `throw=False` (read `.result` instead: the error check of
+    `throw=True` gathers the saved trajectory onto one device). The solver's state and the
+    saved trajectory then stay split over the mesh, and the only collectives are the halo
+    exchanges and the all-reduce of the adaptive step's error norm. `args` reaches every
+    block whole.
 
     **Arguments:**
 
@@ -97,8 +99,9 @@ class Decomposed(AbstractModel):
         )
         x, y = grid.mesh()
         y0 = model.shard(jnp.sin(2 * jnp.pi * x) * jnp.cos(2 * jnp.pi * y))
-        trajectory = simlab.simulate(model, y0, jnp.linspace(0.0, 0.5, 6))
-        trajectory.ys.sharding  # NamedSharding: (None, 'x', 'y')
+        trajectory = simlab.simulate(model, y0, jnp.linspace(0.0, 0.5, 6), throw=False)
+        trajectory.ys.sharding  # NamedSharding: P(None, 'x', 'y')
+        final_field = model.gather(trajectory.ys[-1])  # NumPy, (64, 64)
         ```
     """
 

@@ -155,7 +155,9 @@ def block_grid(
     - `mesh_axes`: the mesh axis splitting each grid axis, or `None` for an unsplit axis;
       default: the mesh's axes split the leading grid axes, in order.
 
-    **Returns:** a `simlab.Grid` of shape `grid.shape` divided by the mesh shape.
+    **Returns:** a `simlab.Grid` of shape `grid.shape` divided by the mesh shape. It is
+    the same on every device, so it keeps the global origin: its `coordinates()` are not
+    the block's (take those from the global grid).
 
     !!! example
 
