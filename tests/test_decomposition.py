@@ -44,8 +44,9 @@ def two_process_run(tmp_path_factory):
     ]
     yield processes, output
     for process in processes:
-        if process.poll() is None:
+        if process.poll() is None:  # the two-process test was not selected
             process.kill()
+            process.wait()
 
 
 def _mixed_boundary_grid(shape):
@@ -305,6 +306,8 @@ def test_bad_mesh_requests_are_refused_with_a_clear_message():
         decomposition_mesh((0, 2))
     with pytest.raises(ValueError, match="2 distinct names"):
         decomposition_mesh((2, 2), axis_names=("x", "x"))
+    with pytest.raises(ValueError, match="18 cells, which do not divide evenly"):
+        block_grid(simlab.Grid((18, 12)), decomposition_mesh((4,)))
     with pytest.raises(TypeError, match="boundary must be a boundary condition"):
         HaloExchange("x", 2, "periodic")
     with pytest.raises(ValueError, match="num_blocks must be a positive integer"):
