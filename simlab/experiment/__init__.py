@@ -197,13 +197,14 @@ def show(folder: str | pathlib.Path) -> str:
 def _fit_lines(fit: dict, truth: dict) -> list[str]:
     state = "converged" if fit["converged"] else f"not converged ({fit['status']})"
     lines = [f"  fit: {state} after {fit['num_steps']} steps, loss {fit['loss']:.6g}"]
-    width = max(len(name) for name in fit["parameters"])
+    initial = {f"{name} (t0)": entry for name, entry in fit.get("initial_state", {}).items()}
+    width = max(len(name) for name in [*fit["parameters"], *initial])
     for name, entry in fit["parameters"].items():
         error = "unidentifiable" if entry["stderr"] is None else f"{entry['stderr']:.3g}"
         unit = f" {entry['unit']}" if entry["unit"] else ""
         known = f"   (true {truth[name]:.6g})" if name in truth else ""
         lines.append(f"    {name:<{width}} = {entry['value']:.6g} ± {error}{unit}{known}")
-    for name, entry in fit.get("initial_state", {}).items():
+    for name, entry in initial.items():
         error = "-" if entry["stderr"] is None else f"{entry['stderr']:.3g}"
-        lines.append(f"    {name:<{width}} (t0) = {entry['value']:.6g} ± {error}")
+        lines.append(f"    {name:<{width}} = {entry['value']:.6g} ± {error}")
     return lines
