@@ -1,7 +1,7 @@
 """Regenerates docs/figures/experiment_*.png from full runs of the shipped experiments.
 
-    python docs/scripts/experiment_figures.py               # runs all four (≈ 8 min on 2 cores)
-    python docs/scripts/experiment_figures.py RUN_FOLDER... # copies from finished runs
+python docs/scripts/experiment_figures.py               # runs all four (≈ 8 min on 2 cores)
+python docs/scripts/experiment_figures.py RUN_FOLDER... # copies from finished runs
 """
 
 import pathlib
