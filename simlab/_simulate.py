@@ -86,8 +86,8 @@ def simulate(
     - `args`: passed through to `model(t, y, args)`.
     - `integrator`: `"diffrax"` solves with `diffrax.diffeqsolve`; `"lean"` with simlab's
       lean explicit Runge–Kutta loop (same tableau, no interpolation: steps land on every
-      save time; adaptive steps support forward-mode autodiff only), 5–50x faster under
-      `jax.vmap`; `"auto"` (default) takes the lean loop where its results equal Diffrax's
+      save time; adaptive steps support forward-mode autodiff only), 7–20x faster under
+      `jax.vmap` on CPU; `"auto"` (default) takes the lean loop where its results equal Diffrax's
       to roundoff: fixed steps whose grid holds every save time, explicit solver, adjoint
       `None`, `"checkpoint"` or `"forward"`. See the performance page of the docs.
 
