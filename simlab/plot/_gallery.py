@@ -7,6 +7,7 @@ import uuid
 import numpy as np
 
 from ._style import SEQUENTIAL_CMAP, style
+from ._sweep import _label
 
 
 def sweep_gallery(
@@ -111,11 +112,6 @@ def sweep_gallery(
                 label = variable if channel is None else f"{variable}[{channel}]"
             figure.colorbar(image, ax=axes, shrink=0.6, label=label)
     return figure
-
-
-def _label(result, name: str) -> str:
-    unit = result.units.get(name, "")
-    return f"{name} [{unit}]" if unit else name
 
 
 def animate(
