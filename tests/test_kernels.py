@@ -186,6 +186,25 @@ def test_forward_mode_falls_back_to_xla():
     np.testing.assert_allclose(batched(jnp.stack([field, 2 * field]))[0], xla, rtol=1e-12)
 
 
+def test_is_forward_mode_tells_jvp_from_grad():
+    seen = []
+
+    def probe(x):
+        seen.append(sk.is_forward_mode(x))
+        return jnp.sum(x**2)
+
+    x = jnp.ones(3)
+    jax.grad(probe)(x)
+    jax.jit(jax.grad(probe))(x)
+    jax.vmap(probe)(jnp.ones((2, 3)))
+    assert seen == [False, False, False]
+    jax.jvp(probe, (x,), (x,))
+    jax.jvp(jax.vmap(probe), (jnp.ones((2, 3)),), (jnp.ones((2, 3)),))
+    jax.jvp(jax.grad(probe), (x,), (x,))  # forward over reverse
+    jax.jacfwd(probe)(x)
+    assert seen[3:] == [True, True, True, True]
+
+
 def test_forward_mode_through_a_traced_loop_needs_impl_xla():
     grid = simlab.Grid((6, 7), extent=1.0)
 

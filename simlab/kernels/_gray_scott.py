@@ -112,14 +112,12 @@ def _gray_scott_bwd(spacing, launch, residuals, cotangent):
     g_u, g_v = cotangent[..., 0, :, :], cotangent[..., 1, :, :]
     # Diffusion: the transposed (same) stencil on the scaled, zero-padded cotangents.
     scaled = jnp.stack([diffusivity_u * g_u, diffusivity_v * g_v], axis=-3)
-    laplacian_launch = Launch(launch.block_shape, launch.interpret, launch.backend)
-    g_padded = _laplacian_launch(zero_pad(scaled, 2 * WIDTH, NUM_SPATIAL), spacing, 2,
-                                 laplacian_launch)
+    g_padded = _laplacian_launch(zero_pad(scaled, 2 * WIDTH, NUM_SPATIAL), spacing, 2, launch)
     # Reaction: pointwise, on the interior cells only.
     g_reaction_u = -g_u * (v * v + feed) + g_v * v * v
     g_reaction_v = 2 * u * v * (g_v - g_u) - g_v * (feed + kill)
     g_padded = g_padded.at[interior].add(jnp.stack([g_reaction_u, g_reaction_v], axis=-3))
-    laplacians = _laplacian_launch(padded, spacing, 2, laplacian_launch)
+    laplacians = _laplacian_launch(padded, spacing, 2, launch)
     g_params = jnp.stack(
         [
             jnp.sum(g_u * (1 - u) - g_v * v),

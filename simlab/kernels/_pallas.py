@@ -200,15 +200,21 @@ def is_forward_mode(*arrays: Any) -> bool:
 
     Reverse mode (`jax.grad`, `jax.vjp`) traces with linearisation tracers, forward mode
     (`jax.jvp`, `jax.jacfwd`) with JVP tracers. A kernel behind a `jax.custom_vjp` cannot
-    be pushed forward, so the operators route forward-mode calls to the XLA path.
+    be pushed forward, so the operators route forward-mode calls to the XLA path. (The
+    tracer classes are JAX internals: should they move, this answers `False` and forward
+    mode fails with JAX's own error instead.)
     """
-    from jax._src.interpreters import ad
+    try:
+        from jax._src.core import Tracer
+        from jax._src.interpreters.ad import JVPTracer
+    except ImportError:  # pragma: no cover - a JAX whose internals moved
+        return False
 
     def forward(x) -> bool:
-        if isinstance(x, ad.JVPTracer):
+        if isinstance(x, JVPTracer):
             return True
         return any(
-            isinstance(inner, jax.core.Tracer) and forward(inner)
+            isinstance(inner, Tracer) and forward(inner)
             for inner in (getattr(x, "val", None), getattr(x, "primal", None))
         )
 
