@@ -2,7 +2,7 @@
 
 `diffrax.diffeqsolve` is general (events, dense output, SDEs, checkpointed adjoints), and
 under `jax.vmap` every step of that generality costs time: on XLA:CPU a vmapped solve of
-small ODEs spends 20–50x longer per step than the arithmetic of the step itself (see
+small ODEs spends 30–80x longer per step than the arithmetic of the step itself (see
 docs/performance.md). The integrator here keeps only what an explicit Runge–Kutta solve
 needs: the stages, an embedded error estimate and an I-controller for adaptive steps, and
 saving by landing steps exactly on the save times (so no interpolation). It is written for
