@@ -10,6 +10,13 @@ import pytest
 
 import simlab
 import simlab.kernels as sk
+from simlab.kernels import (
+    _gray_scott as gray_scott_module,
+    _laplacian2d as laplacian2d_module,
+    _laplacian3d as laplacian3d_module,
+    _temporal as temporal_module,
+)
+from simlab.kernels._pallas import Launch
 
 BOUNDARIES = {
     "periodic": "periodic",
@@ -334,6 +341,58 @@ def test_gray_scott_temporal_blocking_equals_single_steps(boundary):
     reference = jax.jit(ft.partial(sk.gray_scott_steps_reference, grid=grid, **settings))(state)
     _close(blocked, reference, jnp.float32)
     _close(single, reference, jnp.float32)
+
+
+# The GPU lowerings, checked without a GPU: Pallas lowers to Triton (or Mosaic GPU) IR in
+# Python, so lowering for the "cuda" platform runs here; only Triton's own compiler needs
+# the device.
+def _lower_for_gpu(launch_fn, *shapes):
+    args = [jax.ShapeDtypeStruct(shape, jnp.float32) for shape in shapes]
+    return jax.jit(launch_fn).trace(*args).lower(lowering_platforms=("cuda",))
+
+
+SINGLE_STEP_LAUNCHES = {
+    "laplacian2d": lambda launch: (
+        lambda p: laplacian2d_module._launch(p, (1.0, 1.0), 2, launch(128, 128)),
+        (258, 258),
+    ),
+    "laplacian2d order 4": lambda launch: (
+        lambda p: laplacian2d_module._launch(p, (1.0, 0.5), 4, launch(128, 128)),
+        (3, 132, 100),
+    ),
+    "laplacian3d": lambda launch: (
+        lambda p: laplacian3d_module._launch(p, (1.0, 1.0, 1.0), 2, launch(4, 16, 64)),
+        (66, 34, 66),
+    ),
+    "gray_scott": lambda launch: (
+        lambda p: gray_scott_module._launch(p[:, :2], p[0, 2, 0, :4], (1.0, 1.0),
+                                            launch(16, 128)),
+        (1, 3, 130, 258),
+    ),
+}
+
+
+def _launch_settings(backend):
+    return lambda *block: Launch(block, interpret=False, backend=backend)
+
+
+@pytest.mark.parametrize("kernel", list(SINGLE_STEP_LAUNCHES))
+def test_single_step_kernels_lower_through_triton(kernel):
+    launch_fn, shape = SINGLE_STEP_LAUNCHES[kernel](_launch_settings("triton"))
+    assert "xla.gpu.triton" in _lower_for_gpu(launch_fn, shape).as_text()
+
+
+def test_known_gpu_lowering_limits():
+    """Pins what docs/kernels.md says: when JAX lifts these limits, this test fails and the
+    docs (and impl="auto") should change."""
+    step = temporal_module.heat_tile_step
+    blocked = ft.partial(temporal_module._launch, spacing=(1.0, 1.0), num_steps=4,
+                         tile_step=step, launch=_launch_settings("triton")(32, 64))
+    with pytest.raises(ValueError, match="power of 2"):
+        _lower_for_gpu(blocked, (1, 1, 136, 136), (1,))
+    launch_fn, shape = SINGLE_STEP_LAUNCHES["laplacian2d"](_launch_settings("mosaic_gpu"))
+    with pytest.raises(NotImplementedError, match="Blocked indexing"):
+        _lower_for_gpu(launch_fn, shape)
 
 
 def test_autotune_returns_the_fastest_candidate():

@@ -76,9 +76,10 @@ def resolve_launch(
 
 
 def compiler_params(launch: Launch) -> Any:
-    """The compiler parameters that select the GPU lowering (`None` in interpret mode or
-    off GPU). Mosaic GPU is imported only when asked for: CPU-only jaxlibs may lack it."""
-    if launch.interpret or jax.default_backend() != "gpu":
+    """The compiler parameters that select the GPU lowering: `None` in interpret mode and
+    on a TPU; otherwise the launch compiles for a GPU (Triton, or Mosaic GPU when asked
+    for, imported only then since CPU-only jaxlibs may lack it)."""
+    if launch.interpret or jax.default_backend() == "tpu":
         return None
     if launch.backend == "mosaic_gpu":
         from jax.experimental.pallas import mosaic_gpu as plgpu

@@ -12,6 +12,10 @@ The result equals $s$ single steps (each re-padding the field) whenever the padd
 commutes with a step: periodic sides always; mirrored (Neumann) and odd-reflected
 (Dirichlet) ghost cells for the linear heat equation; for Gray–Scott, whose reaction is
 nonlinear, periodic and zero-flux Neumann sides only.
+
+The kernel slices the window in fast memory: it runs in interpret mode, but in JAX 0.10
+neither GPU lowering takes it (Triton wants power-of-two loads and has no value slicing;
+Mosaic GPU has no overlapping windows). See the kernels page of the docs.
 """
 
 import functools as ft
