@@ -35,18 +35,19 @@ def main() -> None:
                                 time_label="years since 1900",
                                 value_label="pelts (thousands)")
     ax.set_title("Lotka–Volterra fitted to the Hudson's Bay Company records (95% band)")
-    ax.figure.savefig(FIGURES / "fit_lynx_hare.png")
+    ax.figure.savefig(FIGURES / "fit_lynx_hare.png", bbox_inches="tight")
     plt.close(ax.figure)
 
     figure, ax = simlab.plot.new_axes(figsize=(5.5, 3.4))
     simlab.plot.loss_curve(gradient, ax=ax)
     simlab.plot.loss_curve(least_squares, ax=ax)
     ax.lines[0].set_label(f"Adam ({int(gradient.num_steps)} steps)")
+    ax.lines[1].set_color(simlab.plot.COLOURS[1])
     ax.lines[1].set_label(f"Levenberg–Marquardt ({int(least_squares.num_steps)} steps)")
     ax.set_xscale("log")
     ax.legend(frameon=False)
     ax.set_title("Lynx–hare fit: loss per optimiser step")
-    figure.savefig(FIGURES / "fit_loss.png")
+    figure.savefig(FIGURES / "fit_loss.png", bbox_inches="tight")
     plt.close(figure)
 
     print("| parameter | estimate | standard error |")

@@ -48,6 +48,10 @@ class AbstractStepper(eqx.Module):
     def step(self, objective, u, state) -> tuple[Any, Any, Array, Array, RESULTS]:
         """`(new_u, new_state, loss at new_u, done, result)`."""
 
+    def static_state(self, objective, u) -> Any:
+        """The non-array part of the state, which the loop cannot carry (None: all arrays)."""
+        return eqx.filter(self.init(objective, u), eqx.is_array, inverse=True)
+
 
 class GradientStepper(AbstractStepper):
     """Any `optax.GradientTransformation` on $\\tfrac12\\sum r_i^2$, with two safeguards.
@@ -116,6 +120,9 @@ class GradientStepper(AbstractStepper):
         }
         done = new_state["stalled"] >= self.patience
         return keep(trial, u), new_state, new_state["loss"], done, RESULTS.successful
+
+    def static_state(self, objective, u) -> None:
+        return None  # every entry of the state is an array
 
 
 class LeastSquaresStepper(AbstractStepper):
@@ -200,13 +207,13 @@ def advance(problem: FitProblem, stepper: AbstractStepper, carry: Carry, stop_st
     """Runs steps until the optimiser stops, fails, or `stop_step` steps have been taken."""
     objective = stepper.objective(problem)
     # The state's non-array part (e.g. Optimistix's jaxprs) is rebuilt here, not carried.
-    static_state = eqx.filter(stepper.init(objective, carry.u), eqx.is_array, inverse=True)
+    static_state = stepper.static_state(objective, carry.u)
 
     def keep_going(c: Carry):
         return ~c.done & (c.result == RESULTS.successful) & (c.step < stop_step)
 
     def one_step(c: Carry) -> Carry:
-        state = eqx.combine(c.state, static_state)
+        state = c.state if static_state is None else eqx.combine(c.state, static_state)
         u, state, loss, done, result = stepper.step(objective, c.u, state)
         better = loss < c.best_loss
         step = c.step + 1
@@ -239,13 +246,15 @@ def run(problem, stepper, *, max_steps, traced, progress, checkpoint, checkpoint
                 "(max_steps, solver)."
             )
     if traced:
-        return advance(problem, stepper, carry, max_steps)
+        return advance(problem, stepper, carry, jnp.asarray(max_steps))
     chunk = max(1, min(checkpoint_every, 25 if progress else max_steps))
     with _progress_bar(progress, max_steps) as bar:
         bar.update(int(carry.step))
         while True:
             before = int(carry.step)
-            carry = advance(problem, stepper, carry, min(before + chunk, max_steps))
+            # An array, not an int: filter_jit would compile once per distinct int.
+            stop_step = jnp.asarray(min(before + chunk, max_steps))
+            carry = advance(problem, stepper, carry, stop_step)
             bar.update(int(carry.step) - before)
             bar.set_postfix(loss=f"{float(carry.best_loss):.6g}")
             if checkpoint is not None:

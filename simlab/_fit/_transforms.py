@@ -37,14 +37,21 @@ class Transform:
         return "sigmoid"
 
     def to_natural(self, u):
+        # u is clipped where the map saturates in floating point: there g(u) would round
+        # onto the bound itself, which is outside an open range.
         kind = self.kind
         if kind == "identity":
             return u
-        if kind == "log-lower":
-            return self.lower + jnp.exp(u)
-        if kind == "log-upper":
-            return self.upper - jnp.exp(u)
-        return self.lower + (self.upper - self.lower) * jax.nn.sigmoid(u)
+        eps = jnp.finfo(jnp.result_type(u)).eps
+        if kind in ("log-lower", "log-upper"):
+            bound = self.lower if kind == "log-lower" else self.upper
+            tiny = math.sqrt(float(jnp.finfo(jnp.result_type(u)).tiny))  # clear of denormals
+            floor = math.log(max(4 * float(eps) * abs(bound), tiny))
+            distance = jnp.exp(jnp.maximum(u, floor))
+            return self.lower + distance if kind == "log-lower" else self.upper - distance
+        limit = -math.log(float(eps)) - 2.0
+        fraction = jax.nn.sigmoid(jnp.clip(u, -limit, limit))
+        return self.lower + (self.upper - self.lower) * fraction
 
     def to_unconstrained(self, theta):
         kind = self.kind

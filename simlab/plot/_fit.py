@@ -84,7 +84,9 @@ def fit_curves(
             ax.plot(ts, observations[:, j], "o", color=colour, markersize=4, label=label)
         ax.set_xlabel(time_label)
         ax.set_ylabel(value_label)
-        ax.legend(frameon=False, ncols=2)
+        # Below the axes: inside, the legend would hide peaks of the data.
+        ax.legend(frameon=False, ncols=min(4, 2 * len(labels)), loc="upper center",
+                  bbox_to_anchor=(0.5, -0.15))
     return ax
 
 
