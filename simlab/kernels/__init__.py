@@ -21,14 +21,13 @@ from ._laplacian2d import (
     laplacian2d as laplacian2d,
     laplacian2d_kernel as laplacian2d_kernel,
     laplacian2d_reference as laplacian2d_reference,
-    laplacian_reference,
 )
 from ._laplacian3d import (
     laplacian3d as laplacian3d,
     laplacian3d_kernel as laplacian3d_kernel,
     laplacian3d_reference as laplacian3d_reference,
 )
-from ._pallas import BACKENDS as BACKENDS, is_forward_mode as is_forward_mode
+from ._pallas import BACKENDS as BACKENDS, is_forward_mode as is_forward_mode, laplacian_reference
 from ._temporal import (
     gray_scott_steps as gray_scott_steps,
     gray_scott_steps_reference as gray_scott_steps_reference,

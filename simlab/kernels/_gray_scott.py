@@ -19,20 +19,16 @@ import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jaxtyping import Array, ArrayLike
 
-from ._laplacian2d import _launch as _laplacian_launch, laplacian_reference
+from ._laplacian2d import _launch as _laplacian_launch
 from ._pallas import (
     Launch,
     axis_weights,
     check_padded,
     checked_spacing,
-    compiler_params,
     laplacian_from_shifts,
-    pad_to_tiles,
+    laplacian_reference,
+    launch_tiles,
     resolve_launch,
-    split_leading,
-    tile_grid,
-    tile_spec,
-    window_spec,
     zero_pad,
 )
 
@@ -71,28 +67,13 @@ def gray_scott_kernel(window_ref, params_ref, out_ref, *, block_shape, weights):
 # Jitted so that each tile layout is traced and compiled once, however often it runs.
 @ft.partial(jax.jit, static_argnames=("spacing", "launch"))
 def _launch(padded: Array, params: Array, spacing, launch: Launch) -> Array:
-    batched, leading = split_leading(padded, NUM_SPATIAL + 1)
-    interior = tuple(n - 2 * WIDTH for n in batched.shape[2:])
-    tiled = pad_to_tiles(batched, interior, launch.block_shape, NUM_SPATIAL)
-    grid = tile_grid(batched.shape[0], interior, launch.block_shape)
-    rounded = tuple(g * b for g, b in zip(grid[1:], launch.block_shape, strict=True))
     kernel = ft.partial(
         gray_scott_kernel, block_shape=launch.block_shape, weights=axis_weights(2, spacing)
     )
-    out = pl.pallas_call(
-        kernel,
-        out_shape=jax.ShapeDtypeStruct((batched.shape[0], 2, *rounded), padded.dtype),
-        grid=grid,
-        in_specs=[
-            window_spec(launch.block_shape, WIDTH, [None, 2]),
-            pl.BlockSpec((4,), lambda *_: (0,)),
-        ],
-        out_specs=tile_spec(launch.block_shape, [None, 2]),
-        interpret=launch.interpret,
-        compiler_params=compiler_params(launch),
-        name="gray_scott",
-    )(tiled, params)
-    return out[:, :, : interior[0], : interior[1]].reshape(*leading, 2, *interior)
+    return launch_tiles(
+        kernel, padded, width=WIDTH, launch=launch, name="gray_scott", num_channels=2,
+        params=params,
+    )
 
 
 @ft.partial(jax.custom_vjp, nondiff_argnums=(2, 3))

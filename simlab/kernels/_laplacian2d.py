@@ -23,14 +23,10 @@ from ._pallas import (
     axis_weights,
     check_padded,
     checked_spacing,
-    compiler_params,
     laplacian_from_shifts,
-    pad_to_tiles,
+    laplacian_reference,
+    launch_tiles,
     resolve_launch,
-    split_leading,
-    tile_grid,
-    tile_spec,
-    window_spec,
     zero_pad,
 )
 
@@ -53,29 +49,13 @@ def laplacian2d_kernel(window_ref, out_ref, *, block_shape, width, weights):
 @ft.partial(jax.jit, static_argnames=("spacing", "order", "launch"))
 def _launch(padded: Array, spacing, order: int, launch: Launch) -> Array:
     """The kernel over every tile of every leading index of `padded`."""
-    width = order // 2
-    batched, leading = split_leading(padded, NUM_SPATIAL)
-    interior = tuple(n - 2 * width for n in batched.shape[1:])
-    tiled = pad_to_tiles(batched, interior, launch.block_shape, NUM_SPATIAL)
-    grid = tile_grid(batched.shape[0], interior, launch.block_shape)
-    rounded = tuple(g * b for g, b in zip(grid[1:], launch.block_shape, strict=True))
     kernel = ft.partial(
         laplacian2d_kernel,
         block_shape=launch.block_shape,
-        width=width,
+        width=order // 2,
         weights=axis_weights(order, spacing),
     )
-    out = pl.pallas_call(
-        kernel,
-        out_shape=jax.ShapeDtypeStruct((batched.shape[0], *rounded), padded.dtype),
-        grid=grid,
-        in_specs=[window_spec(launch.block_shape, width, [None])],
-        out_specs=tile_spec(launch.block_shape, [None]),
-        interpret=launch.interpret,
-        compiler_params=compiler_params(launch),
-        name="laplacian2d",
-    )(tiled)
-    return out[:, : interior[0], : interior[1]].reshape(*leading, *interior)
+    return launch_tiles(kernel, padded, width=order // 2, launch=launch, name="laplacian2d")
 
 
 @ft.partial(jax.custom_vjp, nondiff_argnums=(1, 2, 3))
@@ -151,19 +131,3 @@ def laplacian2d_reference(padded: Array, spacing: Sequence[float], *, order: int
     if len(spacing) != NUM_SPATIAL:
         raise ValueError(f"laplacian2d_reference: spacing needs 2 entries; got {spacing}.")
     return laplacian_reference(padded, spacing, order=order)
-
-
-def laplacian_reference(padded: Array, spacing: Sequence[float], *, order: int = 2) -> Array:
-    """The Laplacian of the trailing `len(spacing)` axes of a padded array by slicing."""
-    padded = jnp.asarray(padded)
-    weights = axis_weights(order, spacing)
-    width = order // 2
-    num_spatial = len(spacing)
-    interior = [n - 2 * width for n in padded.shape[padded.ndim - num_spatial :]]
-
-    def shifted(offsets):
-        index = [slice(None)] * (padded.ndim - num_spatial)
-        index += [slice(width + d, width + d + n) for d, n in zip(offsets, interior, strict=True)]
-        return padded[tuple(index)]
-
-    return laplacian_from_shifts(shifted, weights, width)

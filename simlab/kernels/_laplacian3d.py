@@ -15,20 +15,15 @@ import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jaxtyping import Array
 
-from ._laplacian2d import laplacian_reference
 from ._pallas import (
     Launch,
     axis_weights,
     check_padded,
     checked_spacing,
-    compiler_params,
     laplacian_from_shifts,
-    pad_to_tiles,
+    laplacian_reference,
+    launch_tiles,
     resolve_launch,
-    split_leading,
-    tile_grid,
-    tile_spec,
-    window_spec,
     zero_pad,
 )
 
@@ -51,30 +46,13 @@ def laplacian3d_kernel(window_ref, out_ref, *, block_shape, width, weights):
 # Jitted so that each tile layout is traced and compiled once, however often it runs.
 @ft.partial(jax.jit, static_argnames=("spacing", "order", "launch"))
 def _launch(padded: Array, spacing, order: int, launch: Launch) -> Array:
-    width = order // 2
-    batched, leading = split_leading(padded, NUM_SPATIAL)
-    interior = tuple(n - 2 * width for n in batched.shape[1:])
-    tiled = pad_to_tiles(batched, interior, launch.block_shape, NUM_SPATIAL)
-    grid = tile_grid(batched.shape[0], interior, launch.block_shape)
-    rounded = tuple(g * b for g, b in zip(grid[1:], launch.block_shape, strict=True))
     kernel = ft.partial(
         laplacian3d_kernel,
         block_shape=launch.block_shape,
-        width=width,
+        width=order // 2,
         weights=axis_weights(order, spacing),
     )
-    out = pl.pallas_call(
-        kernel,
-        out_shape=jax.ShapeDtypeStruct((batched.shape[0], *rounded), padded.dtype),
-        grid=grid,
-        in_specs=[window_spec(launch.block_shape, width, [None])],
-        out_specs=tile_spec(launch.block_shape, [None]),
-        interpret=launch.interpret,
-        compiler_params=compiler_params(launch),
-        name="laplacian3d",
-    )(tiled)
-    nx, ny, nz = interior
-    return out[:, :nx, :ny, :nz].reshape(*leading, *interior)
+    return launch_tiles(kernel, padded, width=order // 2, launch=launch, name="laplacian3d")
 
 
 @ft.partial(jax.custom_vjp, nondiff_argnums=(1, 2, 3))

@@ -143,6 +143,22 @@ def laplacian_from_shifts(shifted: Callable, weights, width: int, centre=None):
     return total
 
 
+def laplacian_reference(padded: Array, spacing: Sequence[float], *, order: int = 2) -> Array:
+    """The Laplacian of the trailing `len(spacing)` axes of a padded array by slicing."""
+    padded = jnp.asarray(padded)
+    weights = axis_weights(order, spacing)
+    width = order // 2
+    num_spatial = len(spacing)
+    interior = [n - 2 * width for n in padded.shape[padded.ndim - num_spatial :]]
+
+    def shifted(offsets):
+        index = [slice(None)] * (padded.ndim - num_spatial)
+        index += [slice(width + d, width + d + n) for d, n in zip(offsets, interior, strict=True)]
+        return padded[tuple(index)]
+
+    return laplacian_from_shifts(shifted, weights, width)
+
+
 def split_leading(array: Array, num_trailing: int) -> tuple[Array, tuple[int, ...]]:
     """Collapses the leading (channel/batch) axes into one, so every kernel sees
     `(batch, *trailing)`."""
@@ -150,7 +166,7 @@ def split_leading(array: Array, num_trailing: int) -> tuple[Array, tuple[int, ..
     return array.reshape((math.prod(leading), *array.shape[array.ndim - num_trailing :])), leading
 
 
-def pad_to_tiles(padded: Array, interior: Sequence[int], block_shape, num_trailing: int):
+def pad_to_tiles(padded: Array, interior: Sequence[int], block_shape):
     """Extends the trailing `len(interior)` axes with zeros at the high end so the interior
     is a whole number of tiles. Nothing is copied when it already is."""
     extra = [(-n) % b for n, b in zip(interior, block_shape, strict=True)]
@@ -188,6 +204,52 @@ def tile_spec(block_shape, leading_blocks: Sequence[int | None]) -> pl.BlockSpec
 
 def tile_grid(batch: int, interior: Sequence[int], block_shape) -> tuple[int, ...]:
     return (batch, *(pl.cdiv(n, b) for n, b in zip(interior, block_shape, strict=True)))
+
+
+def launch_tiles(
+    kernel: Callable,
+    padded: Array,
+    *,
+    width: int,
+    launch: Launch,
+    name: str,
+    num_channels: int | None = None,
+    params: Array | None = None,
+) -> Array:
+    """Runs `kernel` once per output tile of a padded array.
+
+    `padded` is `(..., [channels,] *spatial)`, the spatial axes `2 * width` longer than
+    the result. The leading axes become the first grid axis; a channel axis (if
+    `num_channels`) stays whole in every window and tile; `params`, a small vector, is
+    passed whole to every program. The kernel receives `(window_ref, [params_ref,]
+    out_ref)`.
+    """
+    block_shape = launch.block_shape
+    num_spatial = len(block_shape)
+    channel_axes = () if num_channels is None else (num_channels,)
+    batched, leading = split_leading(padded, num_spatial + len(channel_axes))
+    interior = tuple(n - 2 * width for n in batched.shape[batched.ndim - num_spatial :])
+    grid = tile_grid(batched.shape[0], interior, block_shape)
+    rounded = tuple(g * b for g, b in zip(grid[1:], block_shape, strict=True))
+    leading_blocks = [None, *channel_axes]
+    in_specs = [window_spec(block_shape, width, leading_blocks)]
+    inputs = [pad_to_tiles(batched, interior, block_shape)]
+    if params is not None:
+        in_specs.append(pl.BlockSpec(params.shape, lambda *_: (0,)))
+        inputs.append(params)
+    out = pl.pallas_call(
+        kernel,
+        out_shape=jax.ShapeDtypeStruct((batched.shape[0], *channel_axes, *rounded), padded.dtype),
+        grid=grid,
+        in_specs=in_specs,
+        out_specs=tile_spec(block_shape, leading_blocks),
+        interpret=launch.interpret,
+        compiler_params=compiler_params(launch),
+        name=name,
+    )(*inputs)
+    # Cut off the tiles' overhang (a no-op when the interior is a whole number of tiles).
+    out = out[(slice(None),) * (1 + len(channel_axes)) + tuple(slice(0, n) for n in interior)]
+    return out.reshape(*leading, *channel_axes, *interior)
 
 
 def zero_pad(array: Array, width: int, num_trailing: int) -> Array:

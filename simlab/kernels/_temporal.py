@@ -23,7 +23,6 @@ from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
-from jax.experimental import pallas as pl
 from jaxtyping import Array, ArrayLike
 
 from ..grid import Grid, Neumann, Periodic, pad
@@ -32,14 +31,9 @@ from ._laplacian2d import laplacian2d_reference
 from ._pallas import (
     Launch,
     axis_weights,
-    compiler_params,
     laplacian_from_shifts,
-    pad_to_tiles,
+    launch_tiles,
     resolve_launch,
-    split_leading,
-    tile_grid,
-    tile_spec,
-    window_spec,
 )
 
 NUM_SPATIAL = 2
@@ -87,32 +81,16 @@ def temporal2d_kernel(window_ref, params_ref, out_ref, *, num_steps, tile_step, 
 def _launch(padded, params, spacing, num_steps: int, tile_step: Callable, launch: Launch):
     """One launch over a `(..., channels, X + 2s, Y + 2s)` array padded with `s =
     num_steps` ghost cells; returns `(..., channels, X, Y)`."""
-    batched, leading = split_leading(padded, NUM_SPATIAL + 1)
-    channels = batched.shape[1]
-    interior = tuple(n - 2 * num_steps for n in batched.shape[2:])
-    tiled = pad_to_tiles(batched, interior, launch.block_shape, NUM_SPATIAL)
-    grid = tile_grid(batched.shape[0], interior, launch.block_shape)
-    rounded = tuple(g * b for g, b in zip(grid[1:], launch.block_shape, strict=True))
     kernel = ft.partial(
         temporal2d_kernel,
         num_steps=num_steps,
         tile_step=tile_step,
         weights=axis_weights(2, spacing),
     )
-    out = pl.pallas_call(
-        kernel,
-        out_shape=jax.ShapeDtypeStruct((batched.shape[0], channels, *rounded), padded.dtype),
-        grid=grid,
-        in_specs=[
-            window_spec(launch.block_shape, num_steps, [None, channels]),
-            pl.BlockSpec(params.shape, lambda *_: (0,)),
-        ],
-        out_specs=tile_spec(launch.block_shape, [None, channels]),
-        interpret=launch.interpret,
-        compiler_params=compiler_params(launch),
-        name=f"temporal2d_{num_steps}",
-    )(tiled, params)
-    return out[:, :, : interior[0], : interior[1]].reshape(*leading, channels, *interior)
+    return launch_tiles(
+        kernel, padded, width=num_steps, launch=launch, name=f"temporal2d_{num_steps}",
+        num_channels=padded.shape[-3], params=params,
+    )
 
 
 def _advance(state, grid, params, *, num_steps, steps_per_launch, tile_step, launch):
