@@ -45,7 +45,7 @@ _LAPLACIAN_KERNELS = {2: laplacian2d, 3: laplacian3d}
 
 
 def laplacian_interior(padded: Array, spacing: Sequence[float], *, order: int = 2) -> Array:
-    """The `impl="pallas"` path of `simlab.grid.laplacian_interior`.
+    """The `impl="pallas"` path of `simlab.grid.laplacian_interior`, registered on import.
 
     2-D and 3-D fields take the tiled kernels; 1-D fields (no tile to reuse) and calls
     under forward-mode autodiff (`jax.jvp`, `jax.jacfwd`, which a custom VJP cannot serve)
@@ -55,6 +55,21 @@ def laplacian_interior(padded: Array, spacing: Sequence[float], *, order: int = 
     diffrax solve with `adjoint=diffrax.ForwardMode()`) cannot be seen from here and fails
     with JAX's "can't apply forward-mode autodiff (jvp) to a custom_vjp function": build
     such models with `impl="xla"`.
+
+    **Arguments:**
+
+    - `padded`: the field with `order // 2` ghost cells per side of each spatial axis.
+    - `spacing`: one cell size per spatial axis (the trailing axes of `padded`).
+    - `order`: 2 or 4.
+
+    **Returns:** the Laplacian on the interior.
+
+    !!! example
+
+        ```python
+        grid = simlab.Grid((32, 32), extent=1.0, boundary="neumann")
+        simlab.grid.laplacian(field, grid, impl="pallas")  # calls this function
+        ```
     """
     kernel = _LAPLACIAN_KERNELS.get(len(spacing))
     if kernel is None or is_forward_mode(padded):

@@ -266,6 +266,20 @@ def is_forward_mode(*arrays: Any) -> bool:
     be pushed forward, so the operators route forward-mode calls to the XLA path. (The
     tracer classes are JAX internals: should they move, this answers `False` and forward
     mode fails with JAX's own error instead.)
+
+    **Arguments:**
+
+    - `arrays`: arrays or pytrees of arrays, as seen inside a traced function.
+
+    **Returns:** `True` if any leaf is being differentiated in forward mode.
+
+    !!! example
+
+        ```python
+        def f(x):
+            route_to_xla = simlab.kernels.is_forward_mode(x)  # True under jax.jvp
+            ...
+        ```
     """
     try:
         from jax._src.core import Tracer

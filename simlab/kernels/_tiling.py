@@ -34,7 +34,21 @@ def _next_power_of_two(n: int) -> int:
 
 def default_block_shape(kernel: str, spatial_shape: Sequence[int]) -> tuple[int, ...]:
     """The table's tile for the default backend, shrunk to the next power of two above
-    each axis of the interior (a 40 × 40 field takes one 64 × 64 tile, not 256 × 256)."""
+    each axis of the interior (a 40 × 40 field takes one 64 × 64 tile, not 256 × 256).
+
+    **Arguments:**
+
+    - `kernel`: `"laplacian2d"`, `"laplacian3d"`, `"gray_scott"` or `"temporal2d"`.
+    - `spatial_shape`: the interior (unpadded) shape of the field.
+
+    **Returns:** the tile, one entry per spatial axis.
+
+    !!! example
+
+        ```python
+        simlab.kernels.default_block_shape("laplacian2d", (40, 1000))  # (64, 256) on a CPU
+        ```
+    """
     key = (jax.default_backend(), kernel)
     if key not in BLOCK_SHAPES:
         raise ValueError(f"no block shape known for kernel {kernel!r} on {key[0]!r}.")
