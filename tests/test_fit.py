@@ -170,11 +170,12 @@ def test_constrained_parameter_stays_in_range_for_every_iterate():
     # The data decay at rate 3, outside the declared (0.5, 2): the fit must press against
     # the bound without ever reaching it, at every point it evaluates (trial points too).
     observations = jnp.exp(-3.0 * ts)[:, None]
-    for method, optimiser in (("least_squares", None), ("gradient", optax.adam(0.2))):
-        result = simlab.fit(BoundedDecay(rate=1.0), ts, observations, y0=jnp.array([1.0]),
-                            params=["rate"], method=method, optimiser=optimiser,
-                            max_steps=200, throw=False)
-        assert 1.9 < float(result.params["rate"]) < 2.0
+    # (Gradient descent shares the transform; its loop is exercised by the tests below.)
+    # Fixed steps keep the number of recorded evaluations (host callbacks) small.
+    result = simlab.fit(BoundedDecay(rate=1.0), ts, observations, y0=jnp.array([1.0]),
+                        params=["rate"], max_steps=200, throw=False,
+                        simulate_options=dict(solver="heun", adaptive=False, dt0=0.125))
+    assert 1.9 < float(result.params["rate"]) < 2.0
     assert len(EVALUATED_RATES) > 100
     assert 0.5 < min(EVALUATED_RATES) and max(EVALUATED_RATES) < 2.0
 
@@ -269,10 +270,11 @@ def test_several_data_sets_share_parameters():
 
 
 def test_noise_scale_downweights_an_outlier():
-    ts = jnp.linspace(0.0, 2.0, 10)
-    observations = jnp.exp(-0.7 * ts)[:, None].at[4, 0].set(5.0)
-    scale = jnp.ones_like(observations).at[4, 0].set(1e6)
-    result = simlab.fit(Decay(rate=0.3), ts, observations, y0=jnp.array([1.0]), params=["rate"],
+    # Same shapes as the data-parallel test's single-device fit: its compiled loop is reused.
+    ts, _, y0 = _decay_batch(8, jr.key(5))
+    observations = (y0[:, None, :] * jnp.exp(-0.7 * ts)[None, :, None]).at[3, 4, 0].set(5.0)
+    scale = jnp.ones_like(observations).at[3, 4, 0].set(1e6)
+    result = simlab.fit(Decay(rate=0.3), ts, observations, y0=y0, params=["rate"],
                         noise_scale=scale)
     np.testing.assert_allclose(result.params["rate"], 0.7, rtol=1e-5)
 
