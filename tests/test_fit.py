@@ -180,16 +180,28 @@ def test_constrained_parameter_stays_in_range_for_every_iterate():
     assert 0.5 < min(EVALUATED_RATES) and max(EVALUATED_RATES) < 2.0
 
 
-def test_failed_trial_solves_are_rejected_not_propagated():
-    ts = jnp.linspace(0.0, 2.0, 9)
-    observations = jnp.exp(-1.4 * ts)[:, None]
+# One optimiser instance and one data set, so that the tests below share one compiled loop.
+FRAGILE_TS = jnp.linspace(0.0, 2.0, 9)
+FRAGILE_FIT = dict(y0=jnp.array([1.0]), params=["rate"], method="gradient",
+                   optimiser=optax.sgd(1.0), max_steps=300, throw=False)
+
+
+def _fragile_fit(**settings):
+    observations = jnp.exp(-1.4 * FRAGILE_TS)[:, None]
+    return simlab.fit(FragileDecay(rate=0.5), FRAGILE_TS, observations,
+                      **{**FRAGILE_FIT, **settings})
+
+
+@pytest.fixture(scope="module")
+def fragile_fit():
+    return _fragile_fit()
+
+
+def test_failed_trial_solves_are_rejected_not_propagated(fragile_fit):
     # Plain gradient steps this long overshoot into rate > 1.5, where the solve fails.
-    result = simlab.fit(FragileDecay(rate=0.5), ts, observations, y0=jnp.array([1.0]),
-                        params=["rate"], method="gradient", optimiser=optax.sgd(1.0),
-                        max_steps=300, throw=False)
-    history = np.asarray(result.loss_history)[: int(result.num_steps) + 1]
+    history = np.asarray(fragile_fit.loss_history)[: int(fragile_fit.num_steps) + 1]
     assert np.all(np.isfinite(history))
-    np.testing.assert_allclose(result.params["rate"], 1.4, rtol=1e-4)
+    np.testing.assert_allclose(fragile_fit.params["rate"], 1.4, rtol=1e-4)
 
 
 @jax.jit
@@ -279,11 +291,7 @@ def test_noise_scale_downweights_an_outlier():
     np.testing.assert_allclose(result.params["rate"], 0.7, rtol=1e-5)
 
 
-def test_checkpoint_resumes_where_it_stopped(tmp_path, monkeypatch):
-    ts, observations, y0 = _decay_batch(1, jr.key(6))
-    kwargs = dict(y0=y0, params=["rate"], method="gradient", optimiser=optax.adam(0.05),
-                  max_steps=400, throw=False)
-    reference = simlab.fit(Decay(rate=0.3), ts, observations, **kwargs)
+def test_checkpoint_resumes_where_it_stopped(tmp_path, monkeypatch, fragile_fit):
     path = tmp_path / "fit.npz"
     saves = []
     original = _loop.save_checkpoint
@@ -296,17 +304,14 @@ def test_checkpoint_resumes_where_it_stopped(tmp_path, monkeypatch):
 
     monkeypatch.setattr(_loop, "save_checkpoint", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        simlab.fit(Decay(rate=0.3), ts, observations, checkpoint=path, checkpoint_every=20,
-                   **kwargs)
+        _fragile_fit(checkpoint=path, checkpoint_every=20)
     monkeypatch.setattr(_loop, "save_checkpoint", original)
     assert path.exists() and not list(tmp_path.glob(".fit.npz.*"))
-    resumed = simlab.fit(Decay(rate=0.3), ts, observations, checkpoint=path, checkpoint_every=20,
-                         **kwargs)
-    assert int(resumed.num_steps) == int(reference.num_steps) > 40
-    np.testing.assert_array_equal(resumed.params["rate"], reference.params["rate"])
+    resumed = _fragile_fit(checkpoint=path, checkpoint_every=20)
+    assert int(resumed.num_steps) == int(fragile_fit.num_steps) > 40
+    np.testing.assert_array_equal(resumed.params["rate"], fragile_fit.params["rate"])
     with pytest.raises(ValueError, match="does not match this fit"):
-        simlab.fit(Decay(rate=0.3), ts, observations, checkpoint=path,
-                   **{**kwargs, "max_steps": 50})
+        _fragile_fit(checkpoint=path, max_steps=50)
 
 
 # --- bad input: each is a clear error before anything compiles --------------------------
