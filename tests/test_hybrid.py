@@ -60,8 +60,8 @@ def test_hybrid_beats_physics_only_on_data_with_a_missing_term(logistic_data):
                          correction_scale=5.0)
     trained = simlab.fit(hybrid, TS, logistic_data, y0=Y0S, method="gradient",
                          params=[f"physics.{n}" for n in physics_names] + ["correction"],
-                         optimiser=optax.adam(1e-2), max_steps=300, throw=False)
-    assert float(trained.loss) < 0.25 * float(physics_only.loss)
+                         optimiser=optax.adam(1e-2), max_steps=60, throw=False)
+    assert float(trained.loss) < 0.1 * float(physics_only.loss)
     # Network weights are fitted, but have no entry in the covariance.
     assert trained.covariance_labels == tuple(f"physics.{n}" for n in physics_names)
 
