@@ -25,8 +25,8 @@ docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 lint: $(STAMP)
-	$(BIN)/ruff check simlab tests benchmarks
-	$(BIN)/ruff format --check simlab tests benchmarks
+	$(BIN)/ruff check simlab tests benchmarks examples docs/scripts
+	$(BIN)/ruff format --check simlab tests benchmarks examples docs/scripts
 
 clean:
 	rm -rf $(VENV) site results .pytest_cache

@@ -68,8 +68,17 @@ def vmapped_diffeqsolve(saveat, controller, adjoint, *, dt0=DT, t1=1.0):
     def one(y0, rho):
         model = simlab.models.Lorenz(sigma=10.0, rho=rho, beta=8 / 3)
         solution = dfx.diffeqsolve(
-            dfx.ODETerm(model), dfx.Tsit5(), 0.0, t1, dt0, y0, saveat=saveat,
-            stepsize_controller=controller, adjoint=adjoint, max_steps=4096, throw=False,
+            dfx.ODETerm(model),
+            dfx.Tsit5(),
+            0.0,
+            t1,
+            dt0,
+            y0,
+            saveat=saveat,
+            stepsize_controller=controller,
+            adjoint=adjoint,
+            max_steps=4096,
+            throw=False,
         )
         return solution.ys, solution.stats["num_steps"]
 
@@ -103,13 +112,19 @@ def _contenders():
         "fixed RK4, lean": (vmapped_simulate(fixed_ts, solver="rk4", **fixed), "rk4", ">= 0.5"),
         "fixed Tsit5, lean": (vmapped_simulate(fixed_ts, **fixed), "tsit5", ">= 0.5"),
         "fixed Tsit5, diffrax": (
-            vmapped_simulate(fixed_ts, integrator="diffrax", **fixed), "tsit5", "before"
+            vmapped_simulate(fixed_ts, integrator="diffrax", **fixed),
+            "tsit5",
+            "before",
         ),
         "adaptive Tsit5, lean": (
-            vmapped_simulate(adaptive_ts, integrator="lean", **adaptive), "tsit5", ">= 0.25"
+            vmapped_simulate(adaptive_ts, integrator="lean", **adaptive),
+            "tsit5",
+            ">= 0.25",
         ),
         "adaptive Tsit5, diffrax": (
-            vmapped_simulate(adaptive_ts, integrator="diffrax", **adaptive), "tsit5", "before"
+            vmapped_simulate(adaptive_ts, integrator="diffrax", **adaptive),
+            "tsit5",
+            "before",
         ),
     }
 
@@ -138,8 +153,12 @@ def rows() -> list[Row]:
         )
     for name in ("fixed Tsit5, lean", "adaptive Tsit5, lean", "adaptive Tsit5, diffrax"):
         table.append(
-            Row(f"first call (trace + compile) of vmapped {name}, s", compile_seconds[name],
-                "<= 3" if "lean" in name else "before", "batch 1024, float64")
+            Row(
+                f"first call (trace + compile) of vmapped {name}, s",
+                compile_seconds[name],
+                "<= 3" if "lean" in name else "before",
+                "batch 1024, float64",
+            )
         )
     return table
 
@@ -153,19 +172,25 @@ def profile() -> None:
     variants = {
         "bare scan RK4": bare_loop,
         "diffrax Tsit5 fixed, SaveAt(ts), checkpoint": vmapped_diffeqsolve(
-            dfx.SaveAt(ts=ts), constant, checkpoint),
+            dfx.SaveAt(ts=ts), constant, checkpoint
+        ),
         "diffrax Tsit5 fixed, SaveAt(t1), checkpoint": vmapped_diffeqsolve(
-            dfx.SaveAt(t1=True), constant, checkpoint),
+            dfx.SaveAt(t1=True), constant, checkpoint
+        ),
         "diffrax Tsit5 fixed, SaveAt(ts), ForwardMode": vmapped_diffeqsolve(
-            dfx.SaveAt(ts=ts), constant, dfx.ForwardMode()),
+            dfx.SaveAt(ts=ts), constant, dfx.ForwardMode()
+        ),
         "diffrax Tsit5 fixed, SaveAt(ts), DirectAdjoint": vmapped_diffeqsolve(
-            dfx.SaveAt(ts=ts), constant, dfx.DirectAdjoint()),
+            dfx.SaveAt(ts=ts), constant, dfx.DirectAdjoint()
+        ),
         "diffrax Tsit5 PID 1e-6, SaveAt(ts), checkpoint": vmapped_diffeqsolve(
-            dfx.SaveAt(ts=ts), dfx.PIDController(rtol=1e-6, atol=1e-6), checkpoint),
+            dfx.SaveAt(ts=ts), dfx.PIDController(rtol=1e-6, atol=1e-6), checkpoint
+        ),
         "simlab lean RK4 fixed": vmapped_simulate(ts, solver="rk4", adaptive=False, dt0=DT),
         "simlab lean Tsit5 fixed": vmapped_simulate(ts, adaptive=False, dt0=DT),
         "simlab lean Tsit5 adaptive 1e-6": vmapped_simulate(
-            ts, integrator="lean", rtol=1e-6, atol=1e-6),
+            ts, integrator="lean", rtol=1e-6, atol=1e-6
+        ),
     }
     steps = {}
     for name, fn in variants.items():

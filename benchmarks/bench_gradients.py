@@ -28,8 +28,9 @@ FIXED = dict(adaptive=False, dt0=1e-3)
 def _lorenz_loss(params, y0, data, integrator, adjoint=None):
     sigma, rho, beta = params
     model = simlab.models.Lorenz(sigma=sigma, rho=rho, beta=beta)
-    trajectory = simlab.simulate(model, y0, TS, integrator=integrator, adjoint=adjoint,
-                                 throw=False, **FIXED)
+    trajectory = simlab.simulate(
+        model, y0, TS, integrator=integrator, adjoint=adjoint, throw=False, **FIXED
+    )
     return 0.5 * jnp.sum((trajectory.ys - data) ** 2)
 
 
@@ -61,10 +62,22 @@ def _sweep_rows() -> list[Row]:
         base, fwd, rev = interleaved_best_seconds(fns, args, rounds=5)
         target = "<= 3" if integrator == "lean" else "before"
         detail = f"{BATCH} Lorenz, 1000 fixed Tsit5 steps; solve {base * 1e3:.0f} ms"
-        table.append(Row(f"sweep grad, 3 params, forward mode / solve ({integrator})", fwd / base,
-                         target, detail))
-        table.append(Row(f"sweep grad, 3 params, reverse mode / solve ({integrator})", rev / base,
-                         "" if integrator == "lean" else "before", "jax.value_and_grad"))
+        table.append(
+            Row(
+                f"sweep grad, 3 params, forward mode / solve ({integrator})",
+                fwd / base,
+                target,
+                detail,
+            )
+        )
+        table.append(
+            Row(
+                f"sweep grad, 3 params, reverse mode / solve ({integrator})",
+                rev / base,
+                "" if integrator == "lean" else "before",
+                "jax.value_and_grad",
+            )
+        )
     return table
 
 
@@ -74,9 +87,16 @@ HEAT_TS = jnp.array([0.0, 0.05])  # concrete: the lean loop then has a static st
 def _heat_functions(integrator, grid, u0, target):
     def misfit(diffusivity):
         model = simlab.models.Heat(diffusivity=diffusivity, grid=grid, impl="xla")
-        trajectory = simlab.simulate(model, u0, HEAT_TS, solver="rk4",
-                                     adaptive=False, dt0=2e-4, integrator=integrator,
-                                     throw=False)
+        trajectory = simlab.simulate(
+            model,
+            u0,
+            HEAT_TS,
+            solver="rk4",
+            adaptive=False,
+            dt0=2e-4,
+            integrator=integrator,
+            throw=False,
+        )
         return 0.5 * jnp.sum((trajectory.ys[-1] - target) ** 2)
 
     return jax.jit(misfit), jax.jit(jax.value_and_grad(misfit))
@@ -94,9 +114,14 @@ def _heat_rows() -> list[Row]:
         first_call_seconds(misfit, (diffusivity,))
         first_call_seconds(value_and_grad, (diffusivity,))
         base, rev = interleaved_best_seconds([misfit, value_and_grad], (diffusivity,), rounds=5)
-        table.append(Row(f"PDE grad, reverse mode / solve ({integrator})", rev / base,
-                         "<= 4" if integrator == "lean" else "before",
-                         f"heat 64x64, 250 RK4 steps; solve {base * 1e3:.0f} ms"))
+        table.append(
+            Row(
+                f"PDE grad, reverse mode / solve ({integrator})",
+                rev / base,
+                "<= 4" if integrator == "lean" else "before",
+                f"heat 64x64, 250 RK4 steps; solve {base * 1e3:.0f} ms",
+            )
+        )
     return table
 
 

@@ -54,16 +54,38 @@ def rows() -> list[Row]:
     field = padded2d[1:-1, 1:-1]
     cells2d, cells3d = SIZE_2D**2, SIZE_3D**3
     return [
-        _row(f"kernels: laplacian2d {SIZE_2D}² XLA/Pallas-interpret",
-             lambda: lap2d_xla(padded2d), lambda: lap2d(padded2d), cells2d),
-        _row(f"kernels: laplacian3d {SIZE_3D}³ XLA/Pallas-interpret",
-             lambda: lap3d_xla(padded3d), lambda: lap3d(padded3d), cells3d),
-        _row(f"kernels: gray-scott fused {SIZE_2D}² XLA/Pallas-interpret",
-             lambda: gs_xla(state), lambda: gs(state), cells2d),
-        _row(f"kernels: heat {STEPS} steps XLA/Pallas-interpret 8 per launch",
-             lambda: heat_xla(field), lambda: heat_blocked(field), cells2d * STEPS,
-             baseline="XLA pad+step", pallas="8/launch"),
-        _row(f"kernels: heat {STEPS} steps, interpret 1/8 per launch",
-             lambda: heat_single(field), lambda: heat_blocked(field), cells2d * STEPS,
-             baseline="1/launch", pallas="8/launch"),
+        _row(
+            f"kernels: laplacian2d {SIZE_2D}² XLA/Pallas-interpret",
+            lambda: lap2d_xla(padded2d),
+            lambda: lap2d(padded2d),
+            cells2d,
+        ),
+        _row(
+            f"kernels: laplacian3d {SIZE_3D}³ XLA/Pallas-interpret",
+            lambda: lap3d_xla(padded3d),
+            lambda: lap3d(padded3d),
+            cells3d,
+        ),
+        _row(
+            f"kernels: gray-scott fused {SIZE_2D}² XLA/Pallas-interpret",
+            lambda: gs_xla(state),
+            lambda: gs(state),
+            cells2d,
+        ),
+        _row(
+            f"kernels: heat {STEPS} steps XLA/Pallas-interpret 8 per launch",
+            lambda: heat_xla(field),
+            lambda: heat_blocked(field),
+            cells2d * STEPS,
+            baseline="XLA pad+step",
+            pallas="8/launch",
+        ),
+        _row(
+            f"kernels: heat {STEPS} steps, interpret 1/8 per launch",
+            lambda: heat_single(field),
+            lambda: heat_blocked(field),
+            cells2d * STEPS,
+            baseline="1/launch",
+            pallas="8/launch",
+        ),
     ]

@@ -19,9 +19,7 @@ STEP_FACTOR = 0.2  # dt D / h^2, inside the explicit limit
 
 def _numpy_heat_step(u):
     padded = np.pad(u, 1, mode="wrap")
-    laplacian = (
-        padded[:-2, 1:-1] + padded[2:, 1:-1] + padded[1:-1, :-2] + padded[1:-1, 2:] - 4 * u
-    )
+    laplacian = padded[:-2, 1:-1] + padded[2:, 1:-1] + padded[1:-1, :-2] + padded[1:-1, 2:] - 4 * u
     return u + STEP_FACTOR * laplacian
 
 
@@ -66,8 +64,7 @@ def _numpy_gray_scott_step(y, dt, feed, kill, diffusivities):
     for field in (u, v):
         padded = np.pad(field, 1, mode="wrap")
         laplacians.append(
-            padded[:-2, 1:-1] + padded[2:, 1:-1] + padded[1:-1, :-2] + padded[1:-1, 2:]
-            - 4 * field
+            padded[:-2, 1:-1] + padded[2:, 1:-1] + padded[1:-1, :-2] + padded[1:-1, 2:] - 4 * field
         )
     reaction = u * v * v
     du = diffusivities[0] * laplacians[0] - reaction + feed * (1 - u)
@@ -78,8 +75,12 @@ def _numpy_gray_scott_step(y, dt, feed, kill, diffusivities):
 def _gray_scott_row() -> Row:
     grid = simlab.Grid((GRAY_SCOTT_SIZE, GRAY_SCOTT_SIZE), spacing=1.0)
     model = simlab.models.GrayScott(
-        feed_rate=np.float32(0.035), kill_rate=np.float32(0.065),
-        diffusivity_u=np.float32(0.2), diffusivity_v=np.float32(0.1), grid=grid, impl="xla",
+        feed_rate=np.float32(0.035),
+        kill_rate=np.float32(0.065),
+        diffusivity_u=np.float32(0.2),
+        diffusivity_v=np.float32(0.1),
+        grid=grid,
+        impl="xla",
     )
     dt = np.float32(0.9)
     step = jax.jit(lambda y: y + dt * model(0.0, y, None))
@@ -105,7 +106,13 @@ def _heat_loss(grid, y0, num_steps, dt, integrator="auto"):
         model = simlab.models.Heat(diffusivity=diffusivity, grid=grid, impl="xla")
         ts = jnp.array([0.0, num_steps * dt])
         trajectory = simlab.simulate(
-            model, y0, ts, solver="euler", adaptive=False, dt0=dt, max_steps=num_steps,
+            model,
+            y0,
+            ts,
+            solver="euler",
+            adaptive=False,
+            dt0=dt,
+            max_steps=num_steps,
             integrator=integrator,
         )
         return jnp.sum(trajectory.ys[-1] ** 2)

@@ -59,8 +59,9 @@ def _combine(state, dt, weights, stages):
     )
 
 
-def tsit5_lorenz_kernel(sigma_ref, rho_ref, beta_ref, x_ref, y_ref, z_ref,
-                        x_out, y_out, z_out, *, num_steps, dt):
+def tsit5_lorenz_kernel(
+    sigma_ref, rho_ref, beta_ref, x_ref, y_ref, z_ref, x_out, y_out, z_out, *, num_steps, dt
+):
     """Integrates one block of trajectories through all steps without leaving registers."""
     sigma, rho, beta = sigma_ref[...], rho_ref[...], beta_ref[...]
     field = ft.partial(lorenz_components, sigma, rho, beta)
@@ -103,8 +104,17 @@ def simlab_ensemble(parameters, y0, *, num_steps, dt):
     ts = jnp.array([0.0, num_steps * dt], jnp.float32)
 
     def one(p, y):
-        trajectory = simlab.simulate(_model(p), y, ts, solver="tsit5", adaptive=False, dt0=dt,
-                                     max_steps=num_steps, integrator="lean", throw=False)
+        trajectory = simlab.simulate(
+            _model(p),
+            y,
+            ts,
+            solver="tsit5",
+            adaptive=False,
+            dt0=dt,
+            max_steps=num_steps,
+            integrator="lean",
+            throw=False,
+        )
         return trajectory.ys[-1]
 
     return jax.vmap(one, in_axes=1, out_axes=1)(parameters, y0)
@@ -114,9 +124,16 @@ def simlab_ensemble(parameters, y0, *, num_steps, dt):
 def diffrax_ensemble(parameters, y0, *, num_steps, dt):
     def one(p, y):
         solution = dfx.diffeqsolve(
-            dfx.ODETerm(_model(p)), dfx.Tsit5(), 0.0, num_steps * dt, dt, y,
-            saveat=dfx.SaveAt(t1=True), stepsize_controller=dfx.ConstantStepSize(),
-            max_steps=num_steps, throw=False,
+            dfx.ODETerm(_model(p)),
+            dfx.Tsit5(),
+            0.0,
+            num_steps * dt,
+            dt,
+            y,
+            saveat=dfx.SaveAt(t1=True),
+            stepsize_controller=dfx.ConstantStepSize(),
+            max_steps=num_steps,
+            throw=False,
         )
         return solution.ys[-1]
 
@@ -156,24 +173,28 @@ def main():
     interpret = jax.default_backend() != "gpu"
     parameters, y0 = ensemble_inputs(num_trajectories, jax.random.PRNGKey(0))
     contenders = {
-        "pallas": lambda: pallas_ensemble(parameters, y0, num_steps=num_steps, dt=dt,
-                                          interpret=interpret),
+        "pallas": lambda: pallas_ensemble(
+            parameters, y0, num_steps=num_steps, dt=dt, interpret=interpret
+        ),
         "simlab lean": lambda: simlab_ensemble(parameters, y0, num_steps=num_steps, dt=dt),
     }
     if not options.skip_diffrax:
-        contenders["diffrax"] = lambda: diffrax_ensemble(parameters, y0, num_steps=num_steps,
-                                                         dt=dt)
+        contenders["diffrax"] = lambda: diffrax_ensemble(parameters, y0, num_steps=num_steps, dt=dt)
     results = {
-        "device": str(jax.devices()[0]), "jax": jax.__version__,
-        "trajectories": num_trajectories, "steps": num_steps, "dtype": "float32",
-        "pallas_interpret": interpret, "target_ms": 35.0, "contenders": {},
+        "device": str(jax.devices()[0]),
+        "jax": jax.__version__,
+        "trajectories": num_trajectories,
+        "steps": num_steps,
+        "dtype": "float32",
+        "pallas_interpret": interpret,
+        "target_ms": 35.0,
+        "contenders": {},
     }
     finals = {}
     for name, fn in contenders.items():
         first, median, finals[name] = timed(fn, repeats)
         results["contenders"][name] = {"first_call_s": first, "median_ms": median * 1e3}
-        print(f"{name:<12} first call {first:8.2f} s   median {median * 1e3:10.2f} ms",
-              flush=True)
+        print(f"{name:<12} first call {first:8.2f} s   median {median * 1e3:10.2f} ms", flush=True)
     reference = finals["simlab lean"]
     for name, final in finals.items():
         relative = jnp.max(jnp.abs(final - reference)) / jnp.max(jnp.abs(reference))

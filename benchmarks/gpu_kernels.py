@@ -90,39 +90,54 @@ def correctness_cases(shape2d, shape3d, backend, interpret):
         name = f"[{backend}] {{}} {jnp.dtype(dtype).name}"
         for order in (2, 4):
             padded = jax.random.normal(key, tuple(n + order for n in shape2d), dtype)
-            cases.append((
-                name.format(f"laplacian2d order {order}"),
-                ft.partial(sk.laplacian2d, spacing=(0.5, 0.7), order=order, **options),
-                ft.partial(sk.laplacian2d_reference, spacing=(0.5, 0.7), order=order),
-                padded, tolerance,
-            ))
+            cases.append(
+                (
+                    name.format(f"laplacian2d order {order}"),
+                    ft.partial(sk.laplacian2d, spacing=(0.5, 0.7), order=order, **options),
+                    ft.partial(sk.laplacian2d_reference, spacing=(0.5, 0.7), order=order),
+                    padded,
+                    tolerance,
+                )
+            )
         padded = jax.random.normal(key, tuple(n + 2 for n in shape2d), dtype)
-        cases.append((
-            name.format("laplacian2d gradient"),
-            _gradient(ft.partial(sk.laplacian2d, spacing=(0.5, 0.7), **options)),
-            _gradient(ft.partial(sk.laplacian2d_reference, spacing=(0.5, 0.7))),
-            padded, tolerance,
-        ))
-        cases.append((
-            name.format("laplacian3d"),
-            ft.partial(sk.laplacian3d, spacing=(0.5, 0.6, 0.7), **options),
-            ft.partial(sk.laplacian3d_reference, spacing=(0.5, 0.6, 0.7)),
-            jax.random.normal(key, tuple(n + 2 for n in shape3d), dtype), tolerance,
-        ))
-        cases.append((
-            name.format("gray_scott"),
-            lambda s, o=options: sk.gray_scott_tendency(s, (1.0, 1.0), *GRAY_SCOTT, **o),
-            lambda s: sk.gray_scott_tendency_reference(s, (1.0, 1.0), *GRAY_SCOTT),
-            jax.random.uniform(key, (2, *(n + 2 for n in shape2d)), dtype), tolerance,
-        ))
+        cases.append(
+            (
+                name.format("laplacian2d gradient"),
+                _gradient(ft.partial(sk.laplacian2d, spacing=(0.5, 0.7), **options)),
+                _gradient(ft.partial(sk.laplacian2d_reference, spacing=(0.5, 0.7))),
+                padded,
+                tolerance,
+            )
+        )
+        cases.append(
+            (
+                name.format("laplacian3d"),
+                ft.partial(sk.laplacian3d, spacing=(0.5, 0.6, 0.7), **options),
+                ft.partial(sk.laplacian3d_reference, spacing=(0.5, 0.6, 0.7)),
+                jax.random.normal(key, tuple(n + 2 for n in shape3d), dtype),
+                tolerance,
+            )
+        )
+        cases.append(
+            (
+                name.format("gray_scott"),
+                lambda s, o=options: sk.gray_scott_tendency(s, (1.0, 1.0), *GRAY_SCOTT, **o),
+                lambda s: sk.gray_scott_tendency_reference(s, (1.0, 1.0), *GRAY_SCOTT),
+                jax.random.uniform(key, (2, *(n + 2 for n in shape2d)), dtype),
+                tolerance,
+            )
+        )
         grid = simlab.Grid(shape2d, boundary=["periodic", "neumann"])
         heat = dict(diffusivity=0.2, dt=0.5, num_steps=8)
-        cases.append((
-            name.format("heat 8 steps, 4 per launch"),
-            ft.partial(sk.heat_steps, grid=grid, steps_per_launch=4, **heat, **options),
-            ft.partial(sk.heat_steps_reference, grid=grid, **heat),
-            jax.random.normal(key, shape2d, dtype), tolerance,
-        ))
+        cases.append(
+            (
+                name.format("heat 8 steps, 4 per launch"),
+                ft.partial(sk.heat_steps, grid=grid, steps_per_launch=4, **heat, **options),
+                ft.partial(sk.heat_steps_reference, grid=grid, **heat),
+                jax.random.normal(key, shape2d, dtype),
+                tolerance,
+            )
+        )
     return cases
 
 
@@ -165,33 +180,64 @@ def throughput_cases(size, backends, interpret, steps):
         return None if interpret else TARGETS[name]
 
     cases = [
-        ("laplacian2d XLA", ft.partial(sk.laplacian2d_reference, spacing=(1.0, 1.0)), padded,
-         cells, 2 * cells * word, None),
-        ("gray_scott XLA",
-         lambda s: sk.gray_scott_tendency_reference(s, (1.0, 1.0), *GRAY_SCOTT), state,
-         cells, 4 * cells * word, None),
-        (f"heat {steps} steps XLA (pad + step)",
-         ft.partial(sk.heat_steps_reference, grid=grid, **heat), field,
-         cells * steps, 2 * cells * word * steps, None),
+        (
+            "laplacian2d XLA",
+            ft.partial(sk.laplacian2d_reference, spacing=(1.0, 1.0)),
+            padded,
+            cells,
+            2 * cells * word,
+            None,
+        ),
+        (
+            "gray_scott XLA",
+            lambda s: sk.gray_scott_tendency_reference(s, (1.0, 1.0), *GRAY_SCOTT),
+            state,
+            cells,
+            4 * cells * word,
+            None,
+        ),
+        (
+            f"heat {steps} steps XLA (pad + step)",
+            ft.partial(sk.heat_steps_reference, grid=grid, **heat),
+            field,
+            cells * steps,
+            2 * cells * word * steps,
+            None,
+        ),
     ]
     for backend in backends:
         options = dict(interpret=interpret, backend=backend)
         cases += [
-            (f"[{backend}] laplacian2d Pallas",
-             ft.partial(sk.laplacian2d, spacing=(1.0, 1.0), **options), padded,
-             cells, 2 * cells * word, target("laplacian2d")),
-            (f"[{backend}] gray_scott Pallas (fused)",
-             lambda s, o=options: sk.gray_scott_tendency(s, (1.0, 1.0), *GRAY_SCOTT, **o), state,
-             cells, 4 * cells * word, target("gray_scott")),
+            (
+                f"[{backend}] laplacian2d Pallas",
+                ft.partial(sk.laplacian2d, spacing=(1.0, 1.0), **options),
+                padded,
+                cells,
+                2 * cells * word,
+                target("laplacian2d"),
+            ),
+            (
+                f"[{backend}] gray_scott Pallas (fused)",
+                lambda s, o=options: sk.gray_scott_tendency(s, (1.0, 1.0), *GRAY_SCOTT, **o),
+                state,
+                cells,
+                4 * cells * word,
+                target("gray_scott"),
+            ),
         ]
         for per_launch in (1, 4, 8):
-            cases.append((
-                f"[{backend}] heat {steps} steps, {per_launch}/launch",
-                ft.partial(sk.heat_steps, grid=grid, steps_per_launch=per_launch, **heat,
-                           **options),
-                field, cells * steps, 2 * cells * word * -(-steps // per_launch),
-                None if per_launch == 1 else target("temporal"),
-            ))
+            cases.append(
+                (
+                    f"[{backend}] heat {steps} steps, {per_launch}/launch",
+                    ft.partial(
+                        sk.heat_steps, grid=grid, steps_per_launch=per_launch, **heat, **options
+                    ),
+                    field,
+                    cells * steps,
+                    2 * cells * word * -(-steps // per_launch),
+                    None if per_launch == 1 else target("temporal"),
+                )
+            )
     return cases
 
 
@@ -201,8 +247,19 @@ def throughput(size, backends, interpret, repeats, steps):
     for label, fn, arg, cells, num_bytes, target in throughput_cases(
         size, backends, interpret, steps
     ):
-        attempt(label, ft.partial(report, label, fn, arg, cells=cells, num_bytes=num_bytes,
-                                  repeats=repeats, target=target))
+        attempt(
+            label,
+            ft.partial(
+                report,
+                label,
+                fn,
+                arg,
+                cells=cells,
+                num_bytes=num_bytes,
+                repeats=repeats,
+                target=target,
+            ),
+        )
     print(flush=True)
 
 
@@ -212,8 +269,11 @@ def autotune(size, interpret):
         lambda block: sk.laplacian2d(padded, (1.0, 1.0), block_shape=block, interpret=interpret),
         static_argnums=0,
     )
-    candidates = [(8, 8), (16, 16)] if interpret else [(16, 64), (16, 128), (32, 64), (32, 128),
-                                                        (64, 64), (8, 256)]
+    candidates = (
+        [(8, 8), (16, 16)]
+        if interpret
+        else [(16, 64), (16, 128), (32, 64), (32, 128), (64, 64), (8, 256)]
+    )
     best, timings = sk.autotune_block_shape(run, candidates, repeats=3)
     listing = ", ".join(f"{b}: {t * 1e3:.3f} ms" for b, t in timings.items())
     print(f"autotune laplacian2d {size}²: best {best} ({listing})\n", flush=True)
@@ -221,8 +281,11 @@ def autotune(size, interpret):
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--interpret", action="store_true",
-                        help="run on CPU in interpret mode at small sizes (checks only)")
+    parser.add_argument(
+        "--interpret",
+        action="store_true",
+        help="run on CPU in interpret mode at small sizes (checks only)",
+    )
     parser.add_argument("--backends", default="triton,mosaic_gpu")
     parser.add_argument("--sizes", default="4096,8192,16384")
     parser.add_argument("--traceback", action="store_true")

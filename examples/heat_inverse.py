@@ -61,8 +61,13 @@ def synthetic_data(seed: int = 0):
 def recover(observations):
     start = LayeredHeat(layer_diffusivity=jnp.full(len(TRUE_LAYERS), 0.03), grid=GRID)
     return simlab.fit(
-        start, TS, observations, y0=initial_states(), params=["layer_diffusivity"],
-        noise_scale=NOISE, simulate_options=SOLVE,
+        start,
+        TS,
+        observations,
+        y0=initial_states(),
+        params=["layer_diffusivity"],
+        noise_scale=NOISE,
+        simulate_options=SOLVE,
     )
 
 

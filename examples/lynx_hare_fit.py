@@ -26,8 +26,13 @@ def main() -> None:
     for name, value in result.params.items():
         print(f"{name:>6} = {float(value):.4f} ± {float(result.stderr[name]):.4f}")
     print(f"    y0 = {result.y0} ± {result.y0_stderr}")
-    ax = simlab.plot.fit_curves(result, data.ts, data.observations,
-                                time_label="years since 1900", value_label="pelts (thousands)")
+    ax = simlab.plot.fit_curves(
+        result,
+        data.ts,
+        data.observations,
+        time_label="years since 1900",
+        value_label="pelts (thousands)",
+    )
     ax.figure.savefig("lynx_hare_fit.png")
 
 

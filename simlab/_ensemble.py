@@ -192,9 +192,7 @@ def _power(x: Array, exponent: float) -> Array:
     whole = jnp.floor(power_of_two)
     f = (power_of_two - whole) * _LN2
     taylor = 1 + f * (1 + f * (1 / 2 + f * (1 / 6 + f * (1 / 24 + f * (1 / 120 + f / 720)))))
-    scale = lax.bitcast_convert_type(
-        (whole.astype(int_dtype) + bias) << mantissa_bits, x.dtype
-    )
+    scale = lax.bitcast_convert_type((whole.astype(int_dtype) + bias) << mantissa_bits, x.dtype)
     return taylor * scale
 
 

@@ -296,6 +296,5 @@ def _resolve_adjoint(adjoint: Any) -> dfx.AbstractAdjoint:
     if isinstance(adjoint, str) and adjoint in ADJOINTS:
         return ADJOINTS[adjoint]()
     raise ValueError(
-        f"unknown adjoint {adjoint!r}; use one of {sorted(ADJOINTS)} or a diffrax adjoint "
-        "instance."
+        f"unknown adjoint {adjoint!r}; use one of {sorted(ADJOINTS)} or a diffrax adjoint instance."
     )

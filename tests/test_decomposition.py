@@ -36,9 +36,18 @@ def two_process_run(tmp_path_factory):
     environment.pop("XLA_FLAGS", None)
     processes = [
         subprocess.Popen(
-            [sys.executable, str(HERE / "_decomposition_worker.py"), str(i), "2", str(port),
-             str(output)],
-            env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            [
+                sys.executable,
+                str(HERE / "_decomposition_worker.py"),
+                str(i),
+                "2",
+                str(port),
+                str(output),
+            ],
+            env=environment,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         for i in range(2)
     ]
@@ -170,9 +179,7 @@ def _final_energy(model, y0):
     return jnp.sum(trajectory.ys[-1] ** 2), trajectory.ys
 
 
-_energy_gradient_and_states = eqx.filter_jit(
-    eqx.filter_value_and_grad(_final_energy, has_aux=True)
-)
+_energy_gradient_and_states = eqx.filter_jit(eqx.filter_value_and_grad(_final_energy, has_aux=True))
 _energy_and_states = eqx.filter_jit(_final_energy)
 
 
@@ -257,7 +264,9 @@ def test_block_grid_stencils_inside_a_hand_written_shard_map():
     laplacian_on_blocks = jax.jit(
         jax.shard_map(
             lambda block: simlab.grid.laplacian(block, blocks),
-            mesh=mesh, in_specs=PartitionSpec("x"), out_specs=PartitionSpec("x"),
+            mesh=mesh,
+            in_specs=PartitionSpec("x"),
+            out_specs=PartitionSpec("x"),
         )
     )
     np.testing.assert_allclose(

@@ -56,7 +56,11 @@ def test_adaptive_error_follows_tolerance_on_analytic_solution():
     errors = []
     for tolerance in (1e-6, 1e-9):
         trajectory = simlab.simulate(
-            oscillator, jnp.array([1.0, 0.0]), ts, rtol=tolerance, atol=tolerance,
+            oscillator,
+            jnp.array([1.0, 0.0]),
+            ts,
+            rtol=tolerance,
+            atol=tolerance,
             integrator="lean",
         )
         errors.append(float(jnp.max(jnp.abs(trajectory.ys - oscillator_exact(ts)))))
@@ -73,8 +77,13 @@ def test_fixed_step_convergence_order(solver, order):
             jnp.max(
                 jnp.abs(
                     simlab.simulate(
-                        oscillator, jnp.array([1.0, 0.0]), ts, solver=solver, adaptive=False,
-                        dt0=float(dt), integrator="lean",
+                        oscillator,
+                        jnp.array([1.0, 0.0]),
+                        ts,
+                        solver=solver,
+                        adaptive=False,
+                        dt0=float(dt),
+                        integrator="lean",
                     ).ys[-1]
                     - oscillator_exact(ts[-1])
                 )
@@ -89,7 +98,12 @@ def test_fixed_step_convergence_order(solver, order):
 def test_fixed_steps_land_on_uneven_save_times():
     ts = jnp.array([0.0, 0.1, 0.45, 1.0, 2.3])
     trajectory = simlab.simulate(
-        oscillator, jnp.array([1.0, 0.0]), ts, solver="rk4", adaptive=False, dt0=0.05,
+        oscillator,
+        jnp.array([1.0, 0.0]),
+        ts,
+        solver="rk4",
+        adaptive=False,
+        dt0=0.05,
         integrator="lean",
     )
     np.testing.assert_allclose(trajectory.ys, oscillator_exact(ts), atol=1e-6)
@@ -101,8 +115,15 @@ def _lorenz_batch(integrator, adaptive):
     def one(rho, y0):
         model = simlab.models.Lorenz(sigma=10.0, rho=rho, beta=8 / 3)
         return simlab.simulate(
-            model, y0, TS, adaptive=adaptive, dt0=None if adaptive else 0.02, rtol=1e-8,
-            atol=1e-8, throw=False, integrator=integrator,
+            model,
+            y0,
+            TS,
+            adaptive=adaptive,
+            dt0=None if adaptive else 0.02,
+            rtol=1e-8,
+            atol=1e-8,
+            throw=False,
+            integrator=integrator,
         )
 
     return one
@@ -127,10 +148,20 @@ def test_status_codes_match_diffrax():
     cases = [
         # (model, y0, ts, settings, expected status)
         (LORENZ, LORENZ_Y0, TS, dict(max_steps=5), simlab.RESULTS.max_steps_reached),
-        (blow_up, jnp.array([1.0]), jnp.linspace(0.0, 2.0, 5),
-         dict(adaptive=False, dt0=0.01, args=1.0), simlab.RESULTS.nonfinite_state),
-        (blow_up, jnp.array([1.0]), jnp.linspace(0.0, 2.0, 5),
-         dict(dt0=0.01, max_steps=500, args=1.0), simlab.RESULTS.max_steps_reached),
+        (
+            blow_up,
+            jnp.array([1.0]),
+            jnp.linspace(0.0, 2.0, 5),
+            dict(adaptive=False, dt0=0.01, args=1.0),
+            simlab.RESULTS.nonfinite_state,
+        ),
+        (
+            blow_up,
+            jnp.array([1.0]),
+            jnp.linspace(0.0, 2.0, 5),
+            dict(dt0=0.01, max_steps=500, args=1.0),
+            simlab.RESULTS.max_steps_reached,
+        ),
     ]
     for model, y0, ts, settings, expected in cases:
         lean = simlab.simulate(model, y0, ts, throw=False, integrator="lean", **settings)
@@ -147,8 +178,14 @@ def test_failed_member_leaves_the_others_alone():
 
     def one(rate):
         return simlab.simulate(
-            blow_up, jnp.array([1.0]), jnp.linspace(0.0, 2.0, 5), dt0=0.01, max_steps=400,
-            args=rate, throw=False, integrator="lean",
+            blow_up,
+            jnp.array([1.0]),
+            jnp.linspace(0.0, 2.0, 5),
+            dt0=0.01,
+            max_steps=400,
+            args=rate,
+            throw=False,
+            integrator="lean",
         )
 
     batch = jax.vmap(one)(rates)
@@ -161,8 +198,14 @@ def test_failed_member_leaves_the_others_alone():
 def _pendulum_final_angle(damping, integrator, adaptive, adjoint=None):
     model = simlab.models.DampedPendulum(length=1.0, damping=damping)
     trajectory = simlab.simulate(
-        model, jnp.array([1.0, 0.0]), jnp.linspace(0.0, 2.0, 5), adaptive=adaptive,
-        dt0=None if adaptive else 0.01, rtol=1e-11, atol=1e-11, integrator=integrator,
+        model,
+        jnp.array([1.0, 0.0]),
+        jnp.linspace(0.0, 2.0, 5),
+        adaptive=adaptive,
+        dt0=None if adaptive else 0.01,
+        rtol=1e-11,
+        atol=1e-11,
+        integrator=integrator,
         adjoint=adjoint,
     )
     return trajectory.ys[-1, 0]
@@ -199,9 +242,7 @@ def test_auto_takes_the_lean_loop_only_where_results_are_unchanged():
 
     with mock.patch.object(simulate_module, "lean_solve", counting):
         on_grid = simlab.simulate(LORENZ, LORENZ_Y0, TS, adaptive=False, dt0=0.02)
-        jax.jit(lambda y0: simlab.simulate(LORENZ, y0, TS, adaptive=False, dt0=0.02).ys)(
-            LORENZ_Y0
-        )
+        jax.jit(lambda y0: simlab.simulate(LORENZ, y0, TS, adaptive=False, dt0=0.02).ys)(LORENZ_Y0)
     assert calls == [False, False]
     reference = simlab.simulate(
         LORENZ, LORENZ_Y0, TS, adaptive=False, dt0=0.02, integrator="diffrax"
@@ -220,8 +261,14 @@ def test_float32_stays_float32():
     ts = jnp.linspace(0.0, 1.0, 6, dtype=jnp.float32)
     for adaptive in (False, True):
         trajectory = simlab.simulate(
-            LORENZ, LORENZ_Y0.astype(jnp.float32), ts, adaptive=adaptive, dt0=0.02,
-            rtol=1e-4, atol=1e-4, integrator="lean",
+            LORENZ,
+            LORENZ_Y0.astype(jnp.float32),
+            ts,
+            adaptive=adaptive,
+            dt0=0.02,
+            rtol=1e-4,
+            atol=1e-4,
+            integrator="lean",
         )
         assert trajectory.ys.dtype == jnp.float32
         reference = simlab.simulate(LORENZ, LORENZ_Y0, TS, adaptive=False, dt0=0.002)

@@ -66,8 +66,12 @@ def lynx_hare():
 def lynx_hare_fit(lynx_hare):
     start = simlab.models.LotkaVolterra(alpha=0.5, beta=0.02, gamma=0.8, delta=0.02)
     return simlab.fit(
-        start, lynx_hare.ts, lynx_hare.observations, y0=lynx_hare.observations[0],
-        params=LV_PARAMS, fit_y0=True,
+        start,
+        lynx_hare.ts,
+        lynx_hare.observations,
+        y0=lynx_hare.observations[0],
+        params=LV_PARAMS,
+        fit_y0=True,
     )
 
 
@@ -107,8 +111,9 @@ def test_lotka_volterra_recovery_with_5_percent_noise(lynx_hare, lynx_hare_fit):
     observations = noisy(jr.key(0), clean, 0.05)
     start = simlab.models.LotkaVolterra(alpha=0.5, beta=0.02, gamma=0.8, delta=0.02)
     # Same shapes and settings as the lynx–hare fit: the compiled loop is reused.
-    result = simlab.fit(start, lynx_hare.ts, observations, y0=observations[0], params=LV_PARAMS,
-                        fit_y0=True)
+    result = simlab.fit(
+        start, lynx_hare.ts, observations, y0=observations[0], params=LV_PARAMS, fit_y0=True
+    )
     for name in LV_PARAMS:
         true = getattr(truth, name)
         assert abs(result.params[name] - true) < 4 * result.stderr[name], name
@@ -122,8 +127,15 @@ def test_sir_recovery_observing_only_infected():
     infected = simlab.simulate(truth, y0, ts).ys[:, 1:2]
     observations = noisy(jr.key(1), infected, 0.05)
     start = simlab.models.SIR(beta=0.2, gamma=0.2, population=1000.0)
-    result = simlab.fit(start, ts, observations, y0=y0, params=["beta", "gamma"], observe=["I"],
-                        noise_scale=0.05 * infected)
+    result = simlab.fit(
+        start,
+        ts,
+        observations,
+        y0=y0,
+        params=["beta", "gamma"],
+        observe=["I"],
+        noise_scale=0.05 * infected,
+    )
     for name in ("beta", "gamma"):
         assert abs(result.params[name] - getattr(truth, name)) < 4 * result.stderr[name]
         assert abs(result.params[name] - getattr(truth, name)) < 0.05 * getattr(truth, name)
@@ -144,8 +156,9 @@ def pendulum_data():
 def test_pendulum_recovery(pendulum_data):
     truth, y0, ts, observations, scale = pendulum_data
     start = simlab.models.DampedPendulum(length=1.0, damping=0.5, gravity=9.81)
-    result = simlab.fit(start, ts, observations, y0=y0, params=["length", "damping"],
-                        noise_scale=scale)
+    result = simlab.fit(
+        start, ts, observations, y0=y0, params=["length", "damping"], noise_scale=scale
+    )
     for name in ("length", "damping"):
         assert abs(result.params[name] - getattr(truth, name)) < 4 * result.stderr[name]
     assert float(result.model.gravity) == float(start.gravity)  # frozen exactly
@@ -158,11 +171,13 @@ def test_unidentifiable_parameters_are_reported(pendulum_data):
     start = simlab.models.DampedPendulum(length=1.0, damping=0.3, gravity=9.0)
     # The dynamics depend on gravity / length only: any pair with the same ratio fits.
     with pytest.warns(simlab._fit.UnidentifiableWarning, match=r"\['length', 'gravity'\]"):
-        result = simlab.fit(start, ts, observations, y0=y0, params=["length", "gravity"],
-                            noise_scale=scale)
+        result = simlab.fit(
+            start, ts, observations, y0=y0, params=["length", "gravity"], noise_scale=scale
+        )
     assert math.isinf(result.stderr["length"]) and math.isinf(result.stderr["gravity"])
-    np.testing.assert_allclose(result.params["gravity"] / result.params["length"], 9.81 / 1.5,
-                               rtol=0.02)
+    np.testing.assert_allclose(
+        result.params["gravity"] / result.params["length"], 9.81 / 1.5, rtol=0.02
+    )
 
 
 def test_constrained_parameter_stays_in_range_for_every_iterate():
@@ -172,9 +187,16 @@ def test_constrained_parameter_stays_in_range_for_every_iterate():
     observations = jnp.exp(-3.0 * ts)[:, None]
     # (Gradient descent shares the transform; its loop is exercised by the tests below.)
     # Fixed steps keep the number of recorded evaluations (host callbacks) small.
-    result = simlab.fit(BoundedDecay(rate=1.0), ts, observations, y0=jnp.array([1.0]),
-                        params=["rate"], max_steps=200, throw=False,
-                        simulate_options=dict(solver="heun", adaptive=False, dt0=0.125))
+    result = simlab.fit(
+        BoundedDecay(rate=1.0),
+        ts,
+        observations,
+        y0=jnp.array([1.0]),
+        params=["rate"],
+        max_steps=200,
+        throw=False,
+        simulate_options=dict(solver="heun", adaptive=False, dt0=0.125),
+    )
     assert 1.9 < float(result.params["rate"]) < 2.0
     assert len(EVALUATED_RATES) > 100
     assert 0.5 < min(EVALUATED_RATES) and max(EVALUATED_RATES) < 2.0
@@ -182,14 +204,21 @@ def test_constrained_parameter_stays_in_range_for_every_iterate():
 
 # One optimiser instance and one data set, so that the tests below share one compiled loop.
 FRAGILE_TS = jnp.linspace(0.0, 2.0, 9)
-FRAGILE_FIT = dict(y0=jnp.array([1.0]), params=["rate"], method="gradient",
-                   optimiser=optax.sgd(1.0), max_steps=300, throw=False)
+FRAGILE_FIT = dict(
+    y0=jnp.array([1.0]),
+    params=["rate"],
+    method="gradient",
+    optimiser=optax.sgd(1.0),
+    max_steps=300,
+    throw=False,
+)
 
 
 def _fragile_fit(**settings):
     observations = jnp.exp(-1.4 * FRAGILE_TS)[:, None]
-    return simlab.fit(FragileDecay(rate=0.5), FRAGILE_TS, observations,
-                      **{**FRAGILE_FIT, **settings})
+    return simlab.fit(
+        FragileDecay(rate=0.5), FRAGILE_TS, observations, **{**FRAGILE_FIT, **settings}
+    )
 
 
 @pytest.fixture(scope="module")
@@ -207,8 +236,9 @@ def test_failed_trial_solves_are_rejected_not_propagated(fragile_fit):
 @jax.jit
 def _calibration_fits(observations, ts):
     def one(obs):
-        result = simlab.fit(Decay(rate=0.5), ts, obs, y0=jnp.array([1.0]), params=["rate"],
-                            fit_y0=True, throw=False)
+        result = simlab.fit(
+            Decay(rate=0.5), ts, obs, y0=jnp.array([1.0]), params=["rate"], fit_y0=True, throw=False
+        )
         return result.params["rate"], result.stderr["rate"], result.converged
 
     return jax.vmap(one)(observations)
@@ -231,9 +261,17 @@ def test_objective_gradient_matches_finite_differences():
     ts = jnp.linspace(0.0, 10.0, 8)
     observations = noisy(jr.key(4), simlab.simulate(truth, jnp.array([30.0, 4.0]), ts).ys, 0.05)
     start = simlab.models.LotkaVolterra(alpha=0.5, beta=0.03, gamma=0.8, delta=0.02)
-    problem, _ = make_problem(start, ts, observations, y0=jnp.array([30.0, 4.0]),
-                              params=LV_PARAMS, observe=None, fit_y0=False, noise_scale=None,
-                              simulate_options={"rtol": 1e-11, "atol": 1e-11})
+    problem, _ = make_problem(
+        start,
+        ts,
+        observations,
+        y0=jnp.array([30.0, 4.0]),
+        params=LV_PARAMS,
+        observe=None,
+        fit_y0=False,
+        noise_scale=None,
+        simulate_options={"rtol": 1e-11, "atol": 1e-11},
+    )
     u0 = problem.initial_unconstrained()
     flat, unflatten = jax.flatten_util.ravel_pytree(u0)
 
@@ -244,8 +282,9 @@ def test_objective_gradient_matches_finite_differences():
     gradient = jax.grad(loss)(flat)
     step = 1e-5
     basis = jnp.eye(flat.size)
-    central = jnp.array([(loss(flat + step * e) - loss(flat - step * e)) / (2 * step)
-                         for e in basis])
+    central = jnp.array(
+        [(loss(flat + step * e) - loss(flat - step * e)) / (2 * step) for e in basis]
+    )
     np.testing.assert_allclose(gradient, central, rtol=1e-5)
 
 
@@ -273,8 +312,14 @@ def test_several_data_sets_share_parameters():
     ts_a, ts_b = jnp.linspace(0.0, 2.0, 6), jnp.linspace(0.0, 4.0, 11)
     obs_a = 2.0 * jnp.exp(-0.7 * ts_a)[:, None]
     obs_b = 0.5 * jnp.exp(-0.7 * ts_b)[:, None]
-    result = simlab.fit(Decay(rate=0.3), [ts_a, ts_b], [obs_a, obs_b],
-                        y0=[jnp.array([1.0]), jnp.array([1.0])], params=["rate"], fit_y0=True)
+    result = simlab.fit(
+        Decay(rate=0.3),
+        [ts_a, ts_b],
+        [obs_a, obs_b],
+        y0=[jnp.array([1.0]), jnp.array([1.0])],
+        params=["rate"],
+        fit_y0=True,
+    )
     np.testing.assert_allclose(result.params["rate"], 0.7, rtol=1e-6)
     np.testing.assert_allclose(result.y0[0], [2.0], rtol=1e-6)
     np.testing.assert_allclose(result.y0[1], [0.5], rtol=1e-6)
@@ -286,8 +331,9 @@ def test_noise_scale_downweights_an_outlier():
     ts, _, y0 = _decay_batch(8, jr.key(5))
     observations = (y0[:, None, :] * jnp.exp(-0.7 * ts)[None, :, None]).at[3, 4, 0].set(5.0)
     scale = jnp.ones_like(observations).at[3, 4, 0].set(1e6)
-    result = simlab.fit(Decay(rate=0.3), ts, observations, y0=y0, params=["rate"],
-                        noise_scale=scale)
+    result = simlab.fit(
+        Decay(rate=0.3), ts, observations, y0=y0, params=["rate"], noise_scale=scale
+    )
     np.testing.assert_allclose(result.params["rate"], 0.7, rtol=1e-5)
 
 
@@ -344,8 +390,9 @@ OBS = jnp.ones((5, 1))
     ],
 )
 def test_bad_input_is_reported_clearly(change, error, match):
-    arguments = dict(model=Decay(rate=0.3), ts=TS, observations=OBS, y0=jnp.ones(1),
-                     params=["rate"])
+    arguments = dict(
+        model=Decay(rate=0.3), ts=TS, observations=OBS, y0=jnp.ones(1), params=["rate"]
+    )
     arguments.update(change)
     model, ts, observations = (arguments.pop(k) for k in ("model", "ts", "observations"))
     with pytest.raises(error, match=match):

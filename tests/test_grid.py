@@ -21,7 +21,12 @@ def _fitted_order(errors, sizes) -> float:
 
 SIZES = (32, 64, 128)
 EXPECTED_ORDERS = {
-    "laplacian2": 2, "laplacian4": 4, "gradient": 2, "divergence": 2, "upwind": 1, "central": 2
+    "laplacian2": 2,
+    "laplacian4": 4,
+    "gradient": 2,
+    "divergence": 2,
+    "upwind": 1,
+    "central": 2,
 }
 
 
@@ -43,7 +48,8 @@ def _operator_errors(size: int) -> dict[str, float]:
             "divergence": (sg.divergence(field[None], grid), derivative),
             "upwind": (sg.advection(field, velocity, grid), velocity[0] * derivative),
             "central": (
-                sg.advection(field, velocity, grid, scheme="central"), velocity[0] * derivative
+                sg.advection(field, velocity, grid, scheme="central"),
+                velocity[0] * derivative,
             ),
         }
         return {name: jnp.max(jnp.abs(a - b)) for name, (a, b) in approximations.items()}
@@ -248,7 +254,8 @@ def test_operators_reject_bad_input():
 def test_laplacian_equals_its_interior_form_on_a_padded_array(order):
     # The contract a domain-decomposed run relies on: pad, then laplacian_interior.
     grid = sg.Grid(
-        (7, 9), extent=(1.0, 2.0),
+        (7, 9),
+        extent=(1.0, 2.0),
         boundary=[(sg.Dirichlet(1.0), sg.Neumann(-2.0)), "periodic"],
     )
     field = np.random.default_rng(5).standard_normal((2, *grid.shape))

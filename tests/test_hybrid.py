@@ -31,10 +31,12 @@ class LogisticLotkaVolterra(AbstractModel):
 
     def __call__(self, t, y, args):
         prey, predator = y
-        return jnp.stack([
-            self.alpha * prey * (1 - prey / self.capacity) - self.beta * prey * predator,
-            self.delta * prey * predator - self.gamma * predator,
-        ])
+        return jnp.stack(
+            [
+                self.alpha * prey * (1 - prey / self.capacity) - self.beta * prey * predator,
+                self.delta * prey * predator - self.gamma * predator,
+            ]
+        )
 
 
 @pytest.fixture(scope="module")
@@ -54,34 +56,52 @@ def test_untrained_hybrid_is_exactly_its_physics():
 
 def test_hybrid_beats_physics_only_on_data_with_a_missing_term(logistic_data):
     physics_names = ["alpha", "beta", "gamma", "delta"]
-    physics_only = simlab.fit(simlab.models.LotkaVolterra(**LV), TS, logistic_data, y0=Y0S,
-                              params=physics_names, throw=False)
-    hybrid = HybridModel(physics_only.model, key=jr.key(2), width=8, depth=1, state_scale=40.0,
-                         correction_scale=5.0)
-    trained = simlab.fit(hybrid, TS, logistic_data, y0=Y0S, method="gradient",
-                         params=[f"physics.{n}" for n in physics_names] + ["correction"],
-                         optimiser=optax.adam(1e-2), max_steps=60, throw=False)
+    physics_only = simlab.fit(
+        simlab.models.LotkaVolterra(**LV),
+        TS,
+        logistic_data,
+        y0=Y0S,
+        params=physics_names,
+        throw=False,
+    )
+    hybrid = HybridModel(
+        physics_only.model, key=jr.key(2), width=8, depth=1, state_scale=40.0, correction_scale=5.0
+    )
+    trained = simlab.fit(
+        hybrid,
+        TS,
+        logistic_data,
+        y0=Y0S,
+        method="gradient",
+        params=[f"physics.{n}" for n in physics_names] + ["correction"],
+        optimiser=optax.adam(1e-2),
+        max_steps=60,
+        throw=False,
+    )
     assert float(trained.loss) < 0.1 * float(physics_only.loss)
     # Network weights are fitted, but have no entry in the covariance.
     assert trained.covariance_labels == tuple(f"physics.{n}" for n in physics_names)
 
 
 def test_per_sample_gradients_average_to_the_batch_gradient(logistic_data):
-    model = HybridModel(simlab.models.LotkaVolterra(**LV), key=jr.key(3), width=8, depth=1,
-                        state_scale=40.0)
+    model = HybridModel(
+        simlab.models.LotkaVolterra(**LV), key=jr.key(3), width=8, depth=1, state_scale=40.0
+    )
     # Give the last layer weights so that every weight has a nonzero gradient.
-    model = eqx.tree_at(lambda m: m.correction.layers[-1].weight, model,
-                        0.1 * jr.normal(jr.key(4), (2, 8)))
+    model = eqx.tree_at(
+        lambda m: m.correction.layers[-1].weight, model, 0.1 * jr.normal(jr.key(4), (2, 8))
+    )
     params, static = eqx.partition(model, eqx.is_inexact_array)
 
     def loss(params, y0, observations):
         ys = simlab.simulate(eqx.combine(params, static), y0, TS, throw=False).ys
         return jnp.mean((ys - observations) ** 2)
 
-    per_sample = jax.jit(jax.vmap(jax.grad(loss), in_axes=(None, 0, 0)))(params, Y0S,
-                                                                           logistic_data)
+    per_sample = jax.jit(jax.vmap(jax.grad(loss), in_axes=(None, 0, 0)))(params, Y0S, logistic_data)
+
     def batch_loss(p):
         return jnp.mean(jax.vmap(loss, in_axes=(None, 0, 0))(p, Y0S, logistic_data))
+
     batch = jax.grad(batch_loss)(params)
     for a, b in zip(jax.tree.leaves(per_sample), jax.tree.leaves(batch), strict=True):
         assert a.shape[0] == 3

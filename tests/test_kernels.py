@@ -42,7 +42,8 @@ def _jit(fn):
 
 
 _xla_interior = jax.jit(
-    ft.partial(simlab.grid.laplacian_interior, impl="xla"), static_argnums=1,
+    ft.partial(simlab.grid.laplacian_interior, impl="xla"),
+    static_argnums=1,
     static_argnames="order",
 )
 
@@ -178,6 +179,7 @@ def test_forward_mode_falls_back_to_xla():
     grid = simlab.Grid((6, 7), extent=1.0, boundary="neumann")
     field = _field((6, 7), jnp.float64)
     tangent = _field((6, 7), jnp.float64, seed=4)
+
     def derivative(impl):
         return jax.jit(lambda f: jax.jvp(_loss(impl, grid), (f,), (tangent,))[1])
 
@@ -333,9 +335,17 @@ def test_gray_scott_temporal_blocking_equals_single_steps(boundary):
     grid = simlab.Grid((12, 9), extent=12.0, boundary=boundary)
     state = _gray_scott_state(grid.shape, jnp.float32, seed=6)
     settings = dict(**GRAY_SCOTT, dt=1.0, num_steps=8)
+
     def steps(per_launch):
-        return jax.jit(ft.partial(sk.gray_scott_steps, grid=grid, steps_per_launch=per_launch,
-                                  block_shape=(4, 8), **settings))(state)
+        return jax.jit(
+            ft.partial(
+                sk.gray_scott_steps,
+                grid=grid,
+                steps_per_launch=per_launch,
+                block_shape=(4, 8),
+                **settings,
+            )
+        )(state)
 
     blocked, single = steps(4), steps(1)
     reference = jax.jit(ft.partial(sk.gray_scott_steps_reference, grid=grid, **settings))(state)
@@ -365,8 +375,7 @@ SINGLE_STEP_LAUNCHES = {
         (66, 34, 66),
     ),
     "gray_scott": lambda launch: (
-        lambda p: gray_scott_module._launch(p[:, :2], p[0, 2, 0, :4], (1.0, 1.0),
-                                            launch(16, 128)),
+        lambda p: gray_scott_module._launch(p[:, :2], p[0, 2, 0, :4], (1.0, 1.0), launch(16, 128)),
         (1, 3, 130, 258),
     ),
 }
@@ -386,8 +395,13 @@ def test_known_gpu_lowering_limits():
     """Pins what docs/kernels.md says: when JAX lifts these limits, this test fails and the
     docs (and impl="auto") should change."""
     step = temporal_module.heat_tile_step
-    blocked = ft.partial(temporal_module._launch, spacing=(1.0, 1.0), num_steps=4,
-                         tile_step=step, launch=_launch_settings("triton")(32, 64))
+    blocked = ft.partial(
+        temporal_module._launch,
+        spacing=(1.0, 1.0),
+        num_steps=4,
+        tile_step=step,
+        launch=_launch_settings("triton")(32, 64),
+    )
     with pytest.raises(ValueError, match="power of 2"):
         _lower_for_gpu(blocked, (1, 1, 136, 136), (1,))
     launch_fn, shape = SINGLE_STEP_LAUNCHES["laplacian2d"](_launch_settings("mosaic_gpu"))

@@ -49,9 +49,9 @@ def test_heat_with_dirichlet_walls_matches_the_sine_series():
     # The semi-discrete modes decay with the stencil's eigenvalues (2 cos(kh) - 2) / h^2.
     h = grid.spacing[0]
     rates = [(2 - 2 * np.cos(k * np.pi * h)) / h**2 for k in (1, 3)]
-    exact = np.exp(-rates[0] * 0.05) * np.sin(np.pi * x) + 0.5 * np.exp(
-        -rates[1] * 0.05
-    ) * np.sin(3 * np.pi * x)
+    exact = np.exp(-rates[0] * 0.05) * np.sin(np.pi * x) + 0.5 * np.exp(-rates[1] * 0.05) * np.sin(
+        3 * np.pi * x
+    )
     np.testing.assert_allclose(trajectory.ys[-1], exact, atol=1e-8)
 
 
@@ -122,8 +122,13 @@ def _gray_scott_seed():
 
 def _gray_scott_run(y0):
     return simlab.simulate(
-        GRAY_SCOTT, y0, jnp.linspace(0.0, 4000.0, 3), solver="euler", adaptive=False,
-        dt0=0.95, max_steps=10_000,
+        GRAY_SCOTT,
+        y0,
+        jnp.linspace(0.0, 4000.0, 3),
+        solver="euler",
+        adaptive=False,
+        dt0=0.95,
+        max_steps=10_000,
     )
 
 
@@ -196,16 +201,18 @@ def test_fixed_step_above_the_stability_limit_is_refused_with_the_limit():
     limit = (1 / 16) ** 2 / (2 * 2 * 0.5)
     assert model.max_stable_step(dfx.Euler(), y0) == pytest.approx(limit, rel=1e-6)
     with pytest.raises(ValueError, match="largest stable step 0.001953"):
-        simlab.simulate(model, y0, jnp.array([0.0, 0.1]), solver="euler", adaptive=False,
-                        dt0=1.01 * limit)
+        simlab.simulate(
+            model, y0, jnp.array([0.0, 0.1]), solver="euler", adaptive=False, dt0=1.01 * limit
+        )
     # Upwind advection with Heun: the CFL number |v| dt / h must stay below 1.
     advection = AdvectionDiffusion(diffusivity=0.0, velocity=jnp.array([2.0, 0.0]), grid=grid)
     assert advection.max_stable_step(dfx.Heun(), y0) == pytest.approx((1 / 16) / 2.0, rel=1e-6)
     # Waves (imaginary eigenvalues) are unstable with forward Euler at any step.
     wave = Wave(wave_speed=1.0, grid=grid)
     with pytest.raises(ValueError, match="no fixed step is stable for Wave with Euler"):
-        simlab.simulate(wave, jnp.zeros((2, 16, 16)), jnp.array([0.0, 1.0]), solver="euler",
-                        adaptive=False)
+        simlab.simulate(
+            wave, jnp.zeros((2, 16, 16)), jnp.array([0.0, 1.0]), solver="euler", adaptive=False
+        )
     assert model.max_stable_step(dfx.Kvaerno5(), y0) is None  # implicit: no limit
 
 
@@ -242,15 +249,17 @@ def test_dt0_none_picks_a_stable_step_and_implicit_solver_takes_large_steps():
             r"velocity must have shape \(2,\) or \(2, 8, 6\)",
         ),
         (
-            lambda g: AdvectionDiffusion(diffusivity=0.1, velocity=jnp.ones(2), grid=g,
-                                         scheme="weno"),
+            lambda g: AdvectionDiffusion(
+                diffusivity=0.1, velocity=jnp.ones(2), grid=g, scheme="weno"
+            ),
             "scheme must be one of",
         ),
         (lambda g: Wave(wave_speed=0.0, grid=g), "'wave_speed' must be finite and lie in"),
         (lambda g: Burgers(viscosity=jnp.ones((8, 6)), grid=g), r"viscosity must have shape"),
         (
-            lambda g: GrayScott(feed_rate=-0.1, kill_rate=0.06, diffusivity_u=0.2,
-                                diffusivity_v=0.1, grid=g),
+            lambda g: GrayScott(
+                feed_rate=-0.1, kill_rate=0.06, diffusivity_u=0.2, diffusivity_v=0.1, grid=g
+            ),
             "'feed_rate' must be finite",
         ),
     ],
@@ -264,8 +273,9 @@ def test_models_reject_a_non_grid_and_wrong_state_shapes():
     with pytest.raises(TypeError, match="grid must be a simlab.Grid"):
         Heat(diffusivity=1.0, grid=(8, 8))
     grid = simlab.Grid((8, 6))
-    model = GrayScott(feed_rate=0.03, kill_rate=0.06, diffusivity_u=0.2, diffusivity_v=0.1,
-                      grid=grid)
+    model = GrayScott(
+        feed_rate=0.03, kill_rate=0.06, diffusivity_u=0.2, diffusivity_v=0.1, grid=grid
+    )
     assert model.state_shape == (2, 8, 6)
     assert Burgers(viscosity=0.1, grid=grid).state_shape == (2, 8, 6)
     with pytest.raises(ValueError, match=r"y0 has shape \(8, 6\), but GrayScott has state shape"):

@@ -42,7 +42,12 @@ def test_layered_diffusivity_is_recovered_within_its_standard_errors():
 
     start = LayeredHeat(layer_diffusivity=jnp.full(4, 0.04), grid=GRID)
     result = simlab.fit(
-        start, TS, noisy, y0=y0, params=["layer_diffusivity"], noise_scale=NOISE,
+        start,
+        TS,
+        noisy,
+        y0=y0,
+        params=["layer_diffusivity"],
+        noise_scale=NOISE,
         simulate_options=options,
     )
     fitted = np.asarray(result.params["layer_diffusivity"])

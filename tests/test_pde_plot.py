@@ -12,8 +12,9 @@ GRID = simlab.Grid((8, 6), extent=(2.0, 1.5), origin=(-1.0, 0.0))
 
 def _trajectory(num_times=3):
     ts = np.linspace(0.0, 1.0, num_times)
-    ys = np.stack([np.stack([np.full(GRID.shape, t), np.outer(np.arange(8), np.ones(6)) * t])
-                   for t in ts])
+    ys = np.stack(
+        [np.stack([np.full(GRID.shape, t), np.outer(np.arange(8), np.ones(6)) * t]) for t in ts]
+    )
     return simlab.Trajectory(ts=ts, ys=ys, result=simlab.RESULTS.successful, stats={})
 
 

@@ -62,8 +62,9 @@ def schematic(ax):
     ax.text(-1.3, 2.0, "boundary\ncondition", ha="right", va="center", fontsize=8, color="#555")
     ax.text(3.0, -1.35, "boundary condition", ha="center", va="top", fontsize=8, color="#555")
     for (bi, bj), (x, y) in device_labels.items():
-        ax.text(x, y, f"device\n({bi}, {bj})", ha="center", va="center", fontsize=9,
-                fontweight="bold")
+        ax.text(
+            x, y, f"device\n({bi}, {bj})", ha="center", va="center", fontsize=9, fontweight="bold"
+        )
     ax.set_xlim(-4.2, CELLS[0] + 0.5)
     ax.set_ylim(-2.5, CELLS[1] + 0.5)
     ax.set_aspect("equal")
@@ -96,8 +97,10 @@ def field_panel(ax, sharded, one_device):
         ax.axvline(edge, color="white", ls="--", lw=1.2)
         ax.axhline(edge, color="white", ls="--", lw=1.2)
     difference = float(np.max(np.abs(sharded - one_device)))
-    ax.set_title(f"Gray–Scott v at t = {FINAL_TIME:g} on 2 × 2 devices\nmax |split − one device| = "
-                 f"{difference:.1e}")
+    ax.set_title(
+        f"Gray–Scott v at t = {FINAL_TIME:g} on 2 × 2 devices\nmax |split − one device| = "
+        f"{difference:.1e}"
+    )
     ax.set_xlabel("x")
     ax.set_ylabel("y")
     ax.grid(False)
@@ -107,8 +110,9 @@ def field_panel(ax, sharded, one_device):
 def main():
     sharded, one_device = gray_scott_run()
     with style():
-        figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.8),
-                                             gridspec_kw=dict(width_ratios=[1.25, 1]))
+        figure, (left, right) = plt.subplots(
+            1, 2, figsize=(11, 4.8), gridspec_kw=dict(width_ratios=[1.25, 1])
+        )
         schematic(left)
         field_panel(right, sharded, one_device)
         figure.savefig(FIGURES / "decomposition_blocks.png")

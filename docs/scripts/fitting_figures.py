@@ -28,12 +28,24 @@ def main() -> None:
     start = simlab.models.LotkaVolterra(alpha=0.5, beta=0.02, gamma=0.8, delta=0.02)
     common = dict(y0=data.observations[0], params=PARAMS, fit_y0=True)
     least_squares = simlab.fit(start, data.ts, data.observations, **common)
-    gradient = simlab.fit(start, data.ts, data.observations, method="gradient",
-                          optimiser=optax.adam(0.02), max_steps=3000, throw=False, **common)
+    gradient = simlab.fit(
+        start,
+        data.ts,
+        data.observations,
+        method="gradient",
+        optimiser=optax.adam(0.02),
+        max_steps=3000,
+        throw=False,
+        **common,
+    )
 
-    ax = simlab.plot.fit_curves(least_squares, data.ts, data.observations,
-                                time_label="years since 1900",
-                                value_label="pelts (thousands)")
+    ax = simlab.plot.fit_curves(
+        least_squares,
+        data.ts,
+        data.observations,
+        time_label="years since 1900",
+        value_label="pelts (thousands)",
+    )
     ax.set_title("Lotka–Volterra fitted to the Hudson's Bay Company records (95% band)")
     ax.figure.savefig(FIGURES / "fit_lynx_hare.png", bbox_inches="tight")
     plt.close(ax.figure)
@@ -53,10 +65,13 @@ def main() -> None:
     print("| parameter | estimate | standard error |")
     print("|---|---|---|")
     for name in PARAMS:
-        print(f"| `{name}` | {float(least_squares.params[name]):.4g} | "
-              f"{float(least_squares.stderr[name]):.2g} |")
-    for name, value, error in zip(("prey", "predator"), least_squares.y0,
-                                  least_squares.y0_stderr, strict=True):
+        print(
+            f"| `{name}` | {float(least_squares.params[name]):.4g} | "
+            f"{float(least_squares.stderr[name]):.2g} |"
+        )
+    for name, value, error in zip(
+        ("prey", "predator"), least_squares.y0, least_squares.y0_stderr, strict=True
+    ):
         print(f"| `y0.{name}` | {float(value):.4g} | {float(error):.2g} |")
     print(f"loss {float(least_squares.loss):.6g} (LM), {float(gradient.loss):.6g} (Adam)")
 

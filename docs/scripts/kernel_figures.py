@@ -35,11 +35,18 @@ def _tiles_panel(ax):
     for (ti, tj), colour in (((1, 1), COLOURS[0]), ((2, 1), COLOURS[1])):
         x0, y0 = width + ti * TILE, width + tj * TILE
         ax.add_patch(patches.Rectangle((x0, y0), TILE, TILE, facecolor=colour, alpha=0.35))
-        ax.add_patch(patches.Rectangle((x0 - width, y0 - width), TILE + 2 * width,
-                                       TILE + 2 * width, fill=False, edgecolor=colour, lw=2.2))
+        ax.add_patch(
+            patches.Rectangle(
+                (x0 - width, y0 - width),
+                TILE + 2 * width,
+                TILE + 2 * width,
+                fill=False,
+                edgecolor=colour,
+                lw=2.2,
+            )
+        )
     ax.set_title("tiles (shaded) and their windows (outlined)\nwindows overlap by 2 halo cells")
-    ax.text(0, -0.4, "grey: ghost cells filled from the boundary conditions", fontsize=8,
-            va="top")
+    ax.text(0, -0.4, "grey: ghost cells filled from the boundary conditions", fontsize=8, va="top")
 
 
 def _temporal_panel(ax):
@@ -47,15 +54,29 @@ def _temporal_panel(ax):
     size = TILE + 2 * steps
     colours = ["#dddddd", COLOURS[5], COLOURS[2], COLOURS[0]]
     for s in range(steps + 1):
-        _cells(ax, size - 2 * s, s, facecolor=colours[s], edgecolor="white", lw=0.8,
-               alpha=0.45 + 0.15 * s)
-    ax.add_patch(patches.Rectangle((steps, steps), TILE, TILE, fill=False,
-                                   edgecolor=COLOURS[1], lw=2.2))
-    ax.set_title(f"temporal blocking, {steps} steps in one launch\n"
-                 "each step leaves one ring fewer valid")
-    ax.text(0, -0.4, "window = tile + 3-cell halo; rings stay valid for 0, 1, 2, 3 steps\n"
-            "(grey, light blue, green, blue); outlined: the tile written back", fontsize=8,
-            va="top")
+        _cells(
+            ax,
+            size - 2 * s,
+            s,
+            facecolor=colours[s],
+            edgecolor="white",
+            lw=0.8,
+            alpha=0.45 + 0.15 * s,
+        )
+    ax.add_patch(
+        patches.Rectangle((steps, steps), TILE, TILE, fill=False, edgecolor=COLOURS[1], lw=2.2)
+    )
+    ax.set_title(
+        f"temporal blocking, {steps} steps in one launch\neach step leaves one ring fewer valid"
+    )
+    ax.text(
+        0,
+        -0.4,
+        "window = tile + 3-cell halo; rings stay valid for 0, 1, 2, 3 steps\n"
+        "(grey, light blue, green, blue); outlined: the tile written back",
+        fontsize=8,
+        va="top",
+    )
 
 
 def main():

@@ -35,7 +35,11 @@ def gray_scott_figure():
     v[60:68, 60:68] += 0.01 * np.random.default_rng(0).uniform(size=(8, 8))
     ts = jnp.array([0.0, 2000.0, 5000.0, 10000.0])
     trajectory = simlab.simulate(
-        model, jnp.asarray(np.stack([u, v])), ts, solver="euler", adaptive=False,
+        model,
+        jnp.asarray(np.stack([u, v])),
+        ts,
+        solver="euler",
+        adaptive=False,
         max_steps=20_000,
     )  # dt0=None: the largest stable Euler step, with a safety margin
     figure = simlab.plot.field_snapshots(trajectory, grid, channel=1, label="v")
@@ -54,8 +58,13 @@ def convergence_figure():
             (x,) = grid.coordinates()
             model = simlab.models.Heat(diffusivity=diffusivity, grid=grid, order=order)
             trajectory = simlab.simulate(
-                model, jnp.sin(wavenumber * x), jnp.array([0.0, end]), solver="rk4",
-                adaptive=False, dt0=0.002, max_steps=1000,
+                model,
+                jnp.sin(wavenumber * x),
+                jnp.array([0.0, end]),
+                solver="rk4",
+                adaptive=False,
+                dt0=0.002,
+                max_steps=1000,
             )
             exact = np.exp(-diffusivity * wavenumber**2 * end) * np.sin(wavenumber * x)
             errors.append(float(jnp.max(jnp.abs(trajectory.ys[-1] - exact))))
@@ -77,9 +86,7 @@ def inverse_figure():
     grid = heat_inverse.GRID
     x = np.asarray(grid.coordinates()[0])
     with simlab.plot.style():
-        figure, (data_ax, fit_ax) = plt.subplots(
-            1, 2, figsize=(9.5, 3.6), constrained_layout=True
-        )
+        figure, (data_ax, fit_ax) = plt.subplots(1, 2, figsize=(9.5, 3.6), constrained_layout=True)
     for index in (0, 2, 4, 8):
         label = f"t = {float(heat_inverse.TS[index]):.2f}"
         data_ax.plot(x, observations[0, index], ".", markersize=3, label=label)

@@ -107,8 +107,10 @@ class GradientStepper(AbstractStepper):
             jnp.array([jnp.all(jnp.isfinite(g)) for g in jtu.tree_leaves(grad)])
         )
         accept = solved & finite
+
         def keep(new, old):
             return jtu.tree_map(lambda a, b: jnp.where(accept, a, b), new, old)
+
         improved = accept & (loss < state["best_loss"] * (1 - self.rtol) - self.atol)
         new_state = {
             "optimiser": keep(optimiser_state, state["optimiser"]),

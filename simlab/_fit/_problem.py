@@ -137,6 +137,7 @@ class FitProblem(eqx.Module):
     def _experiment_residuals(self, model, experiment, y0, adjoint):
         def predict(y0_member):
             return self.predict(model, y0_member, experiment.ts, adjoint)
+
         predictions, ok = jax.vmap(predict)(y0)
         ok = ok[:, None, None]
         # Double `where`: a failed member's predictions are inf, and must not reach the
@@ -241,8 +242,11 @@ def _checked_params(model: Any, params: Any) -> tuple[tuple[str, ...], tuple[str
     if not params:
         raise ValueError(
             "params is empty: name the parameters to fit, e.g. params=['alpha', 'beta']"
-            + (f"; {type(model).__name__} has {list(model.parameter_names())}." if isinstance(
-                model, AbstractModel) else ".")
+            + (
+                f"; {type(model).__name__} has {list(model.parameter_names())}."
+                if isinstance(model, AbstractModel)
+                else "."
+            )
         )
     if len(set(params)) != len(params):
         raise ValueError(f"params lists a name twice: {params}.")
@@ -347,8 +351,9 @@ def _checked_experiment(ts, observations, y0, noise_scale, *, state_shape, num_o
     y0 = y0 if is_batched else y0[None]
     scale = jnp.asarray(1.0 if noise_scale is None else noise_scale, dtype=observations.dtype)
     try:
-        scale = jnp.broadcast_to(scale, observations.shape[1:] if scale.ndim <= 2 else
-                                 observations.shape)
+        scale = jnp.broadcast_to(
+            scale, observations.shape[1:] if scale.ndim <= 2 else observations.shape
+        )
         scale = jnp.broadcast_to(scale, observations.shape)
     except ValueError:
         raise ValueError(

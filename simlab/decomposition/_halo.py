@@ -139,9 +139,7 @@ def _check_divisible(num_cells: int, num_blocks: int, axis: int, name: str) -> N
         )
 
 
-def block_grid(
-    grid: Grid, mesh: Mesh, *, mesh_axes: Sequence[str | None] | None = None
-) -> Grid:
+def block_grid(grid: Grid, mesh: Mesh, *, mesh_axes: Sequence[str | None] | None = None) -> Grid:
     """The grid of one device's block: the same spacing, the block's shape, and
     [`simlab.decomposition.HaloExchange`][] on every side that faces a split.
 

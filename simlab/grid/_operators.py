@@ -176,9 +176,7 @@ def gradient_interior(padded: Array, spacing: Sequence[float], *, impl: Impl = "
     kernel = chosen_kernel(impl, "gradient")
     if kernel is not None:
         return kernel(padded, spacing)
-    return jnp.stack(
-        [_central_difference(padded, spacing, axis) for axis in range(len(spacing))]
-    )
+    return jnp.stack([_central_difference(padded, spacing, axis) for axis in range(len(spacing))])
 
 
 def divergence(vector_field: ArrayLike, grid: Grid, *, impl: Impl = "auto") -> Array:
@@ -212,9 +210,7 @@ def divergence(vector_field: ArrayLike, grid: Grid, *, impl: Impl = "auto") -> A
     return divergence_interior(pad(vector_field, grid, 1), grid.spacing, impl=impl)
 
 
-def divergence_interior(
-    padded: Array, spacing: Sequence[float], *, impl: Impl = "auto"
-) -> Array:
+def divergence_interior(padded: Array, spacing: Sequence[float], *, impl: Impl = "auto") -> Array:
     """[`simlab.grid.divergence`][] from a vector field (components first) padded with one
     ghost cell per side."""
     spacing = _checked_spacing(padded, spacing, 1)
@@ -225,9 +221,7 @@ def divergence_interior(
     kernel = chosen_kernel(impl, "divergence")
     if kernel is not None:
         return kernel(padded, spacing)
-    return sum(
-        _central_difference(padded[axis], spacing, axis) for axis in range(len(spacing))
-    )
+    return sum(_central_difference(padded[axis], spacing, axis) for axis in range(len(spacing)))
 
 
 def advection(
@@ -353,6 +347,7 @@ def diffusion_interior(
         return kernel(padded, padded_diffusivity, spacing)
     total = 0.0
     for axis, h in enumerate(spacing):
+
         def at(array, offset, axis=axis):
             return _shifted(array, spacing, 1, axis, offset)
 

@@ -71,7 +71,12 @@ def _launch(padded: Array, params: Array, spacing, launch: Launch) -> Array:
         gray_scott_kernel, block_shape=launch.block_shape, weights=axis_weights(2, spacing)
     )
     return launch_tiles(
-        kernel, padded, width=WIDTH, launch=launch, name="gray_scott", num_channels=2,
+        kernel,
+        padded,
+        width=WIDTH,
+        launch=launch,
+        name="gray_scott",
+        num_channels=2,
         params=params,
     )
 

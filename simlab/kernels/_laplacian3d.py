@@ -36,9 +36,7 @@ def laplacian3d_kernel(window_ref, out_ref, *, block_shape, width, weights):
 
     def shifted(offsets):
         dx, dy, dz = offsets
-        return window_ref[
-            pl.ds(width + dx, bx), pl.ds(width + dy, by), pl.ds(width + dz, bz)
-        ]
+        return window_ref[pl.ds(width + dx, bx), pl.ds(width + dy, by), pl.ds(width + dz, bz)]
 
     out_ref[...] = laplacian_from_shifts(shifted, weights, width).astype(out_ref.dtype)
 

@@ -88,8 +88,13 @@ def _launch(padded, params, spacing, num_steps: int, tile_step: Callable, launch
         weights=axis_weights(2, spacing),
     )
     return launch_tiles(
-        kernel, padded, width=num_steps, launch=launch, name=f"temporal2d_{num_steps}",
-        num_channels=padded.shape[-3], params=params,
+        kernel,
+        padded,
+        width=num_steps,
+        launch=launch,
+        name=f"temporal2d_{num_steps}",
+        num_channels=padded.shape[-3],
+        params=params,
     )
 
 

@@ -53,8 +53,7 @@ def default_block_shape(kernel: str, spatial_shape: Sequence[int]) -> tuple[int,
     if key not in BLOCK_SHAPES:
         raise ValueError(f"no block shape known for kernel {kernel!r} on {key[0]!r}.")
     return tuple(
-        min(b, _next_power_of_two(n))
-        for b, n in zip(BLOCK_SHAPES[key], spatial_shape, strict=True)
+        min(b, _next_power_of_two(n)) for b, n in zip(BLOCK_SHAPES[key], spatial_shape, strict=True)
     )
 
 

@@ -9,8 +9,8 @@ from ._hybrid import HybridModel as HybridModel
 from ._ode import (
     SIR as SIR,
     DampedPendulum as DampedPendulum,
-    LotkaVolterra as LotkaVolterra,
     Lorenz as Lorenz,
+    LotkaVolterra as LotkaVolterra,
     Robertson as Robertson,
     VanDerPol as VanDerPol,
 )

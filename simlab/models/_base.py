@@ -97,12 +97,16 @@ class AbstractModel(eqx.Module):
     @classmethod
     def parameter_bounds(cls) -> dict[str, Bounds]:
         """The valid range of each physical parameter."""
-        return {f.name: f.metadata["bounds"] for f in dataclasses.fields(cls) if "bounds" in f.metadata}
+        return {
+            f.name: f.metadata["bounds"] for f in dataclasses.fields(cls) if "bounds" in f.metadata
+        }
 
     @classmethod
     def parameter_units(cls) -> dict[str, str]:
         """The unit of each physical parameter ("" where dimensionless)."""
-        return {f.name: f.metadata["unit"] for f in dataclasses.fields(cls) if "bounds" in f.metadata}
+        return {
+            f.name: f.metadata["unit"] for f in dataclasses.fields(cls) if "bounds" in f.metadata
+        }
 
     def max_stable_step(self, solver: Any, y0: Any) -> float | None:
         """The largest fixed step `solver` can take stably from `y0` (`None`: no known limit).

@@ -317,9 +317,9 @@ class Burgers(AbstractGridModel):
 
     def linear_eigenvalues(self, y0):
         speed = np.full(self.grid.ndim, _largest(y0))
-        return _largest(self.viscosity) * laplacian_symbol(
-            self.grid.spacing, 2
-        ) + advection_symbol(self.grid.spacing, speed, self.scheme)
+        return _largest(self.viscosity) * laplacian_symbol(self.grid.spacing, 2) + advection_symbol(
+            self.grid.spacing, speed, self.scheme
+        )
 
 
 class GrayScott(AbstractGridModel):

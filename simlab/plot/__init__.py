@@ -1,16 +1,16 @@
 """Figures from simlab's result objects. Every function takes `ax=None`, returns the Figure
 or Axes it drew on, and never calls `plt.show()`. Import with `import simlab.plot`."""
 
-from ._style import COLOURS as COLOURS, new_axes as new_axes, style as style
-from ._sweep import sweep_heatmap as sweep_heatmap, sweep_lines as sweep_lines
-from ._gallery import animate as animate, sweep_gallery as sweep_gallery
 from ._fields import (
     field_animation as field_animation,
     field_image as field_image,
     field_snapshots as field_snapshots,
 )
 from ._fit import fit_curves as fit_curves
+from ._gallery import animate as animate, sweep_gallery as sweep_gallery
 from ._loss import loss_curve as loss_curve
+from ._style import COLOURS as COLOURS, new_axes as new_axes, style as style
+from ._sweep import sweep_heatmap as sweep_heatmap, sweep_lines as sweep_lines
 from ._trajectory import (
     phase_portrait as phase_portrait,
     space_time as space_time,

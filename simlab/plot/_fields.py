@@ -39,7 +39,12 @@ def field_image(field, grid=None, *, ax=None, label: str = "", cmap=None, vmin=N
             (x0, y0), (width, height) = grid.origin, grid.extent
             extent = (x0, x0 + width, y0, y0 + height)
         image = ax.imshow(
-            values.T, origin="lower", extent=extent, cmap=cmap, vmin=vmin, vmax=vmax,
+            values.T,
+            origin="lower",
+            extent=extent,
+            cmap=cmap,
+            vmin=vmin,
+            vmax=vmax,
             interpolation="nearest",
         )
         ax.grid(False)
@@ -76,7 +81,10 @@ def field_snapshots(trajectory, grid, *, channel: int | None = None, indices=Non
     low, high = float(frames[indices].min()), float(frames[indices].max())
     with style():
         figure, axes = plt.subplots(
-            1, len(indices), figsize=(3.0 * len(indices) + 0.8, 3.0), squeeze=False,
+            1,
+            len(indices),
+            figsize=(3.0 * len(indices) + 0.8, 3.0),
+            squeeze=False,
             constrained_layout=True,
         )
         for ax, index in zip(axes[0], indices, strict=True):

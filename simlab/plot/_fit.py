@@ -85,8 +85,12 @@ def fit_curves(
         ax.set_xlabel(time_label)
         ax.set_ylabel(value_label)
         # Below the axes: inside, the legend would hide peaks of the data.
-        ax.legend(frameon=False, ncols=min(4, 2 * len(labels)), loc="upper center",
-                  bbox_to_anchor=(0.5, -0.15))
+        ax.legend(
+            frameon=False,
+            ncols=min(4, 2 * len(labels)),
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.15),
+        )
     return ax
 
 
