@@ -12,8 +12,7 @@ import simlab
 import simlab.kernels as sk
 from simlab.kernels import (
     _gray_scott as gray_scott_module,
-    _laplacian2d as laplacian2d_module,
-    _laplacian3d as laplacian3d_module,
+    _laplacian as laplacian_module,
     _temporal as temporal_module,
 )
 from simlab.kernels._pallas import Launch
@@ -363,15 +362,15 @@ def _lower_for_gpu(launch_fn, *shapes):
 
 SINGLE_STEP_LAUNCHES = {
     "laplacian2d": lambda launch: (
-        lambda p: laplacian2d_module._launch(p, (1.0, 1.0), 2, launch(128, 128)),
+        lambda p: laplacian_module._launch(p, (1.0, 1.0), 2, launch(128, 128)),
         (258, 258),
     ),
     "laplacian2d order 4": lambda launch: (
-        lambda p: laplacian2d_module._launch(p, (1.0, 0.5), 4, launch(128, 128)),
+        lambda p: laplacian_module._launch(p, (1.0, 0.5), 4, launch(128, 128)),
         (3, 132, 100),
     ),
     "laplacian3d": lambda launch: (
-        lambda p: laplacian3d_module._launch(p, (1.0, 1.0, 1.0), 2, launch(4, 16, 64)),
+        lambda p: laplacian_module._launch(p, (1.0, 1.0, 1.0), 2, launch(4, 16, 64)),
         (66, 34, 66),
     ),
     "gray_scott": lambda launch: (

@@ -17,15 +17,12 @@ from ._gray_scott import (
     gray_scott_tendency as gray_scott_tendency,
     gray_scott_tendency_reference as gray_scott_tendency_reference,
 )
-from ._laplacian2d import (
+from ._laplacian import (
     laplacian2d as laplacian2d,
-    laplacian2d_kernel as laplacian2d_kernel,
     laplacian2d_reference as laplacian2d_reference,
-)
-from ._laplacian3d import (
     laplacian3d as laplacian3d,
-    laplacian3d_kernel as laplacian3d_kernel,
     laplacian3d_reference as laplacian3d_reference,
+    laplacian_kernel as laplacian_kernel,
 )
 from ._pallas import BACKENDS as BACKENDS, is_forward_mode as is_forward_mode, laplacian_reference
 from ._temporal import (

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jaxtyping import Array, ArrayLike
 
-from ._laplacian2d import _launch as _laplacian_launch
+from ._laplacian import _launch as _laplacian_launch
 from ._pallas import (
     Launch,
     axis_weights,

@@ -27,7 +27,7 @@ from jaxtyping import Array, ArrayLike
 
 from ..grid import Grid, Neumann, Periodic, pad
 from ._gray_scott import gray_scott_tendency_reference, reaction_tendencies
-from ._laplacian2d import laplacian2d_reference
+from ._laplacian import laplacian2d_reference
 from ._pallas import (
     Launch,
     axis_weights,

@@ -1,13 +1,16 @@
-r"""The 2-D Laplacian, 5 points (order 2) or 9 points (order 4), as a tiled Pallas kernel.
+r"""The 2-D and 3-D Laplacians as one tiled Pallas kernel: 5 or 9 points in 2-D (order 2
+or 4), 7 or 13 points in 3-D.
 
 $$
-(\nabla^2 u)_{ij} = \frac{u_{i-1,j} - 2u_{ij} + u_{i+1,j}}{h_x^2}
-                  + \frac{u_{i,j-1} - 2u_{ij} + u_{i,j+1}}{h_y^2}.
+(\nabla^2 u)_{i} = \sum_{a} \frac{u_{i - e_a} - 2u_{i} + u_{i + e_a}}{h_a^2}
+\quad\text{(order 2; the sum runs over the spatial axes)}.
 $$
 
 Each program computes one output tile from a window of the padded input that is the
 tile plus `width` halo cells per side; the shifted copies of the tile are loads at
 constant offsets within the window, so every value is read from memory once per tile.
+The kernel, its launch and its custom VJP are written once for any number of spatial
+axes; `laplacian2d` and `laplacian3d` are its checked public entry points.
 """
 
 import functools as ft
@@ -30,17 +33,15 @@ from ._pallas import (
     zero_pad,
 )
 
-NUM_SPATIAL = 2
 
-
-def laplacian2d_kernel(window_ref, out_ref, *, block_shape, width, weights):
+def laplacian_kernel(window_ref, out_ref, *, block_shape, width, weights):
     """One output tile: `window_ref` holds the tile plus `width` halo cells per side,
     `weights` the per-axis second-difference weights over $h^2$."""
-    bx, by = block_shape
 
     def shifted(offsets):
-        dx, dy = offsets
-        return window_ref[pl.ds(width + dx, bx), pl.ds(width + dy, by)]
+        return window_ref[
+            tuple(pl.ds(width + d, b) for d, b in zip(offsets, block_shape, strict=True))
+        ]
 
     out_ref[...] = laplacian_from_shifts(shifted, weights, width).astype(out_ref.dtype)
 
@@ -50,33 +51,55 @@ def laplacian2d_kernel(window_ref, out_ref, *, block_shape, width, weights):
 def _launch(padded: Array, spacing, order: int, launch: Launch) -> Array:
     """The kernel over every tile of every leading index of `padded`."""
     kernel = ft.partial(
-        laplacian2d_kernel,
+        laplacian_kernel,
         block_shape=launch.block_shape,
         width=order // 2,
         weights=axis_weights(order, spacing),
     )
-    return launch_tiles(kernel, padded, width=order // 2, launch=launch, name="laplacian2d")
+    name = f"laplacian{len(spacing)}d"
+    return launch_tiles(kernel, padded, width=order // 2, launch=launch, name=name)
 
 
 @ft.partial(jax.custom_vjp, nondiff_argnums=(1, 2, 3))
-def _laplacian2d(padded, spacing, order, launch):
+def _laplacian(padded, spacing, order, launch):
     return _launch(padded, spacing, order, launch)
 
 
-def _laplacian2d_fwd(padded, spacing, order, launch):
+def _laplacian_fwd(padded, spacing, order, launch):
     return _launch(padded, spacing, order, launch), None
 
 
-def _laplacian2d_bwd(spacing, order, launch, _, cotangent):
+def _laplacian_bwd(spacing, order, launch, _, cotangent):
     # The stencil is symmetric, so its transpose is the same stencil: applied to the
     # cotangent padded with 2 * width zeros it yields a padded-shaped cotangent, which
     # scatters into the ghost cells; the padding's own derivative then carries those back
     # to the cells they were copied from (the boundary condition's adjoint).
     width = order // 2
-    return (_launch(zero_pad(cotangent, 2 * width, NUM_SPATIAL), spacing, order, launch),)
+    return (_launch(zero_pad(cotangent, 2 * width, len(spacing)), spacing, order, launch),)
 
 
-_laplacian2d.defvjp(_laplacian2d_fwd, _laplacian2d_bwd)
+_laplacian.defvjp(_laplacian_fwd, _laplacian_bwd)
+
+
+def _checked_laplacian(padded, spacing, order, block_shape, interpret, backend, *, num_spatial):
+    kernel = f"laplacian{num_spatial}d"
+    padded = jnp.asarray(padded)
+    width = order // 2 if isinstance(order, int) else 1
+    spacing = checked_spacing(spacing, num_spatial, kernel=kernel)
+    axis_weights(order, spacing)  # checks the order
+    check_padded(padded, num_spatial, width, kernel=kernel)
+    interior = tuple(n - 2 * width for n in padded.shape[-num_spatial:])
+    launch = resolve_launch(interior, block_shape, interpret, backend, kernel=kernel)
+    return _laplacian(padded, spacing, order, launch)
+
+
+def _checked_reference(padded, spacing, order, *, num_spatial):
+    if len(spacing) != num_spatial:
+        raise ValueError(
+            f"laplacian{num_spatial}d_reference: spacing needs {num_spatial} entries; "
+            f"got {spacing}."
+        )
+    return laplacian_reference(padded, spacing, order=order)
 
 
 def laplacian2d(
@@ -116,18 +139,51 @@ def laplacian2d(
         simlab.kernels.laplacian2d(padded, grid.spacing)  # == simlab.grid.laplacian(field, grid)
         ```
     """
-    padded = jnp.asarray(padded)
-    width = order // 2 if isinstance(order, int) else 1
-    spacing = checked_spacing(spacing, NUM_SPATIAL, kernel="laplacian2d")
-    axis_weights(order, spacing)  # checks the order
-    check_padded(padded, NUM_SPATIAL, width, kernel="laplacian2d")
-    interior = tuple(n - 2 * width for n in padded.shape[-NUM_SPATIAL:])
-    launch = resolve_launch(interior, block_shape, interpret, backend, kernel="laplacian2d")
-    return _laplacian2d(padded, spacing, order, launch)
+    return _checked_laplacian(
+        padded, spacing, order, block_shape, interpret, backend, num_spatial=2
+    )
+
+
+def laplacian3d(
+    padded: Array,
+    spacing: Sequence[float],
+    *,
+    order: int = 2,
+    block_shape: Sequence[int] | None = None,
+    interpret: bool | None = None,
+    backend: str | None = None,
+) -> Array:
+    r"""The 3-D Laplacian of an already padded field, by a tiled Pallas kernel.
+
+    Differentiable in reverse mode, with the same stencil as backward pass; not in
+    forward mode (see [`simlab.kernels.laplacian2d`][]).
+
+    **Arguments:**
+
+    - `padded`: shape `(..., nx + 2w, ny + 2w, nz + 2w)`, `w = order // 2`.
+    - `spacing`: `(h_x, h_y, h_z)`.
+    - `order`: 2 (7 points) or 4 (13 points).
+    - `block_shape`, `interpret`, `backend`: as for [`simlab.kernels.laplacian2d`][].
+
+    **Returns:** the Laplacian on the interior, shape `(..., nx, ny, nz)`.
+
+    !!! example
+
+        ```python
+        grid = simlab.Grid((32, 32, 32), extent=1.0)
+        simlab.kernels.laplacian3d(simlab.grid.pad(field, grid, 1), grid.spacing)
+        ```
+    """
+    return _checked_laplacian(
+        padded, spacing, order, block_shape, interpret, backend, num_spatial=3
+    )
 
 
 def laplacian2d_reference(padded: Array, spacing: Sequence[float], *, order: int = 2) -> Array:
     """[`simlab.kernels.laplacian2d`][] in plain `jax.numpy` (the XLA path)."""
-    if len(spacing) != NUM_SPATIAL:
-        raise ValueError(f"laplacian2d_reference: spacing needs 2 entries; got {spacing}.")
-    return laplacian_reference(padded, spacing, order=order)
+    return _checked_reference(padded, spacing, order, num_spatial=2)
+
+
+def laplacian3d_reference(padded: Array, spacing: Sequence[float], *, order: int = 2) -> Array:
+    """[`simlab.kernels.laplacian3d`][] in plain `jax.numpy` (the XLA path)."""
+    return _checked_reference(padded, spacing, order, num_spatial=3)
