@@ -29,6 +29,7 @@ SAFETY = 0.9
 FACTOR_MIN = 0.2
 FACTOR_MAX = 10.0
 UNROLLED_NORM_SIZE = 16
+STORED_STEPS_BUDGET = 2**28  # bytes of stored steps before reverse mode checkpoints
 
 _rk4_tableau = dfx.ButcherTableau(
     c=np.array([0.5, 0.5, 1.0]),
@@ -113,9 +114,13 @@ def _checkpointed_loop(step, num_steps: int, state):
     """`lax.fori_loop(0, num_steps, step, state)` whose reverse mode stores ~2√n states.
 
     Plain reverse mode through a loop keeps every intermediate state: 10⁴ steps of a 256²
-    field would hold gigabytes. Blocks of √n steps are rematerialised during the backward
-    pass instead (one extra forward solve), which is what Diffrax's checkpointed adjoint does.
+    field would hold gigabytes. Past `STORED_STEPS_BUDGET` bytes (per trajectory), blocks of
+    √n steps are rematerialised during the backward pass instead, at the price of one more
+    forward solve, as Diffrax's checkpointed adjoint does; below it, storing is faster.
     """
+    state_bytes = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(state))
+    if num_steps * state_bytes <= STORED_STEPS_BUDGET:
+        return lax.fori_loop(0, num_steps, step, state)
     block = max(1, math.isqrt(num_steps))
     num_blocks, remainder = divmod(num_steps, block)
 
