@@ -289,3 +289,22 @@ def test_float32_stays_float32():
 def test_bad_settings_are_refused_with_the_fix(settings, message):
     with pytest.raises(ValueError, match=message):
         simlab.simulate(LORENZ, LORENZ_Y0, TS, **settings)
+
+
+def test_reverse_mode_through_a_long_fixed_step_rollout_checkpoints():
+    # 10⁴ Euler steps of a 256² float64 field: storing every step would take 5 GiB.
+    def loss(rate):
+        trajectory = simlab.simulate(
+            lambda t, y, a: -a * y,
+            jnp.ones((256, 256)),
+            jnp.array([0.0, 1.0]),
+            args=rate,
+            dt0=1e-4,
+            adaptive=False,
+            solver="euler",
+            max_steps=20_000,
+        )
+        return jnp.sum(trajectory.ys[-1])
+
+    compiled = jax.jit(jax.grad(loss)).lower(1.0).compile()
+    assert compiled.memory_analysis().temp_size_in_bytes < 2**30
