@@ -291,17 +291,20 @@ def test_bad_settings_are_refused_with_the_fix(settings, message):
         simlab.simulate(LORENZ, LORENZ_Y0, TS, **settings)
 
 
+LONG_ROLLOUT_TS = jnp.array([0.0, 1.0])  # concrete under jit, so "auto" takes the lean loop
+
+
 def test_reverse_mode_through_a_long_fixed_step_rollout_checkpoints():
-    # 10⁴ Euler steps of a 256² float64 field: storing every step would take 5 GiB.
+    # 10⁴ RK4 steps of a 256² float64 field: storing every step would take ~20 GiB.
     def loss(rate):
         trajectory = simlab.simulate(
             lambda t, y, a: -a * y,
             jnp.ones((256, 256)),
-            jnp.array([0.0, 1.0]),
+            LONG_ROLLOUT_TS,
             args=rate,
             dt0=1e-4,
             adaptive=False,
-            solver="euler",
+            solver="rk4",
             max_steps=20_000,
         )
         return jnp.sum(trajectory.ys[-1])
