@@ -108,10 +108,10 @@ def simulate(
     """
     ts = _checked_ts(ts)
     y0 = _checked_y0(model, y0)
-    if not adaptive:
-        dt0 = stable_fixed_step(model, _resolve_solver(solver, model), y0, dt0)
-    _check_settings(rtol, atol, dt0, adaptive, max_steps, ts)
     solver = _resolve_solver(solver, model)
+    if not adaptive:
+        dt0 = stable_fixed_step(model, solver, y0, dt0)
+    _check_settings(rtol, atol, dt0, adaptive, max_steps, ts)
     if adaptive and not has_error_estimate(solver):
         raise ValueError(
             f"{type(solver).__name__} has no error estimate for adaptive steps; pass "
