@@ -2,6 +2,8 @@
 
 import pathlib
 import re
+import subprocess
+import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -10,15 +12,18 @@ def _python_blocks(markdown: str) -> list[str]:
     return re.findall(r"```python\n(.*?)```", markdown, flags=re.DOTALL)
 
 
-def test_readme_python_blocks_run(capsys):
+def test_readme_python_blocks_run_in_a_fresh_interpreter(tmp_path):
+    # A fresh process, as a reader would run it: none of this suite's configuration applies.
     blocks = _python_blocks((ROOT / "README.md").read_text())
     assert blocks, "the README should hold a runnable API tour"
-    namespace: dict = {}
-    for block in blocks:
-        exec(compile(block, "README.md", "exec"), namespace)  # our own file, run as documentation
-    printed = capsys.readouterr().out
-    assert "d(mean prey)/d(alpha)" in printed
-    assert "LotkaVolterra has state shape (2,)" in printed
+    script = tmp_path / "readme_tour.py"
+    script.write_text("\n".join(blocks))
+    completed = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=600, check=False
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert "d(mean prey)/d(alpha)" in completed.stdout
+    assert "LotkaVolterra has state shape (2,)" in completed.stdout
 
 
 def test_demo_writes_its_figure(tmp_path):
