@@ -5,23 +5,17 @@ vector field, whole `simulate` runs and gradients, and a two-process run under
 `jax.distributed` against the same run in one process.
 """
 
-import os
-import pathlib
-import subprocess
-import sys
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _cluster import assert_workers_succeed, start_workers, stop_workers
 from jax.sharding import NamedSharding, PartitionSpec
 
 import simlab
-import simlab.parallel
 from simlab.decomposition import Decomposed, HaloExchange, block_grid, decomposition_mesh
 
-HERE = pathlib.Path(__file__).parent
 MESH_SHAPES = {"slabs": (4,), "blocks": (2, 2)}
 TOLERANCE = dict(rtol=1e-12, atol=1e-12)
 
@@ -31,31 +25,9 @@ def two_process_run(tmp_path_factory):
     """Starts the two-process cluster with the module's first test, so that it computes
     while the other tests run."""
     output = tmp_path_factory.mktemp("decomposition_cluster")
-    port = simlab.parallel.find_free_port()
-    environment = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    environment.pop("XLA_FLAGS", None)
-    processes = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                str(HERE / "_decomposition_worker.py"),
-                str(i),
-                "2",
-                str(port),
-                str(output),
-            ],
-            env=environment,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for i in range(2)
-    ]
+    processes = start_workers("_decomposition_worker.py", output)
     yield processes, output
-    for process in processes:
-        if process.poll() is None:  # the two-process test was not selected
-            process.kill()
-            process.wait()
+    stop_workers(processes)
 
 
 def _mixed_boundary_grid(shape):
@@ -235,9 +207,7 @@ def test_gradient_through_simulate_in_blocks_equals_one_device():
 def test_two_processes_equal_one_process(two_process_run, gray_scott_in_one_process):
     """Two processes with two CPU devices each (a 2 × 2 mesh) under jax.distributed."""
     processes, output = two_process_run
-    for process in processes:
-        log, _ = process.communicate(timeout=240)
-        assert process.returncode == 0, log[-3000:]
+    assert_workers_succeed(processes)
     for process_id in range(2):
         saved = np.load(output / f"process_{process_id}.npz", allow_pickle=False)
         assert int(saved["num_devices"]) == 4 and int(saved["num_local_blocks"]) == 2

@@ -1,18 +1,12 @@
 """Meshes, the shard_map helper, and a sweep over two real processes on 127.0.0.1."""
 
-import os
-import pathlib
-import subprocess
-import sys
-
 import jax
 import numpy as np
 import pytest
+from _cluster import assert_workers_succeed, start_workers
 
 import simlab
 import simlab.parallel
-
-HERE = pathlib.Path(__file__).parent
 
 
 def test_member_mesh_takes_every_device_by_default():
@@ -57,29 +51,7 @@ def test_two_processes_equal_one_process(tmp_path):
     """Two processes with two CPU devices each, under jax.distributed with gloo."""
     import _multihost_worker as worker
 
-    port = simlab.parallel.find_free_port()
-    environment = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    environment.pop("XLA_FLAGS", None)
-    processes = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                str(HERE / "_multihost_worker.py"),
-                str(i),
-                "2",
-                str(port),
-                str(tmp_path),
-            ],
-            env=environment,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for i in range(2)
-    ]
-    for process in processes:
-        output, _ = process.communicate(timeout=240)
-        assert process.returncode == 0, output[-3000:]
+    assert_workers_succeed(start_workers("_multihost_worker.py", tmp_path))
 
     reference = worker.run_sweep()  # one process, four devices
     assert reference.num_failed == 0
