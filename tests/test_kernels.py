@@ -2,6 +2,7 @@
 `simlab.grid` XLA path: values, gradients, batching, models, temporal blocking, bad input."""
 
 import functools as ft
+from unittest import mock
 
 import jax
 import jax.numpy as jnp
@@ -162,6 +163,7 @@ def test_vmap_over_a_batch_of_fields():
 
 def test_dispatch_routes_impl_pallas_to_the_kernel():
     assert simlab.grid.chosen_kernel("pallas", "laplacian") is sk.laplacian_interior
+    assert simlab.grid.chosen_kernel("pallas", "gray_scott") is sk.gray_scott_interior
     # On a CPU "auto" keeps XLA: the interpreter is for correctness, not speed.
     assert simlab.grid.chosen_kernel("auto", "laplacian") is None
     grid = simlab.Grid((10,), extent=1.0, boundary="dirichlet")
@@ -282,6 +284,18 @@ def test_gray_scott_vmap_over_parameters_and_states():
         jax.vmap(lambda p, f: sk.gray_scott_tendency_reference(p, (1.0, 1.0), f, *rest))
     )(padded, feed_rates)
     _close(fused, reference, jnp.float64)
+
+
+def test_gray_scott_model_takes_the_fused_kernel():
+    grid = simlab.Grid((8, 8), extent=8.0)
+    state = _gray_scott_state(grid.shape, seed=6)
+    model = simlab.models.GrayScott(**GRAY_SCOTT, grid=grid, impl="pallas")
+    launch = gray_scott_module._launch
+    with mock.patch.object(gray_scott_module, "_launch", wraps=launch) as fused:
+        tendency = model(0.0, state, None)
+    assert fused.called  # both fields in one pass, not two Laplacian launches
+    reference = simlab.models.GrayScott(**GRAY_SCOTT, grid=grid, impl="xla")(0.0, state, None)
+    _close(tendency, reference, jnp.float64)
 
 
 # A model solved with impl="pallas" equals impl="xla", values and gradients.

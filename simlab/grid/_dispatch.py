@@ -3,7 +3,10 @@
 `simlab.kernels` registers its kernels here when imported (`register_pallas_kernel`). A
 kernel takes exactly the arguments of the matching `*_interior` function, without `impl`:
 `kernel(padded, spacing, **options)` (for advection `kernel(padded, velocity, spacing,
-**options)`), and returns the same array.
+**options)`), and returns the same array. `"gray_scott"` is a fused model vector field
+rather than an operator: `kernel(padded_state, spacing, feed_rate, kill_rate,
+diffusivity_u, diffusivity_v)` returns both tendencies of a 2-D state with scalar
+coefficients (see `simlab.models.GrayScott`).
 """
 
 import importlib
@@ -14,7 +17,7 @@ import jax
 
 Impl = Literal["auto", "xla", "pallas"]
 IMPLS = ("auto", "xla", "pallas")
-OPERATORS = ("laplacian", "gradient", "divergence", "advection", "diffusion")
+OPERATORS = ("laplacian", "gradient", "divergence", "advection", "diffusion", "gray_scott")
 
 _PALLAS_KERNELS: dict[str, Callable] = {}
 

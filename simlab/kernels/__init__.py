@@ -74,4 +74,25 @@ def laplacian_interior(padded: Array, spacing: Sequence[float], *, order: int = 
     return kernel(padded, spacing, order=order)
 
 
+def gray_scott_interior(
+    padded: Array,
+    spacing: Sequence[float],
+    feed_rate: Array,
+    kill_rate: Array,
+    diffusivity_u: Array,
+    diffusivity_v: Array,
+) -> Array:
+    """The `impl="pallas"` Gray–Scott vector field, registered on import: the fused kernel
+    [`simlab.kernels.gray_scott_tendency`][], or its XLA reference under forward-mode
+    autodiff (as for [`simlab.kernels.laplacian_interior`][]).
+
+    `simlab.models.GrayScott` calls it for 2-D grids with scalar diffusivities.
+    """
+    coefficients = (feed_rate, kill_rate, diffusivity_u, diffusivity_v)
+    if is_forward_mode(padded, *coefficients):
+        return gray_scott_tendency_reference(padded, spacing, *coefficients)
+    return gray_scott_tendency(padded, spacing, *coefficients)
+
+
 register_pallas_kernel("laplacian", laplacian_interior)
+register_pallas_kernel("gray_scott", gray_scott_interior)
