@@ -45,17 +45,15 @@ def loop_final_states(rows):
     )
 
 
+def lotka_volterra_sweep(**options):
+    """The module's reference sweep (alpha × beta, final state, chunks of 4), with `options`."""
+    settings = dict(observable=final_state, chunk_size=4, progress=False) | options
+    return simlab.sweep(LOTKA_VOLTERRA, {"alpha": ALPHAS, "beta": BETAS}, Y0, TS, **settings)
+
+
 @pytest.fixture(scope="module")
 def grid_result():
-    return simlab.sweep(
-        LOTKA_VOLTERRA,
-        {"alpha": ALPHAS, "beta": BETAS},
-        Y0,
-        TS,
-        observable=final_state,
-        chunk_size=4,
-        progress=False,
-    )
+    return lotka_volterra_sweep()
 
 
 def test_grid_sweep_equals_a_loop_of_simulate(grid_result):
@@ -90,16 +88,7 @@ def test_chunks_share_one_compiled_function(grid_result):
 
 
 def test_zip_and_samples_modes_equal_a_loop(grid_result):
-    zipped = simlab.sweep(
-        LOTKA_VOLTERRA,
-        {"alpha": ALPHAS, "beta": BETAS},
-        Y0,
-        TS,
-        mode="zip",
-        observable=final_state,
-        chunk_size=4,
-        progress=False,
-    )
+    zipped = lotka_volterra_sweep(mode="zip")
     np.testing.assert_allclose(
         zipped.observables["final_state"],
         loop_final_states(zip(ALPHAS, BETAS, strict=True)),
@@ -131,16 +120,7 @@ def test_zip_and_samples_modes_equal_a_loop(grid_result):
 
 def test_sharded_over_four_devices_equals_one_device(grid_result):
     one_device = simlab.parallel.member_mesh(jax.devices()[:1])
-    single = simlab.sweep(
-        LOTKA_VOLTERRA,
-        {"alpha": ALPHAS, "beta": BETAS},
-        Y0,
-        TS,
-        observable=final_state,
-        chunk_size=4,
-        mesh=one_device,
-        progress=False,
-    )
+    single = lotka_volterra_sweep(mesh=one_device)
     assert len(grid_result.attrs["devices"]) == 4 and len(single.attrs["devices"]) == 1
     np.testing.assert_allclose(
         single.observables["final_state"],
@@ -307,15 +287,7 @@ class FakeTerminal:
 
 def test_progress_bar_shows_rate_in_a_terminal_only(grid_result, monkeypatch, capsys):
     def run(progress):
-        return simlab.sweep(
-            LOTKA_VOLTERRA,
-            {"alpha": ALPHAS, "beta": BETAS},
-            Y0,
-            TS,
-            observable=final_state,
-            chunk_size=4,
-            progress=progress,
-        )
+        return lotka_volterra_sweep(progress=progress)
 
     run(progress=True)  # pytest's captured stderr is not a terminal: no bar
     assert capsys.readouterr().err == ""
