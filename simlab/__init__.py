@@ -4,8 +4,14 @@ import importlib.metadata
 
 from . import datasets as datasets, decomposition as decomposition, grid as grid, models as models
 from ._fit import FitResult as FitResult, fit as fit
-from ._results import RESULTS as RESULTS, Trajectory as Trajectory
-from ._simulate import SOLVERS as SOLVERS, simulate as simulate
+from ._options import SolveOptions as SolveOptions
+from ._results import (
+    RESULTS as RESULTS,
+    SimulationError as SimulationError,
+    Trajectory as Trajectory,
+)
+from ._simulate import simulate as simulate
+from ._solvers import SOLVERS as SOLVERS
 from ._sweep import SweepResult as SweepResult, sweep as sweep
 from .grid import Dirichlet as Dirichlet, Grid as Grid, Neumann as Neumann, Periodic as Periodic
 

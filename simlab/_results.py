@@ -20,6 +20,18 @@ class RESULTS(dfx.RESULTS):
         "(a blow-up is often physical: finite-time singularity or an unstable parameter "
         "region); for stiff dynamics pass an implicit solver such as solver='kvaerno5'."
     )
+    invalid_times = (
+        "The save times ts are not strictly increasing (or not finite). Sort the times and "
+        "drop duplicates."
+    )
+    parameter_out_of_range = (
+        "A model parameter lies outside its declared valid range (see the model's "
+        "parameter_bounds()); under jax.vmap or jax.jit the range is checked per member."
+    )
+
+
+class SimulationError(RuntimeError):
+    """A solve failed: the message is the [`simlab.RESULTS`][] message of its status."""
 
 
 class Trajectory(eqx.Module):
@@ -34,6 +46,8 @@ class Trajectory(eqx.Module):
     - `stats`: solver statistics (`num_steps`, `num_accepted_steps`, `num_rejected_steps`,
       `max_steps`).
     - `state_names`: names of the state components, when the model declares them.
+    - `solver`: the name of the solver that ran (e.g. `"tsit5"`), static metadata.
+    - `integrator`: `"lean"` or `"diffrax"`, the integrator that ran, static metadata.
     """
 
     ts: Float[Array, " num_times"]
@@ -41,6 +55,8 @@ class Trajectory(eqx.Module):
     result: RESULTS
     stats: dict[str, Any]
     state_names: tuple[str, ...] | None = eqx.field(static=True, default=None)
+    solver: str | None = eqx.field(static=True, default=None)
+    integrator: str | None = eqx.field(static=True, default=None)
 
     @property
     def succeeded(self):

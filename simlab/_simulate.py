@@ -1,51 +1,35 @@
-"""`simulate`: the one place that calls `diffrax.diffeqsolve`."""
+"""`simulate`: checks the inputs, decides how to solve, and hands over to one integrator.
+
+The decisions (solver, integrator, fixed step, loop kind) follow from static information
+only: the model's class, shapes, dtypes and the `SolveOptions`. Two integrators return the
+same `(ys, result, stats)`: the lean explicit Runge–Kutta loop (`simlab._lean`) and
+`diffrax.diffeqsolve` (`_diffrax_solve`, the one place that calls it).
+"""
 
 from collections.abc import Callable
 from typing import Any
 
 import diffrax as dfx
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike
 
-from ._ensemble import (
-    RK4,
-    fixed_steps_per_interval,
-    grid_slack,
+from ._lean import fixed_steps_per_interval, lean_solve
+from ._misc import is_concrete
+from ._options import DEFAULT_MAX_STEPS, SolveOptions, merged_options
+from ._results import RESULTS, SimulationError, Trajectory
+from ._solvers import (
     has_error_estimate,
     is_lean_solver,
-    lean_solve,
+    resolve_adjoint,
+    resolve_solver,
+    solver_name,
 )
-from ._results import RESULTS, Trajectory
-from .models._base import AbstractModel, is_concrete, stable_fixed_step
+from .models._base import AbstractModel
 
-SOLVERS: dict[str, type[dfx.AbstractSolver]] = {
-    "euler": dfx.Euler,
-    "heun": dfx.Heun,
-    "midpoint": dfx.Midpoint,
-    "ralston": dfx.Ralston,
-    "bosh3": dfx.Bosh3,
-    "tsit5": dfx.Tsit5,
-    "dopri5": dfx.Dopri5,
-    "dopri8": dfx.Dopri8,
-    "implicit_euler": dfx.ImplicitEuler,
-    "kvaerno3": dfx.Kvaerno3,
-    "kvaerno4": dfx.Kvaerno4,
-    "kvaerno5": dfx.Kvaerno5,
-    "rk4": RK4,
-}
-
-ADJOINTS: dict[str, Callable[[], dfx.AbstractAdjoint]] = {
-    "checkpoint": dfx.RecursiveCheckpointAdjoint,
-    "forward": dfx.ForwardMode,
-    "direct": dfx.DirectAdjoint,
-    "backsolve": dfx.BacksolveAdjoint,
-}
-
-DEFAULT_MAX_STEPS = 16_384
-
-INTEGRATORS = ("auto", "diffrax", "lean")
-LEAN_ADJOINTS = ("checkpoint", "forward")  # plain JAX autodiff through the lean loop
+LEAN_ADJOINTS = (None, "checkpoint", "forward")  # plain JAX autodiff through the lean loop
+STABLE_STEP_SAFETY = 0.9  # a step at the exact limit leaves the fastest mode undamped
 
 
 def simulate(
@@ -53,6 +37,7 @@ def simulate(
     y0: ArrayLike,
     ts: ArrayLike,
     *,
+    options: SolveOptions | None = None,
     solver: str | dfx.AbstractSolver | None = None,
     rtol: float = 1e-6,
     atol: float = 1e-9,
@@ -71,27 +56,31 @@ def simulate(
     - `model`: a [`simlab.models.AbstractModel`][] or any callable `f(t, y, args)`.
     - `y0`: the initial state at `ts[0]`, of shape `model.state_shape`.
     - `ts`: strictly increasing save times; the solve runs from `ts[0]` to `ts[-1]`.
+    - `options`: all the solve settings below as one [`simlab.SolveOptions`][]; pass
+      either `options` or the individual keywords.
     - `solver`: a Diffrax solver or one of the names in `simlab.SOLVERS`. `None` picks
-      `Tsit5` for non-stiff models and the implicit `Kvaerno5` for stiff ones.
+      `Tsit5` for non-stiff models and the implicit `Kvaerno5` for models whose class
+      declares them stiff (`stiff = True`): a static choice, the same under `jit` and `vmap`.
     - `rtol`, `atol`: tolerances of the adaptive step-size controller.
-    - `dt0`: the initial step (`None`: chosen automatically). Required when
-      `adaptive=False`, where it is the fixed step.
+    - `dt0`: the initial step (`None`: chosen automatically). With `adaptive=False` it is
+      the fixed step; grid models then check it against their stability limit, and pick a
+      stable one when it is `None`.
     - `adaptive`: adapt the step to meet `rtol`/`atol` (`True`) or take fixed steps.
     - `max_steps`: the most steps the solver may take before reporting failure.
-    - `adjoint`: how to differentiate the solve: `"checkpoint"` (reverse mode, the
-      default), `"forward"` (forward mode: `jax.jvp`, `jax.jacfwd`), `"direct"` (both),
-      `"backsolve"`, or a Diffrax adjoint.
+    - `adjoint`: how to differentiate the solve: `None` (reverse mode with checkpoints, the
+      default), `"forward"` (forward mode: `jax.jvp`, `jax.jacfwd`), `"checkpoint"`,
+      `"direct"`, `"backsolve"`, or a Diffrax adjoint.
     - `throw`: raise on a failed solve. Under `jax.vmap` pass `throw=False` and read
       `.result` per member instead: a failed member then never affects the others.
     - `args`: passed through to `model(t, y, args)`.
-    - `integrator`: `"diffrax"` solves with `diffrax.diffeqsolve`; `"lean"` with simlab's
-      lean explicit Runge–Kutta loop (same tableau, no interpolation: steps land on every
-      save time; adaptive steps support forward-mode autodiff only), 7–20x faster under
-      `jax.vmap` on CPU; `"auto"` (default) takes the lean loop where its results equal Diffrax's
-      to roundoff: fixed steps whose grid holds every save time, explicit solver, adjoint
-      `None`, `"checkpoint"` or `"forward"`. See the performance page of the docs.
+    - `integrator`: `"auto"` (default) solves explicit Runge–Kutta methods (fixed or
+      adaptive steps) with simlab's lean loop, 7–20x faster than Diffrax under `jax.vmap`
+      on CPU, and everything else with `diffrax.diffeqsolve`; `"lean"` or `"diffrax"`
+      force one. The lean loop lands steps on every save time and differentiates with
+      plain JAX autodiff (`adjoint=None` or `"forward"`). See the performance page.
 
-    **Returns:** a [`simlab.Trajectory`][] with `.ts`, `.ys`, `.result` and `.stats`.
+    **Returns:** a [`simlab.Trajectory`][] with `.ts`, `.ys`, `.result`, `.stats`, and the
+    `solver` and `integrator` that ran.
 
     !!! example
 
@@ -106,72 +95,90 @@ def simulate(
         trajectory.ys.shape  # (11, 3)
         ```
     """
-    ts = _checked_ts(ts)
-    y0 = _checked_y0(model, y0)
-    solver = _resolve_solver(solver, model)
-    if not adaptive:
-        dt0 = stable_fixed_step(model, solver, y0, dt0)
-    _check_settings(rtol, atol, dt0, adaptive, max_steps, ts)
-    if adaptive and not has_error_estimate(solver):
+    keywords = dict(
+        solver=solver,
+        rtol=rtol,
+        atol=atol,
+        dt0=dt0,
+        adaptive=adaptive,
+        max_steps=max_steps,
+        adjoint=adjoint,
+        integrator=integrator,
+    )
+    options = merged_options(options, keywords)
+    ts = checked_ts(ts)
+    y0 = checked_y0(model, y0)
+    _check_vector_field(model, ts, y0, args)
+    stiff = isinstance(model, AbstractModel) and model.is_stiff
+    chosen = resolve_solver(options.solver, stiff=stiff)
+    if options.adaptive and not has_error_estimate(chosen):
         raise ValueError(
-            f"{type(solver).__name__} has no error estimate for adaptive steps; pass "
+            f"{type(chosen).__name__} has no error estimate for adaptive steps; pass "
             "adaptive=False with dt0=..., or an adaptive solver such as solver='tsit5'."
         )
-    # Decided on the values as given: under an outer jit, jnp.asarray(dt0) is a tracer.
-    use_lean = _use_lean(integrator, solver, adjoint, adaptive, ts, dt0)
-    steps_per_interval = None if adaptive or not use_lean else fixed_steps_per_interval(ts, dt0)
+    dt0 = options.dt0 if options.adaptive else _fixed_step(model, chosen, y0, ts, options)
+    lean = _use_lean(options, chosen)
+    loop_kind = "lax" if options.adjoint == "forward" else "checkpointed"
     # As arrays these are traced by the compiled solve, so new values never recompile it.
-    rtol, atol = jnp.asarray(rtol), jnp.asarray(atol)
+    rtol, atol = jnp.asarray(options.rtol), jnp.asarray(options.atol)
     dt0 = None if dt0 is None else jnp.asarray(dt0)
-    if use_lean:
+    if lean:
         ys, result, stats = lean_solve(
             model,
-            solver,
+            chosen,
             ts,
             y0,
             args,
-            adaptive=adaptive,
-            steps_per_interval=steps_per_interval,
+            adaptive=options.adaptive,
+            steps_per_interval=None if options.adaptive else fixed_steps_per_interval(ts, dt0),
             dt0=dt0,
             rtol=rtol,
             atol=atol,
-            max_steps=max_steps,
+            max_steps=options.max_steps,
+            loop_kind=loop_kind,
         )
     else:
-        solution = dfx.diffeqsolve(
-            dfx.ODETerm(model),
-            solver,
-            t0=ts[0],
-            t1=ts[-1],
-            dt0=dt0,
-            y0=y0,
-            args=args,
-            saveat=dfx.SaveAt(ts=ts),
-            stepsize_controller=(
-                dfx.PIDController(rtol=rtol, atol=atol) if adaptive else dfx.ConstantStepSize()
-            ),
-            max_steps=max_steps,
-            adjoint=_resolve_adjoint(adjoint),
-            throw=False,
+        ys, result, stats = _diffrax_solve(
+            model, chosen, ts, y0, args, options=options, dt0=dt0, rtol=rtol, atol=atol
         )
-        ys, result, stats = solution.ys, solution.result, solution.stats
-    result = RESULTS.promote(result)
-    all_finite = jnp.all(jnp.isfinite(ys))
-    result = RESULTS.where(
-        (result == RESULTS.successful) & ~all_finite, RESULTS.nonfinite_state, result
-    )
-    if throw:
-        ys = result.error_if(ys, result != RESULTS.successful)
+    result = _checked_result(RESULTS.promote(result), model, ts, ys)
+    ys = _raise_on_failure(ys, result) if throw else ys
     return Trajectory(
         ts=ts,
         ys=ys,
         result=result,
         stats=stats,
         state_names=getattr(model, "state_names", None),
+        solver=solver_name(chosen),
+        integrator="lean" if lean else "diffrax",
     )
 
 
-def _checked_ts(ts: ArrayLike) -> Array:
+def _diffrax_solve(model, solver, ts, y0, args, *, options: SolveOptions, dt0, rtol, atol):
+    """Solves with `diffrax.diffeqsolve`; returns `(ys, result, stats)` as the lean loop does."""
+    controller = (
+        dfx.PIDController(rtol=rtol, atol=atol) if options.adaptive else dfx.ConstantStepSize()
+    )
+    solution = dfx.diffeqsolve(
+        dfx.ODETerm(model),
+        solver,
+        t0=ts[0],
+        t1=ts[-1],
+        dt0=dt0,
+        y0=y0,
+        args=args,
+        saveat=dfx.SaveAt(ts=ts),
+        stepsize_controller=controller,
+        max_steps=options.max_steps,
+        adjoint=resolve_adjoint(options.adjoint),
+        throw=False,
+    )
+    return solution.ys, solution.result, solution.stats
+
+
+def checked_ts(ts: ArrayLike) -> Array:
+    """`ts` as an array of at least two floating-point save times, strictly increasing
+    where the values are known (traced values are checked inside the solve)."""
     ts = jnp.asarray(ts)
     if ts.ndim != 1 or ts.shape[0] < 2:
         raise ValueError(
@@ -197,7 +204,8 @@ def _checked_ts(ts: ArrayLike) -> Array:
     return ts
 
 
-def _checked_y0(model: Any, y0: ArrayLike) -> Array:
+def checked_y0(model: Any, y0: ArrayLike) -> Array:
+    """`y0` as a floating-point array of the model's state shape, finite where known."""
     y0 = jnp.asarray(y0)
     if not jnp.issubdtype(y0.dtype, jnp.inexact):
         raise ValueError(
@@ -222,79 +230,104 @@ def _component_names(model: AbstractModel) -> str:
     return str(list(names)) if len(names) < 8 else f"({len(names)} components)"
 
 
-def _check_settings(rtol, atol, dt0, adaptive, max_steps, ts) -> None:
-    for name, value in (("rtol", rtol), ("atol", atol)):
-        if is_concrete(value) and not np.all(np.asarray(value) > 0):
-            raise ValueError(f"{name} must be positive; got {value}.")
-    if not isinstance(max_steps, int) or max_steps < 1:
-        raise ValueError(f"max_steps must be a positive integer; got {max_steps!r}.")
-    if dt0 is not None and is_concrete(dt0) and not np.asarray(dt0) > 0:
-        raise ValueError(f"dt0 must be positive; got {dt0}.")
-    if adaptive:
-        return
+def _check_vector_field(model, ts, y0, args) -> None:
+    """The vector field must return the state's shape (a broadcast would pass silently)."""
+    returned = jax.eval_shape(model, ts[0], y0, args)
+    shape = getattr(returned, "shape", None)
+    if shape != y0.shape:
+        raise ValueError(
+            f"the vector field returns shape {shape} for a state of shape {y0.shape}; "
+            f"{type(model).__name__}(t, y, args) must return dy/dt with the shape of y."
+        )
+
+
+def _fixed_step(model, solver, y0, ts, options: SolveOptions):
+    """The fixed step: `dt0` checked against the span, `max_steps` and the stability limit
+    of grid models, or a stable step when `dt0` is None."""
+    dt0 = _stable_step(model, solver, y0, options.dt0)
+    if not (is_concrete(dt0) and is_concrete(ts)):
+        return dt0
+    times = np.asarray(ts)  # numpy: jnp indexing would be staged under jit
+    span = float(times[-1] - times[0])
+    if float(dt0) > span:
+        raise ValueError(
+            f"the fixed step dt0={float(dt0):g} is longer than the whole span ts[-1] - ts[0] = "
+            f"{span:g}; pass a smaller dt0."
+        )
+    num_steps = int(np.ceil(span / float(dt0)))
+    if num_steps > options.max_steps:
+        raise ValueError(
+            f"{num_steps} fixed steps of dt0={float(dt0):g} are needed to reach ts[-1], more "
+            f"than max_steps={options.max_steps}; raise max_steps or dt0."
+        )
+    return dt0
+
+
+def _stable_step(model: Any, solver: Any, y0: Any, dt0: Any) -> Any:
+    """`dt0` checked against `model.max_stable_step`, or a stable step when `dt0` is None."""
+    limit = model.max_stable_step(solver, y0) if isinstance(model, AbstractModel) else None
+    if limit is None:
+        if dt0 is None:
+            raise ValueError("adaptive=False takes fixed steps and needs a step: pass dt0=...")
+        return dt0
+    solver_label = type(solver).__name__
+    if limit == 0.0:
+        raise ValueError(
+            f"no fixed step is stable for {type(model).__name__} with {solver_label} (its "
+            "eigenvalues lie outside the solver's stability region at any step); use a "
+            "higher-order explicit solver such as solver='tsit5', an implicit solver, or "
+            "adaptive=True."
+        )
     if dt0 is None:
-        raise ValueError("adaptive=False takes fixed steps and needs a step: pass dt0=...")
-    if is_concrete(dt0) and is_concrete(ts):
-        times = np.asarray(ts)  # numpy: jnp indexing would be staged under jit
-        num_steps = int(np.ceil(float(times[-1] - times[0]) / float(dt0)))
-        if num_steps > max_steps:
-            raise ValueError(
-                f"{num_steps} fixed steps of dt0={dt0} are needed to reach ts[-1], more than "
-                f"max_steps={max_steps}; raise max_steps or dt0."
-            )
+        return STABLE_STEP_SAFETY * limit
+    if is_concrete(dt0) and float(dt0) > limit:
+        raise ValueError(
+            f"dt0={float(dt0):g} is above the largest stable step {limit:.6g} of {solver_label} "
+            f"for {type(model).__name__} (diffusion-number/CFL limit); pass dt0<={limit:.6g}, "
+            "dt0=None to have one chosen, an implicit solver, or adaptive=True."
+        )
+    return dt0
 
 
-def _resolve_solver(solver: Any, model: Any) -> dfx.AbstractSolver:
-    if solver is None:
-        stiff = isinstance(model, AbstractModel) and model.is_stiff
-        return dfx.Kvaerno5() if stiff else dfx.Tsit5()
-    if isinstance(solver, dfx.AbstractSolver):
-        return solver
-    if isinstance(solver, str) and solver.lower() in SOLVERS:
-        return SOLVERS[solver.lower()]()
-    raise ValueError(
-        f"unknown solver {solver!r}; use one of {sorted(SOLVERS)} or a diffrax solver "
-        "instance such as diffrax.Tsit5()."
-    )
-
-
-def _use_lean(integrator, solver, adjoint, adaptive, ts, dt0) -> bool:
+def _use_lean(options: SolveOptions, solver: Any) -> bool:
     """Whether to solve with the lean loop (see `integrator` in `simulate`)."""
-    if integrator not in INTEGRATORS:
-        raise ValueError(f"unknown integrator {integrator!r}; use one of {INTEGRATORS}.")
-    if integrator == "diffrax":
+    plain_adjoint = options.adjoint in LEAN_ADJOINTS
+    if options.integrator == "diffrax":
         return False
-    plain_adjoint = adjoint is None or (isinstance(adjoint, str) and adjoint in LEAN_ADJOINTS)
-    if integrator == "lean":
+    if options.integrator == "lean":
         if not is_lean_solver(solver):
             raise ValueError(
                 f"integrator='lean' runs explicit Runge-Kutta solvers ('tsit5', 'dopri5', "
                 f"'rk4', ...); got {type(solver).__name__}. Pass integrator='diffrax'."
             )
-        if not plain_adjoint or (adaptive and adjoint == "checkpoint"):
+        if not plain_adjoint:
             raise ValueError(
                 f"integrator='lean' differentiates with plain JAX autodiff: pass adjoint=None "
-                f"or 'forward' (adaptive steps are forward-mode only); got {adjoint!r}."
+                f"(reverse mode) or 'forward'; got {options.adjoint!r}."
             )
         return True
-    if adaptive or not plain_adjoint or not is_lean_solver(solver):
-        return False
-    if not (is_concrete(ts) and is_concrete(dt0)):
-        return False
-    steps = fixed_steps_per_interval(ts, dt0)
-    # Only where Diffrax's grid t0 + k dt0 holds every save time are the results the same.
-    return isinstance(steps, int) and bool(
-        np.allclose(np.diff(np.asarray(ts)), steps * float(dt0), rtol=grid_slack(ts.dtype), atol=0)
-    )
+    return plain_adjoint and is_lean_solver(solver)
 
 
-def _resolve_adjoint(adjoint: Any) -> dfx.AbstractAdjoint:
-    if adjoint is None:
-        return dfx.RecursiveCheckpointAdjoint()
-    if isinstance(adjoint, dfx.AbstractAdjoint):
-        return adjoint
-    if isinstance(adjoint, str) and adjoint in ADJOINTS:
-        return ADJOINTS[adjoint]()
-    raise ValueError(
-        f"unknown adjoint {adjoint!r}; use one of {sorted(ADJOINTS)} or a diffrax adjoint instance."
+def _checked_result(result: RESULTS, model: Any, ts: Array, ys: Array) -> RESULTS:
+    """The solve's status, with what only the run-time values can show: non-finite states,
+    save times that are not increasing, parameters outside their declared ranges."""
+    all_finite = jnp.all(jnp.isfinite(ys))
+    result = RESULTS.where(
+        (result == RESULTS.successful) & ~all_finite, RESULTS.nonfinite_state, result
     )
+    result = RESULTS.where(jnp.all(jnp.diff(ts) > 0), result, RESULTS.invalid_times)
+    if isinstance(model, AbstractModel):
+        result = RESULTS.where(model.parameters_in_range(), result, RESULTS.parameter_out_of_range)
+    return result
+
+
+def _raise_on_failure(ys: Array, result: RESULTS) -> Array:
+    """Raises `SimulationError` for a failed solve. At top level the status is read after
+    the compiled call returns, so no executable holds a host callback (and JAX's persistent
+    compilation cache can keep it); inside `jit`/`vmap`/`grad` Equinox's `error_if` does it."""
+    if all(is_concrete(leaf) for leaf in jax.tree.leaves(result)):
+        if result != RESULTS.successful:
+            raise SimulationError(RESULTS[result])
+        return ys
+    return result.error_if(ys, result != RESULTS.successful)

@@ -15,6 +15,7 @@ import optimistix as optx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array, ArrayLike
 
+from .._options import SolveOptions
 from .._results import RESULTS
 from ..models._base import is_concrete
 from ._loop import Carry, GradientStepper, LeastSquaresStepper, num_scalars, run
@@ -110,7 +111,7 @@ def fit(
     max_steps: int | None = None,
     rtol: float = 1e-8,
     atol: float = 1e-12,
-    simulate_options: dict[str, Any] | None = None,
+    simulate_options: SolveOptions | dict[str, Any] | None = None,
     devices: Sequence[jax.Device] | None = None,
     progress: bool | None = None,
     checkpoint: str | None = None,
@@ -160,8 +161,9 @@ def fit(
     - `rtol`, `atol`: convergence tolerances (of the default Levenberg–Marquardt solver;
       for gradient descent, the least relative/absolute improvement of the best loss
       that resets its 50-step patience).
-    - `simulate_options`: keywords for [`simlab.simulate`][] (`solver`, `rtol`, `atol`,
-      `max_steps`, `dt0`, ...).
+    - `simulate_options`: the solve settings, a [`simlab.SolveOptions`][] or a dict of
+      [`simlab.simulate`][] keywords (`solver`, `rtol`, `atol`, `max_steps`, `dt0`, ...);
+      `fit` chooses the adjoint itself.
     - `devices`: run data-parallel: the batch axis of the experiments is sharded over these
       devices (e.g. `jax.devices()`) with `NamedSharding`, and `jax.jit` partitions the fit.
       Each batch size must be divisible by the number of devices.

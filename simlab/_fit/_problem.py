@@ -12,7 +12,8 @@ import jax.tree_util as jtu
 import numpy as np
 from jaxtyping import Array
 
-from .._simulate import _checked_ts, simulate
+from .._options import SolveOptions, as_solve_options
+from .._simulate import checked_ts, simulate
 from ..models._base import AbstractModel, is_concrete
 from ._transforms import IDENTITY, Transform, transform_for
 
@@ -68,7 +69,7 @@ class FitProblem(eqx.Module):
     module_paths: tuple[str, ...] = eqx.field(static=True)
     fit_y0: bool = eqx.field(static=True)
     observe: Callable = eqx.field(static=True)
-    simulate_options: tuple[tuple[str, Any], ...] = eqx.field(static=True)
+    simulate_options: SolveOptions = eqx.field(static=True)
 
     @property
     def paths(self) -> tuple[str, ...]:
@@ -129,9 +130,8 @@ class FitProblem(eqx.Module):
 
     def predict(self, model, y0, ts, adjoint):
         """Observed quantities along one trajectory, and whether its solve succeeded."""
-        trajectory = simulate(
-            model, y0, ts, adjoint=adjoint, throw=False, **dict(self.simulate_options)
-        )
+        options = self.simulate_options.replace(adjoint=adjoint)
+        trajectory = simulate(model, y0, ts, throw=False, options=options)
         return jax.vmap(self.observe)(trajectory.ys), trajectory.succeeded
 
     def _experiment_residuals(self, model, experiment, y0, adjoint):
@@ -202,14 +202,16 @@ def make_problem(
         )
         experiments.append(experiment)
         batched.append(is_batched)
-    if simulate_options is not None and not isinstance(simulate_options, dict):
+    if simulate_options is not None and not isinstance(simulate_options, dict | SolveOptions):
         raise TypeError(
-            f"simulate_options must be a dict of simlab.simulate keywords; got "
-            f"{type(simulate_options).__name__}."
+            f"simulate_options must be a simlab.SolveOptions or a dict of simlab.simulate "
+            f"keywords; got {type(simulate_options).__name__}."
         )
-    options = dict(simulate_options or {})
+    given = (
+        {"adjoint"} if getattr(simulate_options, "adjoint", None) is not None else set()
+    ) | set(simulate_options if isinstance(simulate_options, dict) else ())
     for reserved in ("adjoint", "throw", "args"):
-        if reserved in options:
+        if reserved in given:
             raise ValueError(
                 f"simulate_options may not set {reserved!r}: fit chooses it (forward mode for "
                 "least squares, reverse mode for gradient descent, throw=False throughout)."
@@ -221,7 +223,7 @@ def make_problem(
         module_paths=module_paths,
         fit_y0=bool(fit_y0),
         observe=observe_fn,
-        simulate_options=tuple(sorted(options.items())),
+        simulate_options=as_solve_options(simulate_options),
     )
     return problem, Layout(is_list=is_list, batched=tuple(batched))
 
@@ -322,7 +324,7 @@ def _checked_observe(model: Any, observe: Any, state_shape) -> tuple[Callable, i
 
 
 def _checked_experiment(ts, observations, y0, noise_scale, *, state_shape, num_observed, where):
-    ts = _checked_ts(ts)
+    ts = checked_ts(ts)
     observations = jnp.asarray(observations)
     if not jnp.issubdtype(observations.dtype, jnp.inexact):
         observations = observations.astype(float)

@@ -3,7 +3,6 @@
 import functools as ft
 import math
 from collections.abc import Callable, Mapping
-from typing import Any
 
 import equinox as eqx
 import jax
@@ -11,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
+from .._options import SolveOptions
 from .._simulate import simulate
 from ..io import VariableSpec
 from ..models._base import AbstractModel
@@ -32,11 +32,11 @@ def member_outputs(
     *,
     names: tuple[str, ...],
     observable: Callable | None,
-    settings: tuple[tuple[str, Any], ...],
+    settings: SolveOptions,
 ) -> tuple[dict[str, jax.Array], jax.Array]:
     """Simulates one member; returns its observables (NaN where it failed) and status code."""
     model, y0 = _with_values(model, y0, names, values)
-    trajectory = simulate(model, y0, ts, throw=False, **dict(settings))
+    trajectory = simulate(model, y0, ts, throw=False, options=settings)
     outputs = _observe(trajectory, observable)
     failed = ~trajectory.succeeded
     outputs = {name: jnp.where(failed, jnp.nan, value) for name, value in outputs.items()}

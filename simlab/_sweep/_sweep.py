@@ -18,7 +18,8 @@ import tqdm
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh
 
-from .._simulate import DEFAULT_MAX_STEPS, _check_settings, _checked_ts, _checked_y0
+from .._options import DEFAULT_MAX_STEPS, SolveOptions, merged_options
+from .._simulate import checked_ts, checked_y0
 from ..io import StoreLayout, SweepStore
 from ..io._store import NOT_COMPUTED
 from ..models._base import AbstractModel
@@ -43,10 +44,12 @@ def sweep(
     store: Any = None,
     progress: bool = True,
     key: Any = None,
+    options: SolveOptions | None = None,
     solver: str | dfx.AbstractSolver | None = None,
     rtol: float = 1e-6,
     atol: float = 1e-9,
     dt0: float | None = None,
+    adaptive: bool = True,
     max_steps: int = DEFAULT_MAX_STEPS,
     integrator: str = "auto",
 ) -> SweepResult:
@@ -85,10 +88,11 @@ def sweep(
       chunks; a store of a different sweep is refused.
     - `progress`: show a progress bar (members per second, ETA) when stderr is a terminal.
     - `key`: a `jax.random` key, for `mode="samples"`.
-    - `solver`, `rtol`, `atol`, `dt0`, `max_steps`, `integrator`: passed to
-      [`simlab.simulate`][]. A sweep takes no gradients, so `integrator="lean"` (simlab's
-      explicit Runge–Kutta loop, many times faster under `vmap` than Diffrax) suits any
-      non-stiff model with an explicit solver such as `"tsit5"`.
+    - `options`: the solve settings as one [`simlab.SolveOptions`][] (part of the compiled
+      chunk function's cache key and of the store's identity), or the keywords
+      `solver`, `rtol`, `atol`, `dt0`, `adaptive`, `max_steps`, `integrator`, as
+      [`simlab.simulate`][] takes them. Explicit solvers run on simlab's lean loop by
+      default, many times faster under `vmap` than Diffrax.
 
     **Returns:** a [`simlab.SweepResult`][]; `.to_xarray()` labels it.
 
@@ -119,18 +123,21 @@ def sweep(
             f"sweep needs a simlab.models.AbstractModel (to know its parameters); got "
             f"{type(model).__name__}."
         )
-    ts = _checked_ts(ts)
-    y0 = _checked_y0(model, y0)
-    _check_settings(rtol, atol, dt0, True, max_steps, ts)
+    ts = checked_ts(ts)
+    y0 = checked_y0(model, y0)
     members = build_members(model, params, mode=mode, key=key, num_samples=num_samples)
     mesh = _checked_mesh(mesh)
-    settings = (
-        ("solver", solver),
-        ("rtol", rtol),
-        ("atol", atol),
-        ("dt0", dt0),
-        ("max_steps", max_steps),
-        ("integrator", integrator),
+    settings = merged_options(
+        options,
+        dict(
+            solver=solver,
+            rtol=rtol,
+            atol=atol,
+            dt0=dt0,
+            adaptive=adaptive,
+            max_steps=max_steps,
+            integrator=integrator,
+        ),
     )
     statics = dict(names=members.names, observable=observable, settings=settings)
     specs = output_specs(model, y0, ts, members.values.dtype, **statics)
@@ -321,13 +328,6 @@ def _progress_bar(progress: bool, layout: StoreLayout, finished: np.ndarray):
     )
 
 
-def _settings_record(settings) -> dict[str, Any]:
-    return {
-        name: value if isinstance(value, int | float | str | None) else repr(value)
-        for name, value in settings
-    }
-
-
 def _observable_name(observable) -> str:
     if observable is None:
         return "trajectory"
@@ -357,7 +357,7 @@ def _identity(model, y0, ts, members: Members, layout: StoreLayout, settings, ob
         "swept_values": _digest(members.values),
         "observable": _observable_name(observable),
         "outputs": {name: [list(s.shape), s.dtype.str] for name, s in layout.variables.items()},
-        "settings": _settings_record(settings),
+        "settings": settings.record(),
         "chunk_size": layout.chunk_size,
     }
 
@@ -386,6 +386,6 @@ def _provenance(model, mesh: Mesh, members: Members, settings, observable) -> di
         "mode": members.mode,
         "swept": list(members.names),
         "observable": _observable_name(observable),
-        "solver_settings": json.dumps(_settings_record(settings)),
+        "solver_settings": json.dumps(settings.record()),
         "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }

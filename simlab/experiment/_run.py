@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _fit, _simulate, _sweep
+from .._options import SolveOptions
 from ..io._store import status_codes
 from ..models import AbstractGridModel
 from ..parallel import member_mesh
@@ -63,7 +64,7 @@ def compute(
             max_steps=experiment.fit.max_steps,
             rtol=experiment.fit.rtol,
             atol=experiment.fit.atol,
-            simulate_options=experiment.solver,
+            simulate_options=SolveOptions.from_mapping(experiment.solver),
             progress=False if quiet else None,
             throw=False,
         )
@@ -79,7 +80,9 @@ def compute(
         say(_fit_line(metrics["fit"]))
 
     started = time.perf_counter()
-    trajectory = _simulate.simulate(model, y0, ts, throw=False, **experiment.solver)
+    trajectory = _simulate.simulate(
+        model, y0, ts, throw=False, options=SolveOptions.from_mapping(experiment.solver)
+    )
     arrays["simulation_ts"], arrays["simulation_ys"] = np.asarray(ts), np.asarray(trajectory.ys)
     metrics["simulation"] = {
         "succeeded": bool(trajectory.succeeded),
@@ -102,7 +105,7 @@ def compute(
             mesh=mesh,
             store=sweep_store,
             progress=not quiet,
-            **experiment.solver,
+            options=SolveOptions.from_mapping(experiment.solver),
         )
         metrics["sweep"] = _sweep_metrics(sweep_result)
         wall["sweep"] = time.perf_counter() - started
@@ -142,7 +145,12 @@ def _synthetic(experiment: Experiment, data: DataSpec) -> DataSpec:
     )
     ts = experiment.time.ts()
     clean = np.asarray(
-        _simulate.simulate(truth, jnp.asarray(experiment.y0), ts, **experiment.solver).ys
+        _simulate.simulate(
+            truth,
+            jnp.asarray(experiment.y0),
+            ts,
+            options=SolveOptions.from_mapping(experiment.solver),
+        ).ys
     )
     noise = data.noise * np.random.default_rng(data.seed).standard_normal(clean.shape)
     return dataclasses.replace(data, ts=ts, observations=clean + noise)

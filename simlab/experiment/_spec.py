@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .. import models as models_module
-from .._simulate import SOLVERS
+from .._solvers import SOLVERS
 from ..grid import Grid
 from ..models import AbstractGridModel, AbstractModel
 from ._fields import initial_field, observable_names

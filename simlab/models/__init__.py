@@ -1,7 +1,9 @@
 """Physical models: each is an `eqx.Module` whose `__call__(t, y, args)` is the vector field."""
 
+from .._solvers import implicit_solver as implicit_solver
 from ._base import (
     AbstractModel as AbstractModel,
+    AbstractODEModel as AbstractODEModel,
     Bounds as Bounds,
     parameter as parameter,
 )
@@ -21,5 +23,4 @@ from ._pde import (
     GrayScott as GrayScott,
     Heat as Heat,
     Wave as Wave,
-    implicit_solver as implicit_solver,
 )

@@ -6,10 +6,11 @@ import math
 from typing import Any, ClassVar
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, PyTree
+
+from .._misc import is_concrete as is_concrete
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,35 +60,36 @@ def parameter(
     return eqx.field(converter=as_float_array, metadata=metadata, default=default)
 
 
-def is_concrete(value: Any) -> bool:
-    """False for a tracer (a value only known at run time under jit, vmap or grad)."""
-    return not isinstance(value, jax.core.Tracer)
-
-
 class AbstractModel(eqx.Module):
     """A physical model: `model(t, y, args)` is the vector field $dy/dt$.
 
     Subclasses declare their physical parameters with [`simlab.models.parameter`][], so
-    that `jax.grad` and `jax.vmap` see them as arrays and their valid ranges are known,
-    and set the class variables `state_names` and `stiff`.
+    that `jax.grad` and `jax.vmap` see them as arrays and their valid ranges are known.
+    Every member below that is abstract is answered from static information (the class and
+    its static fields), so `simulate` decides the same way directly, under `jit` and `vmap`.
     """
-
-    state_names: ClassVar[tuple[str, ...]]
-    stiff: ClassVar[bool] = False
 
     @abc.abstractmethod
     def __call__(self, t: Any, y: PyTree[Array], args: Any) -> PyTree[Array]:
         """The vector field $dy/dt = f(t, y)$."""
 
     @property
+    @abc.abstractmethod
     def state_shape(self) -> tuple[int, ...]:
         """The shape of the state array that `simulate` expects as `y0`."""
-        return (len(self.state_names),)
 
     @property
+    @abc.abstractmethod
     def is_stiff(self) -> bool:
-        """Whether an implicit solver should be the default for these parameter values."""
-        return self.stiff
+        """Whether `simulate(solver=None)` should pick an implicit solver (a static choice)."""
+
+    @abc.abstractmethod
+    def max_stable_step(self, solver: Any, y0: Any) -> float | None:
+        """The largest fixed step `solver` can take stably from `y0` (`None`: no known limit).
+
+        `simulate(..., adaptive=False)` refuses a larger `dt0`, and picks a stable step when
+        `dt0=None`.
+        """
 
     @classmethod
     def parameter_names(cls) -> tuple[str, ...]:
@@ -108,17 +110,18 @@ class AbstractModel(eqx.Module):
             f.name: f.metadata["unit"] for f in dataclasses.fields(cls) if "bounds" in f.metadata
         }
 
-    def max_stable_step(self, solver: Any, y0: Any) -> float | None:
-        """The largest fixed step `solver` can take stably from `y0` (`None`: no known limit).
-
-        `simulate(..., adaptive=False)` refuses a larger `dt0`, and picks a stable step when
-        `dt0=None`. Grid models (diffusion number, CFL condition) override this.
-        """
-        return None
-
     def parameters(self) -> dict[str, Array]:
         """The current parameter values, name → array."""
         return {name: getattr(self, name) for name in self.parameter_names()}
+
+    def parameters_in_range(self) -> Array:
+        """Whether every parameter is finite and inside its declared range: a boolean array
+        computed with `jnp`, so it is checked inside compiled code (under `jit`, `vmap`)."""
+        inside = jnp.asarray(True)
+        for name, bounds in self.parameter_bounds().items():
+            value = jnp.asarray(getattr(self, name))
+            inside = inside & jnp.all(jnp.isfinite(value) & bounds.contains(value))
+        return inside
 
     def __check_init__(self):
         for name, bounds in self.parameter_bounds().items():
@@ -134,30 +137,23 @@ class AbstractModel(eqx.Module):
                 )
 
 
-STABLE_STEP_SAFETY = 0.9  # a step at the exact limit leaves the fastest mode undamped
+class AbstractODEModel(AbstractModel):
+    """A model whose state is a vector of named components (`state_names`).
 
+    Subclasses set the class variables `state_names` and, for stiff dynamics, `stiff = True`
+    (then `simulate(solver=None)` picks an implicit solver).
+    """
 
-def stable_fixed_step(model: Any, solver: Any, y0: Any, dt0: Any) -> Any:
-    """`dt0` checked against `model.max_stable_step`, or a stable step when `dt0` is None."""
-    if not isinstance(model, AbstractModel):
-        return dt0
-    limit = model.max_stable_step(solver, y0)
-    if limit is None:
-        return dt0
-    solver_name = type(solver).__name__
-    if limit == 0.0:
-        raise ValueError(
-            f"no fixed step is stable for {type(model).__name__} with {solver_name} (its "
-            "eigenvalues lie outside the solver's stability region at any step); use a "
-            "higher-order explicit solver such as solver='tsit5', an implicit solver, or "
-            "adaptive=True."
-        )
-    if dt0 is None:
-        return STABLE_STEP_SAFETY * limit
-    if is_concrete(dt0) and float(dt0) > limit:
-        raise ValueError(
-            f"dt0={float(dt0):g} is above the largest stable step {limit:.6g} of {solver_name} "
-            f"for {type(model).__name__} (diffusion-number/CFL limit); pass dt0<={limit:.6g}, "
-            "dt0=None to have one chosen, an implicit solver, or adaptive=True."
-        )
-    return dt0
+    state_names: ClassVar[tuple[str, ...]]
+    stiff: ClassVar[bool] = False
+
+    @property
+    def state_shape(self) -> tuple[int, ...]:
+        return (len(self.state_names),)
+
+    @property
+    def is_stiff(self) -> bool:
+        return self.stiff
+
+    def max_stable_step(self, solver: Any, y0: Any) -> float | None:
+        return None

@@ -93,6 +93,9 @@ class HybridModel(AbstractModel):
     def is_stiff(self) -> bool:
         return self.physics.is_stiff
 
+    def max_stable_step(self, solver, y0):
+        return None  # the network's contribution has no known stability limit
+
     def __call__(self, t, y, args):
         scaled = y / jnp.asarray(self.state_scale)
         learned = jnp.asarray(self.correction_scale) * self.correction(scaled)

@@ -5,10 +5,10 @@ from typing import ClassVar
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._base import AbstractModel, is_concrete, parameter
+from ._base import AbstractODEModel, parameter
 
 
-class LotkaVolterra(AbstractModel):
+class LotkaVolterra(AbstractODEModel):
     r"""Predator–prey dynamics of Lotka and Volterra.
 
     $$
@@ -54,7 +54,7 @@ class LotkaVolterra(AbstractModel):
         )
 
 
-class Lorenz(AbstractModel):
+class Lorenz(AbstractODEModel):
     r"""The Lorenz convection model, chaotic for the classic $(10, 28, 8/3)$.
 
     $$
@@ -85,7 +85,7 @@ class Lorenz(AbstractModel):
         return jnp.stack([self.sigma * (y_ - x), x * (self.rho - z) - y_, x * y_ - self.beta * z])
 
 
-class SIR(AbstractModel):
+class SIR(AbstractODEModel):
     r"""The Kermack–McKendrick epidemic model.
 
     $$
@@ -126,7 +126,7 @@ class SIR(AbstractModel):
         return jnp.stack([-infections, infections - recoveries, recoveries])
 
 
-class DampedPendulum(AbstractModel):
+class DampedPendulum(AbstractODEModel):
     r"""A rigid pendulum with linear (viscous) damping.
 
     $$
@@ -163,7 +163,7 @@ class DampedPendulum(AbstractModel):
         return jnp.stack([angular_velocity, angular_acceleration])
 
 
-class VanDerPol(AbstractModel):
+class VanDerPol(AbstractODEModel):
     r"""The Van der Pol relaxation oscillator.
 
     $$
@@ -171,8 +171,9 @@ class VanDerPol(AbstractModel):
     $$
 
     **Arguments:** `mu`, the nonlinearity $\mu \ge 0$ (dimensionless). The dynamics become
-    stiff as $\mu$ grows: for $\mu \ge 10$ (or when $\mu$ is traced, so unknown), the
-    default solver is implicit.
+    stiff as $\mu$ grows (from $\mu \approx 10$), so the default solver is implicit for
+    every $\mu$ (the choice is static: the same directly and under `jit` or `vmap`); pass
+    `solver="tsit5"` for small $\mu$, where an explicit solver is faster.
 
     The state is `(x, y)`.
 
@@ -188,20 +189,13 @@ class VanDerPol(AbstractModel):
 
     state_names: ClassVar[tuple[str, ...]] = ("x", "y")
     stiff: ClassVar[bool] = True
-    stiffness_threshold: ClassVar[float] = 10.0
-
-    @property
-    def is_stiff(self) -> bool:
-        if not is_concrete(self.mu):
-            return True  # unknown under tracing: assume the worst case
-        return bool(jnp.all(self.mu >= self.stiffness_threshold))
 
     def __call__(self, t, y, args):
         x, y_ = y[0], y[1]
         return jnp.stack([y_, self.mu * (1 - x**2) * y_ - x])
 
 
-class Robertson(AbstractModel):
+class Robertson(AbstractODEModel):
     r"""Robertson's autocatalytic reaction, the classic stiff test problem.
 
     $$

@@ -8,20 +8,19 @@ grid is static; physical parameters are arrays (scalars or, where noted, fields)
 import abc
 from typing import Any, ClassVar
 
-import diffrax as dfx
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import lineax as lx
 import numpy as np
-import optimistix as optx
 from jaxtyping import Array, Float
 
+from .._misc import is_concrete
+from .._solvers import largest_stable_step
 from ..grid import Grid, advection, diffusion, laplacian, pad
 from ..grid._dispatch import IMPLS, chosen_kernel
 from ..grid._operators import ADVECTION_SCHEMES, LAPLACIAN_ORDERS
-from ..grid._stability import advection_symbol, laplacian_symbol, largest_stable_step
-from ._base import AbstractModel, is_concrete, parameter
+from ..grid._stability import advection_symbol, laplacian_symbol
+from ._base import AbstractModel, parameter
 
 
 class AbstractGridModel(AbstractModel):
@@ -45,6 +44,12 @@ class AbstractGridModel(AbstractModel):
         """`grid.shape`, with a leading channel axis for multi-field models."""
         channels = () if self.num_channels is None else (self.num_channels,)
         return channels + self.grid.shape
+
+    @property
+    def is_stiff(self) -> bool:
+        """False: explicit steps suit the method of lines on moderate grids; pass
+        `solver=simlab.models.implicit_solver()` where diffusion limits the step."""
+        return False
 
     @abc.abstractmethod
     def linear_eigenvalues(self, y0: np.ndarray) -> np.ndarray:
@@ -405,43 +410,3 @@ class GrayScott(AbstractGridModel):
         symbol = laplacian_symbol(self.grid.spacing, 2)
         diffusivity = max(_largest(self.diffusivity_u), _largest(self.diffusivity_v))
         return diffusivity * symbol - reaction_rate
-
-
-IMPLICIT_METHODS: dict[str, type[dfx.AbstractImplicitSolver]] = {
-    "implicit_euler": dfx.ImplicitEuler,
-    "kvaerno3": dfx.Kvaerno3,
-    "kvaerno4": dfx.Kvaerno4,
-    "kvaerno5": dfx.Kvaerno5,
-}
-
-
-def implicit_solver(
-    method: str = "kvaerno5", *, rtol: float = 1e-6, atol: float = 1e-9
-) -> dfx.AbstractSolver:
-    r"""An implicit solver for stiff diffusion on large grids, whose Newton iterations solve
-    their linear systems matrix-free by GMRES (Jacobian–vector products only), so no
-    $N \times N$ Jacobian is ever formed and the step is not bound by the diffusion number.
-
-    **Arguments:**
-
-    - `method`: `"kvaerno5"` (default), `"kvaerno4"`, `"kvaerno3"` (adaptive, A-stable
-      ESDIRK) or `"implicit_euler"` (first order, L-stable, cheapest to compile).
-    - `rtol`, `atol`: tolerances of the Newton iteration (GMRES solves 100× tighter);
-      match them to the step-size controller's (`simulate`'s `rtol`, `atol`).
-
-    **Returns:** a Diffrax solver to pass as `simulate(..., solver=...)`.
-
-    !!! example
-
-        ```python
-        solver = simlab.models.implicit_solver(rtol=1e-6, atol=1e-8)
-        trajectory = simlab.simulate(model, y0, ts, solver=solver, rtol=1e-6, atol=1e-8)
-        ```
-    """
-    if method not in IMPLICIT_METHODS:
-        raise ValueError(f"method must be one of {sorted(IMPLICIT_METHODS)}; got {method!r}.")
-    # Newton rather than diffrax's default chord method: the chord method stores a factorised
-    # Jacobian, which an iterative solver does not have (and would otherwise materialise).
-    linear_solver = lx.GMRES(rtol=rtol / 100, atol=atol / 100, restart=40, stagnation_iters=40)
-    root_finder = optx.Newton(rtol=rtol, atol=atol, linear_solver=linear_solver)
-    return IMPLICIT_METHODS[method](root_finder=root_finder)

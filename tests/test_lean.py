@@ -1,4 +1,4 @@
-"""The lean integrator behind `simulate(..., integrator=...)`: same science as Diffrax."""
+"""The lean integrator, `simulate`'s default for explicit Runge–Kutta solves."""
 
 from unittest import mock
 
@@ -232,7 +232,7 @@ def test_forward_mode_gradient_of_adaptive_steps():
     np.testing.assert_allclose(tangent, central, rtol=1e-5)
 
 
-def test_auto_takes_the_lean_loop_only_where_results_are_unchanged():
+def test_auto_takes_the_lean_loop_for_every_explicit_runge_kutta_solve():
     calls = []
     original = simulate_module.lean_solve
 
@@ -241,20 +241,23 @@ def test_auto_takes_the_lean_loop_only_where_results_are_unchanged():
         return original(*args, **kwargs)
 
     with mock.patch.object(simulate_module, "lean_solve", counting):
-        on_grid = simlab.simulate(LORENZ, LORENZ_Y0, TS, adaptive=False, dt0=0.02)
-        jax.jit(lambda y0: simlab.simulate(LORENZ, y0, TS, adaptive=False, dt0=0.02).ys)(LORENZ_Y0)
-    assert calls == [False, False]
+        fixed = simlab.simulate(LORENZ, LORENZ_Y0, TS, adaptive=False, dt0=0.02)
+        off_grid = simlab.simulate(LORENZ, LORENZ_Y0, TS, adaptive=False, dt0=0.03)
+        adaptive = simlab.simulate(LORENZ, LORENZ_Y0, TS)
+        jax.jit(lambda y0, ts: simlab.simulate(LORENZ, y0, ts, adaptive=False, dt0=0.02).ys)(
+            LORENZ_Y0, TS
+        )
+    assert calls == [False, False, True, False]
+    assert fixed.integrator == off_grid.integrator == adaptive.integrator == "lean"
+    assert adaptive.solver == "tsit5"
     reference = simlab.simulate(
         LORENZ, LORENZ_Y0, TS, adaptive=False, dt0=0.02, integrator="diffrax"
     )
-    np.testing.assert_allclose(on_grid.ys, reference.ys, rtol=1e-11, atol=1e-11)
-    # Where the lean loop would change the results (or cannot differentiate), Diffrax solves.
-    tsit5 = dfx.Tsit5()
-    use_lean = simulate_module._use_lean
-    assert not use_lean("auto", tsit5, None, False, TS, 0.03)  # save times off the grid
-    assert not use_lean("auto", tsit5, None, True, TS, None)  # adaptive steps
-    assert not use_lean("auto", tsit5, "direct", False, TS, 0.02)
-    assert not use_lean("auto", dfx.Kvaerno5(), None, False, TS, 0.02)
+    np.testing.assert_allclose(fixed.ys, reference.ys, rtol=1e-11, atol=1e-11)
+    # Implicit solvers and adjoints the lean loop does not implement go to Diffrax.
+    for settings in (dict(adjoint="direct"), dict(solver="kvaerno5")):
+        trajectory = simlab.simulate(LORENZ, LORENZ_Y0, TS, **settings)
+        assert trajectory.integrator == "diffrax"
 
 
 def test_float32_stays_float32():
@@ -280,9 +283,8 @@ def test_float32_stays_float32():
     [
         (dict(integrator="fast"), "unknown integrator 'fast'"),
         (dict(integrator="lean", solver="kvaerno5"), "explicit Runge-Kutta"),
-        (dict(integrator="lean", adjoint="backsolve"), "adjoint=None or 'forward'"),
-        (dict(integrator="lean", adjoint=dfx.ForwardMode()), "adjoint=None or 'forward'"),
-        (dict(integrator="lean", adjoint="checkpoint"), "forward-mode only"),
+        (dict(integrator="lean", adjoint="backsolve"), "adjoint=None"),
+        (dict(integrator="lean", adjoint=dfx.ForwardMode()), "adjoint=None"),
         (dict(solver="rk4"), "no error estimate for adaptive steps"),
     ],
 )

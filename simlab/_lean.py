@@ -7,22 +7,30 @@ docs/performance.md). The integrator here keeps only what an explicit Runge–Ku
 needs: the stages, an embedded error estimate and an I-controller for adaptive steps, and
 saving by landing steps exactly on the save times (so no interpolation). It is written for
 one trajectory; `jax.vmap` batches it into the loop a hand-written ensemble code would use.
-It reads the Butcher tableau of any Diffrax explicit Runge–Kutta solver, so it solves with
-the same method as Diffrax, and `simulate` uses it behind its usual API.
+It reads the Butcher tableau of any Diffrax explicit Runge–Kutta solver, and `simulate`
+takes it by default for every explicit Runge–Kutta solve.
+
+Loops whose length is only known at run time (adaptive steps; fixed steps whose count
+depends on traced times) are Equinox while loops: `loop_kind="checkpointed"` for reverse
+mode with bounded memory (as Diffrax's `RecursiveCheckpointAdjoint`), `"lax"` for forward
+mode.
 """
 
 import functools as ft
 import math
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any
 
 import diffrax as dfx
 import equinox as eqx
+import equinox.internal as eqxi
 import jax
 import jax.lax as lax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
+
+from ._solvers import error_order
 
 # Diffrax's default PID controller settings, which the adaptive lean path reproduces.
 SAFETY = 0.9
@@ -30,39 +38,6 @@ FACTOR_MIN = 0.2
 FACTOR_MAX = 10.0
 UNROLLED_NORM_SIZE = 16
 STORED_STEPS_BUDGET = 2**28  # bytes of stored steps before reverse mode checkpoints
-
-_rk4_tableau = dfx.ButcherTableau(
-    c=np.array([0.5, 0.5, 1.0]),
-    b_sol=np.array([1 / 6, 1 / 3, 1 / 3, 1 / 6]),
-    b_error=np.zeros(4),
-    a_lower=(np.array([0.5]), np.array([0.0, 0.5]), np.array([0.0, 0.0, 1.0])),
-)
-
-
-class RK4(dfx.AbstractERK):
-    """The classical fourth-order Runge–Kutta method, for fixed steps only.
-
-    It has no embedded error estimate, so `simulate` refuses it with `adaptive=True`.
-    Dense output (for save times between steps) is third-order Hermite interpolation.
-    """
-
-    tableau: ClassVar[dfx.ButcherTableau] = _rk4_tableau
-    interpolation_cls: ClassVar[Callable[..., dfx.ThirdOrderHermitePolynomialInterpolation]] = (
-        dfx.ThirdOrderHermitePolynomialInterpolation.from_k
-    )
-
-    def order(self, terms):
-        return 4
-
-
-def is_lean_solver(solver: dfx.AbstractSolver) -> bool:
-    """Whether the lean integrator can run `solver`: any explicit Runge–Kutta tableau."""
-    return isinstance(solver, dfx.AbstractERK) and not solver.tableau.implicit
-
-
-def has_error_estimate(solver: dfx.AbstractSolver) -> bool:
-    """Whether `solver` carries an embedded error estimate (needed for adaptive steps)."""
-    return bool(np.any(np.asarray(solver.tableau.b_error) != 0))
 
 
 def grid_slack(dtype) -> float:
@@ -133,7 +108,7 @@ def _checkpointed_loop(step, num_steps: int, state):
     return lax.fori_loop(0, remainder, lambda j, s: step(done + j, s), state)
 
 
-def _solve_fixed(vector_field, tableau, ts, y0, steps_per_interval):
+def _solve_fixed(vector_field, tableau, ts, y0, steps_per_interval, max_steps, loop_kind):
     """Equal steps inside each save interval, landing exactly on every save time."""
     uniform = isinstance(steps_per_interval, int)
 
@@ -149,7 +124,13 @@ def _solve_fixed(vector_field, tableau, ts, y0, steps_per_interval):
         if uniform:
             y, f = _checkpointed_loop(step, num_steps, (y, f))
         else:
-            y, f = lax.fori_loop(0, num_steps, step, (y, f))
+            _, y, f = eqxi.while_loop(
+                lambda state: state[0] < num_steps,
+                lambda state: (state[0] + 1, *step(state[0], state[1:])),
+                (jnp.asarray(0, jnp.int32), y, f),
+                max_steps=max_steps,
+                kind=loop_kind,
+            )
         return (y, f), y
 
     xs = (ts[:-1], ts[1:]) if uniform else (ts[:-1], ts[1:], jnp.asarray(steps_per_interval))
@@ -222,7 +203,9 @@ def _initial_step(vector_field, t0, y0, f0, error_order, rtol, atol):
     return lax.stop_gradient(jnp.minimum(100 * h0, h1))
 
 
-def _solve_adaptive(vector_field, tableau, error_order, ts, y0, dt0, rtol, atol, max_steps):
+def _solve_adaptive(
+    vector_field, tableau, error_order, ts, y0, dt0, rtol, atol, max_steps, loop_kind
+):
     """Per-trajectory adaptive steps (I-controller), clipped to land on every save time.
 
     The save intervals are an outer `scan` and the steps inside one an inner `while_loop`,
@@ -274,7 +257,9 @@ def _solve_adaptive(vector_field, tableau, error_order, ts, y0, dt0, rtol, atol,
             t, num_steps = carry[0], carry[4]
             return (t < target) & (num_steps < max_steps)
 
-        carry = lax.while_loop(unfinished, ft.partial(attempt, target), carry)
+        carry = eqxi.while_loop(
+            unfinished, ft.partial(attempt, target), carry, max_steps=max_steps, kind=loop_kind
+        )
         reached = carry[0] >= target
         return carry, jnp.where(reached, carry[1], jnp.inf)
 
@@ -305,11 +290,13 @@ def lean_solve(
     rtol: Array,
     atol: Array,
     max_steps: int,
+    loop_kind: str,
 ) -> tuple[Array, dfx.RESULTS, dict[str, Array]]:
     """Solves with the lean integrator; returns `(ys, result, stats)` like `diffeqsolve`.
 
     Compiled once per model structure, solver, shapes and step layout: parameter values,
     `y0`, `ts`, `dt0` and the tolerances are traced, so changing them never recompiles.
+    `loop_kind` is `"checkpointed"` (reverse-mode autodiff) or `"lax"` (forward mode).
     """
 
     def vector_field(t, y):
@@ -317,10 +304,20 @@ def lean_solve(
         return jnp.asarray(model(t, y, args), dtype=y.dtype)
 
     if adaptive:
-        error_order = solver.order(dfx.ODETerm(model)) + 1
         ys, result, stats = _solve_adaptive(
-            vector_field, solver.tableau, error_order, ts, y0, dt0, rtol, atol, max_steps
+            vector_field,
+            solver.tableau,
+            error_order(solver),
+            ts,
+            y0,
+            dt0,
+            rtol,
+            atol,
+            max_steps,
+            loop_kind,
         )
     else:
-        ys, result, stats = _solve_fixed(vector_field, solver.tableau, ts, y0, steps_per_interval)
+        ys, result, stats = _solve_fixed(
+            vector_field, solver.tableau, ts, y0, steps_per_interval, max_steps, loop_kind
+        )
     return ys, result, {**stats, "max_steps": jnp.asarray(max_steps)}

@@ -1,0 +1,168 @@
+"""`SolveOptions`: how to solve, in one frozen, hashable, validated object.
+
+`simulate` takes these settings as keyword arguments (the friendly form) or as one
+`SolveOptions`; `fit`, `sweep` and experiment files pass a `SolveOptions` through, and the
+compiled sweep and fit loops use it as their cache key.
+"""
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import diffrax as dfx
+
+from ._misc import is_concrete
+from ._solvers import ADJOINTS, SOLVERS, solver_name
+
+DEFAULT_MAX_STEPS = 16_384
+INTEGRATORS = ("auto", "diffrax", "lean")
+
+
+@dataclasses.dataclass(frozen=True)
+class SolveOptions:
+    r"""The settings of one solve, checked once when built.
+
+    **Arguments** (all keyword, all optional):
+
+    - `solver`: a name from `simlab.SOLVERS`, a solver instance, or `None` (Tsit5, or an
+      implicit solver for models that declare themselves stiff).
+    - `rtol`, `atol`: tolerances of the adaptive step-size controller, $0 < \text{rtol} < 0.5$,
+      $\text{atol} > 0$.
+    - `dt0`: the initial (or, with `adaptive=False`, the fixed) step; `None` chooses one.
+    - `adaptive`: adapt the step to meet `rtol`/`atol`, or take fixed steps of `dt0`.
+    - `max_steps`: the most steps before the solve reports failure.
+    - `adjoint`: `None` (reverse mode), `"forward"`, `"checkpoint"`, `"direct"`,
+      `"backsolve"` or a Diffrax adjoint.
+    - `integrator`: `"auto"` (the lean loop for explicit Runge–Kutta solvers, Diffrax for
+      the rest), `"lean"` or `"diffrax"`.
+
+    !!! example
+
+        ```python
+        options = simlab.SolveOptions(solver="dopri5", rtol=1e-8, atol=1e-10)
+        trajectory = simlab.simulate(model, y0, ts, options=options)
+        faster = options.replace(rtol=1e-4)
+        ```
+    """
+
+    solver: Any = None
+    rtol: Any = 1e-6
+    atol: Any = 1e-9
+    dt0: Any = None
+    adaptive: bool = True
+    max_steps: int = DEFAULT_MAX_STEPS
+    adjoint: Any = None
+    integrator: str = "auto"
+
+    def __post_init__(self):
+        _check_solver(self.solver)
+        _check_tolerance("rtol", self.rtol, upper=0.5)
+        _check_tolerance("atol", self.atol, upper=math.inf)
+        if self.dt0 is not None and is_concrete(self.dt0):
+            if not (math.isfinite(float(self.dt0)) and float(self.dt0) > 0):
+                raise ValueError(f"dt0 must be positive and finite; got {self.dt0}.")
+        if not isinstance(self.adaptive, bool):
+            raise ValueError(f"adaptive must be True or False; got {self.adaptive!r}.")
+        if isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int):
+            raise ValueError(f"max_steps must be a positive integer; got {self.max_steps!r}.")
+        if self.max_steps < 1:
+            raise ValueError(f"max_steps must be a positive integer; got {self.max_steps!r}.")
+        if not (self.adaptive or self.dt0 is not None):
+            raise ValueError("adaptive=False takes fixed steps and needs a step: pass dt0=...")
+        _check_adjoint(self.adjoint)
+        if self.integrator not in INTEGRATORS:
+            raise ValueError(
+                f"unknown integrator {self.integrator!r}; use one of {list(INTEGRATORS)}."
+            )
+
+    def replace(self, **changes: Any) -> "SolveOptions":
+        """A copy with some settings changed (checked again)."""
+        unknown = set(changes) - set(FIELDS)
+        if unknown:
+            raise ValueError(f"unknown solve settings {sorted(unknown)}; use {list(FIELDS)}.")
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def from_mapping(cls, settings: Mapping[str, Any] | None) -> "SolveOptions":
+        """Options from a mapping of setting names (a dict of `simulate` keywords, or an
+        experiment file's `[solver]` table), refusing unknown names."""
+        return cls().replace(**dict(settings or {}))
+
+    def record(self) -> dict[str, Any]:
+        """A JSON-able description: what a results store or provenance file records."""
+        return {
+            name: _describe(getattr(self, name)) if name in ("solver", "adjoint") else value
+            for name, value in ((n, getattr(self, n)) for n in FIELDS)
+        }
+
+
+FIELDS = tuple(field.name for field in dataclasses.fields(SolveOptions))
+
+
+def as_solve_options(value: "SolveOptions | Mapping[str, Any] | None") -> SolveOptions:
+    """`value` as `SolveOptions`: a `SolveOptions` as is, a mapping of settings, or defaults."""
+    if isinstance(value, SolveOptions):
+        return value
+    if value is None or isinstance(value, Mapping):
+        return SolveOptions.from_mapping(value)
+    raise ValueError(
+        f"solve settings must be a simlab.SolveOptions or a dict of simulate keywords; got "
+        f"{type(value).__name__}."
+    )
+
+
+def merged_options(options: SolveOptions | None, keywords: dict[str, Any]) -> SolveOptions:
+    """The options of an entry point that takes `options=` or the settings as keywords:
+    `options` when given (then every keyword must be at its default), else the keywords."""
+    if options is None:
+        return SolveOptions(**keywords)
+    if not isinstance(options, SolveOptions):
+        raise ValueError(f"options must be a simlab.SolveOptions; got {type(options).__name__}.")
+    defaults = SolveOptions()
+    given = [name for name, value in keywords.items() if value is not getattr(defaults, name)]
+    if given:
+        raise ValueError(
+            f"pass the solve settings either as options= or as keywords, not both; got "
+            f"options and {given}. Use options.replace({given[0]}=...) instead."
+        )
+    return options
+
+
+def _check_solver(solver: Any) -> None:
+    if isinstance(solver, str) and solver.lower() not in SOLVERS:
+        raise ValueError(f"unknown solver {solver!r}; use one of {sorted(SOLVERS)}.")
+    if not (solver is None or isinstance(solver, str | dfx.AbstractSolver)):
+        raise ValueError(
+            f"unknown solver {solver!r}; use one of {sorted(SOLVERS)} or a diffrax solver "
+            "instance such as diffrax.Tsit5()."
+        )
+
+
+def _check_tolerance(name: str, value: Any, *, upper: float) -> None:
+    if not is_concrete(value):
+        return  # traced: checked inside the compiled solve
+    try:
+        number = float(value)
+    except TypeError as error:
+        raise ValueError(f"{name} must be a positive number; got {value!r}.") from error
+    if not (0 < number < upper):
+        bound = f"lie in (0, {upper:g})" if math.isfinite(upper) else "be positive and finite"
+        raise ValueError(f"{name} must {bound}; got {value!r}.")
+
+
+def _check_adjoint(adjoint: Any) -> None:
+    if adjoint is None or isinstance(adjoint, dfx.AbstractAdjoint):
+        return
+    if not (isinstance(adjoint, str) and adjoint in ADJOINTS):
+        raise ValueError(
+            f"unknown adjoint {adjoint!r}; use one of {sorted(ADJOINTS)} or a diffrax adjoint."
+        )
+
+
+def _describe(value: Any) -> Any:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, dfx.AbstractSolver):
+        return solver_name(value)
+    return type(value).__name__

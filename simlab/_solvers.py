@@ -1,0 +1,249 @@
+r"""What simlab knows about each solver: its name, order, error estimate, stability, kind.
+
+Every other module asks here: `simulate` to resolve a name and pick the integrator, the
+lean loop for the Butcher tableau, grid models for the stability function of an explicit
+step, and `fit`, `sweep` and experiment files for the names they accept.
+
+A solver is *lean* when it is an explicit Runge–Kutta method, which simlab's lean loop
+(`simlab._lean`) runs; every other solver runs on Diffrax.
+"""
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import diffrax as dfx
+import lineax as lx
+import numpy as np
+import optimistix as optx
+
+_rk4_tableau = dfx.ButcherTableau(
+    c=np.array([0.5, 0.5, 1.0]),
+    b_sol=np.array([1 / 6, 1 / 3, 1 / 3, 1 / 6]),
+    b_error=np.zeros(4),
+    a_lower=(np.array([0.5]), np.array([0.0, 0.5]), np.array([0.0, 0.0, 1.0])),
+)
+
+
+class RK4(dfx.AbstractERK):
+    """The classical fourth-order Runge–Kutta method, for fixed steps only.
+
+    It has no embedded error estimate, so `simulate` refuses it with `adaptive=True`.
+    Dense output (for save times between steps) is third-order Hermite interpolation.
+    """
+
+    tableau: ClassVar[dfx.ButcherTableau] = _rk4_tableau
+    interpolation_cls: ClassVar[Callable[..., dfx.ThirdOrderHermitePolynomialInterpolation]] = (
+        dfx.ThirdOrderHermitePolynomialInterpolation.from_k
+    )
+
+    def order(self, terms):
+        return 4
+
+
+@dataclasses.dataclass(frozen=True)
+class SolverSpec:
+    """One solver as simlab sees it.
+
+    - `name`: the name `simulate(solver=...)` accepts.
+    - `build`: makes the solver object.
+    - `order`: the order of the method.
+    - `adaptive`: whether it carries an embedded error estimate (needed for adaptive steps).
+    - `implicit`: whether each step solves a nonlinear system (stiff problems).
+    """
+
+    name: str
+    build: Callable[[], Any]
+    order: int
+    adaptive: bool
+    implicit: bool
+
+
+SOLVERS: dict[str, SolverSpec] = {
+    spec.name: spec
+    for spec in (
+        SolverSpec("euler", dfx.Euler, 1, adaptive=False, implicit=False),
+        SolverSpec("heun", dfx.Heun, 2, adaptive=True, implicit=False),
+        SolverSpec("midpoint", dfx.Midpoint, 2, adaptive=True, implicit=False),
+        SolverSpec("ralston", dfx.Ralston, 2, adaptive=True, implicit=False),
+        SolverSpec("bosh3", dfx.Bosh3, 3, adaptive=True, implicit=False),
+        SolverSpec("rk4", RK4, 4, adaptive=False, implicit=False),
+        SolverSpec("tsit5", dfx.Tsit5, 5, adaptive=True, implicit=False),
+        SolverSpec("dopri5", dfx.Dopri5, 5, adaptive=True, implicit=False),
+        SolverSpec("dopri8", dfx.Dopri8, 8, adaptive=True, implicit=False),
+        SolverSpec("implicit_euler", dfx.ImplicitEuler, 1, adaptive=True, implicit=True),
+        SolverSpec("kvaerno3", dfx.Kvaerno3, 3, adaptive=True, implicit=True),
+        SolverSpec("kvaerno4", dfx.Kvaerno4, 4, adaptive=True, implicit=True),
+        SolverSpec("kvaerno5", dfx.Kvaerno5, 5, adaptive=True, implicit=True),
+    )
+}
+
+DEFAULT_SOLVER = "tsit5"
+DEFAULT_STIFF_SOLVER = "kvaerno5"
+
+ADJOINTS: dict[str, Callable[[], dfx.AbstractAdjoint]] = {
+    "checkpoint": dfx.RecursiveCheckpointAdjoint,
+    "forward": dfx.ForwardMode,
+    "direct": dfx.DirectAdjoint,
+    "backsolve": dfx.BacksolveAdjoint,
+}
+
+
+def resolve_solver(solver: Any, *, stiff: bool) -> Any:
+    """The solver object for `simulate(solver=...)`: a name, an instance, or `None` (the
+    default for a model that is `stiff` or not)."""
+    if solver is None:
+        return SOLVERS[DEFAULT_STIFF_SOLVER if stiff else DEFAULT_SOLVER].build()
+    if isinstance(solver, str) and solver.lower() in SOLVERS:
+        return SOLVERS[solver.lower()].build()
+    if isinstance(solver, dfx.AbstractSolver):
+        return solver
+    raise ValueError(
+        f"unknown solver {solver!r}; use one of {sorted(SOLVERS)} or a diffrax solver "
+        "instance such as diffrax.Tsit5()."
+    )
+
+
+def solver_name(solver: Any) -> str:
+    """The registry name of `solver`, or its class name for a solver not in the registry."""
+    for spec in SOLVERS.values():
+        if type(solver) is spec.build:
+            return spec.name
+    return type(solver).__name__
+
+
+def is_lean_solver(solver: Any) -> bool:
+    """Whether the lean loop can run `solver`: any explicit Runge–Kutta tableau."""
+    return isinstance(solver, dfx.AbstractERK) and not solver.tableau.implicit
+
+
+def has_error_estimate(solver: Any) -> bool:
+    """Whether `solver` carries an embedded error estimate (needed for adaptive steps)."""
+    if isinstance(solver, dfx.AbstractRungeKutta):
+        return bool(np.any(np.asarray(solver.tableau.b_error) != 0))
+    return isinstance(solver, dfx.AbstractAdaptiveSolver)
+
+
+def is_implicit(solver: Any) -> bool:
+    """Whether each step of `solver` solves a nonlinear system."""
+    return isinstance(solver, dfx.AbstractImplicitSolver)
+
+
+def error_order(solver: Any) -> int:
+    """The order the step-size controller assumes for the error estimate of `solver`."""
+    return solver.order(dfx.ODETerm(lambda t, y, args: y)) + 1
+
+
+def resolve_adjoint(adjoint: Any) -> dfx.AbstractAdjoint:
+    """The Diffrax adjoint for `simulate(adjoint=...)` (`None`: checkpointed reverse mode)."""
+    if adjoint is None:
+        return dfx.RecursiveCheckpointAdjoint()
+    if isinstance(adjoint, dfx.AbstractAdjoint):
+        return adjoint
+    if isinstance(adjoint, str) and adjoint in ADJOINTS:
+        return ADJOINTS[adjoint]()
+    raise ValueError(
+        f"unknown adjoint {adjoint!r}; use one of {sorted(ADJOINTS)} or a diffrax adjoint instance."
+    )
+
+
+def stability_function(solver: Any) -> Callable[[np.ndarray], np.ndarray] | None:
+    r"""The stability function $R(z) = 1 + z\, b^\top (I - zA)^{-1} \mathbf 1$ of an explicit
+    Runge–Kutta `solver`, or `None` when it is implicit or not a Runge–Kutta method."""
+    if isinstance(solver, dfx.Euler):
+        return lambda z: 1.0 + z
+    if not is_lean_solver(solver):
+        return None
+    tableau = solver.tableau
+    num_stages = len(tableau.b_sol)
+    matrix = np.zeros((num_stages, num_stages))
+    for row, coefficients in enumerate(tableau.a_lower, start=1):
+        matrix[row, : len(coefficients)] = coefficients
+    weights = np.asarray(tableau.b_sol, dtype=float)
+
+    def evaluate(z: np.ndarray) -> np.ndarray:
+        # A is strictly lower triangular, so (I - zA)^{-1} 1 is a forward substitution.
+        z = np.asarray(z, dtype=complex)
+        stages = np.empty((num_stages, *z.shape), dtype=complex)
+        for i in range(num_stages):
+            stages[i] = 1.0 + z * np.tensordot(matrix[i, :i], stages[:i], axes=1)
+        return 1.0 + z * np.tensordot(weights, stages, axes=1)
+
+    return evaluate
+
+
+_SCAN_POINTS = 400
+_LARGEST_SCALED_STEP = 20.0  # every explicit method's stability region lies inside |z| < 20
+_STABILITY_TOLERANCE = 1e-9
+
+
+def largest_stable_step(solver: Any, eigenvalues: np.ndarray) -> float | None:
+    """The largest $\\Delta t$ with $|R(\\Delta t\\,\\lambda)| \\le 1$ for all `eigenvalues`.
+
+    Returns `None` when `solver` has no known stability polynomial (implicit solvers: no
+    limit is imposed) or every eigenvalue is zero, and `0.0` when no step is stable (e.g.
+    forward Euler on purely imaginary eigenvalues).
+    """
+    stability = stability_function(solver)
+    eigenvalues = np.asarray(eigenvalues, dtype=complex).ravel()
+    spectral_radius = float(np.max(np.abs(eigenvalues), initial=0.0))
+    if stability is None or spectral_radius == 0.0:
+        return None
+
+    def stable(step: float) -> bool:
+        return bool(np.all(np.abs(stability(step * eigenvalues)) <= 1.0 + _STABILITY_TOLERANCE))
+
+    steps = np.linspace(0.0, _LARGEST_SCALED_STEP / spectral_radius, _SCAN_POINTS + 1)[1:]
+    stable_below, unstable_above = 0.0, None
+    for step in steps:  # scan first: a stability region need not be convex
+        if not stable(step):
+            unstable_above = step
+            break
+        stable_below = step
+    if unstable_above is None:
+        return stable_below
+    if stable_below == 0.0:
+        # Unstable already at a twentieth of a step per unit spectral radius: only a sliver
+        # of the region, if any, covers these eigenvalues, so no useful step is stable.
+        return 0.0
+    for _ in range(40):
+        middle = 0.5 * (stable_below + unstable_above)
+        stable_below, unstable_above = (
+            (middle, unstable_above) if stable(middle) else (stable_below, middle)
+        )
+    return stable_below
+
+
+IMPLICIT_METHODS = ("implicit_euler", "kvaerno3", "kvaerno4", "kvaerno5")
+
+
+def implicit_solver(
+    method: str = "kvaerno5", *, rtol: float = 1e-6, atol: float = 1e-9
+) -> dfx.AbstractSolver:
+    r"""An implicit solver for stiff diffusion on large grids, whose Newton iterations solve
+    their linear systems matrix-free by GMRES (Jacobian–vector products only), so no
+    $N \times N$ Jacobian is ever formed and the step is not bound by the diffusion number.
+
+    **Arguments:**
+
+    - `method`: `"kvaerno5"` (default), `"kvaerno4"`, `"kvaerno3"` (adaptive, A-stable
+      ESDIRK) or `"implicit_euler"` (first order, L-stable, cheapest to compile).
+    - `rtol`, `atol`: tolerances of the Newton iteration (GMRES solves 100× tighter);
+      match them to the step-size controller's (`simulate`'s `rtol`, `atol`).
+
+    **Returns:** a Diffrax solver to pass as `simulate(..., solver=...)`.
+
+    !!! example
+
+        ```python
+        solver = simlab.models.implicit_solver(rtol=1e-6, atol=1e-8)
+        trajectory = simlab.simulate(model, y0, ts, solver=solver, rtol=1e-6, atol=1e-8)
+        ```
+    """
+    if method not in IMPLICIT_METHODS:
+        raise ValueError(f"method must be one of {sorted(IMPLICIT_METHODS)}; got {method!r}.")
+    # Newton rather than diffrax's default chord method: the chord method stores a factorised
+    # Jacobian, which an iterative solver does not have (and would otherwise materialise).
+    linear_solver = lx.GMRES(rtol=rtol / 100, atol=atol / 100, restart=40, stagnation_iters=40)
+    root_finder = optx.Newton(rtol=rtol, atol=atol, linear_solver=linear_solver)
+    return SOLVERS[method].build(root_finder=root_finder)
