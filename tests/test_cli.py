@@ -142,6 +142,17 @@ def test_check_validates_without_running(isolated, capsys):
     assert not (isolated / "results").exists()
 
 
+@pytest.mark.parametrize("name", ["/tmp/escape", "../../escape", "sub/escape", ".escape"])
+def test_check_refuses_a_figure_name_that_is_not_a_file_stem(isolated, capsys, name):
+    portrait = 'kind = "phase_portrait"'
+    text = SMALL_TOML.replace(portrait, f'{portrait}\nname = "{name}"')
+    path = _write(isolated, "escape.toml", text)
+    assert cli.main(["run", str(path), "--check"]) == 2
+    line = _one_clear_line(capsys.readouterr().err)
+    assert line.startswith(f"simlab: error: {path}: [figures[1].name] is {name!r}; a name")
+    assert "letters, digits" in line
+
+
 def test_run_show_plot_and_out_protection(isolated, capsys):
     path = _write(isolated, "small.toml", SMALL_TOML)
     out = isolated / "run"
@@ -169,6 +180,15 @@ def test_run_show_plot_and_out_protection(isolated, capsys):
     assert cli.main(["plot", str(out)]) == 0
     assert "redrew 4 file(s)" in capsys.readouterr().out
     assert sorted(p.name for p in (out / "figures").iterdir()) == figures
+
+    # An edited config.toml is checked again: a figure name that leaves figures/ is refused.
+    config = out / "config.toml"
+    portrait = 'kind = "phase_portrait"'
+    config.write_text(config.read_text().replace(portrait, f'{portrait}\nname = "../escape"'))
+    assert cli.main(["plot", str(out)]) == 2
+    line = _one_clear_line(capsys.readouterr().err)
+    assert f"{config}: [figures[1].name] is '../escape'" in line
+    assert not list(isolated.rglob("escape.*"))
 
     assert cli.main(["run", str(path), "--out", str(out), "--overwrite", "--quiet"]) == 0
     assert capsys.readouterr().out == ""

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import simlab.experiment as experiments
-from simlab.experiment import ExperimentError
-from simlab.experiment._folder import to_toml
+from simlab.experiment import ExperimentError, _figures
+from simlab.experiment._folder import StoredRun, to_toml
 from simlab.experiment._run import Outcome
 
 SHIPPED = ("gray_scott_patterns", "heat_inverse", "lynx_hare", "pendulum_sweep")
@@ -252,7 +252,20 @@ BAD_CONFIGS = [
      r"\[figures\[0\].variable\] is 'prey_peak'; use one of \['final_prey', 'final_predator'\]"),
     (_with(model__grid={"shape": [8], "extent": 1.0}), r"\[model.grid\] LotkaVolterra is not "
      r"a grid model"),
+    (_with(figures=[{"kind": "phase_portrait", "label": "prey"}]),
+     r"\[figures\[0\].label\] is not a known key; the keys allowed here are \['kind', 'name', "
+     r"'title', 'xlabel', 'ylabel'\]"),
+    (_with(figures=[{"kind": "loss", "channel": 0}]), r"\[figures\[0\].channel\] is not a known"),
+    (_with(figures=[{"kind": "phase_portrait", "xlabel": 3}]),
+     r"\[figures\[0\].xlabel\] must be a string; got 3"),
+    (_with(figures=[{"name": "a"}]), r"\[figures\[0\].kind\] is missing"),
+    (_with(figures={"kind": "fit"}), r"\[figures\] must be an array of tables"),
+    (_with(figures=[{"kind": "phase_portrait"}, {"kind": "phase_portrait"}]),
+     r"\[figures\[1\].name\] 'phase_portrait' is used twice"),
 ]  # fmt: skip
+
+UNSAFE_NAMES = ["/tmp/escape", "../../escape", "figures/escape", "a\\b", ".hidden", "", "C:x",
+                "two words", "ünïcode", "x\n"]  # fmt: skip
 
 
 @pytest.mark.parametrize(("config", "message"), BAD_CONFIGS)
@@ -261,6 +274,70 @@ def test_bad_experiments_are_refused_with_key_and_fix(tmp_path, config, message)
     with pytest.raises(ExperimentError, match=message) as caught:
         experiments.parse(config, path)
     assert str(caught.value).startswith(f"{path}: [")
+
+
+@pytest.mark.parametrize("name", UNSAFE_NAMES)
+def test_figure_names_are_plain_file_stems(tmp_path, name):
+    """A name becomes a file in figures/: one that could leave the folder is refused."""
+    config = _with(figures=[{"kind": "phase_portrait", "name": name}])
+    with pytest.raises(ExperimentError, match=r"\[figures\[0\].name\] is .*; a name becomes"):
+        experiments.parse(config, tmp_path / "names.toml")
+
+
+def test_safe_figure_names_are_kept(tmp_path):
+    names = ["portrait", "Portrait_2", "fig-3.v1", "_draft"]
+    config = _with(figures=[{"kind": "phase_portrait", "name": name} for name in names])
+    experiment = experiments.parse(config, tmp_path / "names.toml")
+    assert [figure.name for figure in experiment.figures] == names
+
+
+def test_plot_checks_an_edited_config(tmp_path, monkeypatch):
+    """`redraw` reads config.toml again: a name that escapes, an unknown kind or an option
+    the kind does not take is refused before anything is drawn."""
+    experiment = experiments.parse(
+        _with(figures=[{"kind": "phase_portrait", "name": "portrait"}]), tmp_path / "small.toml"
+    )
+    monkeypatch.setattr(experiments, "compute", _small_outcome)
+    folder = experiments.run(experiment, out=tmp_path / "run", quiet=True)
+    assert _figure_files(folder) == {"portrait.png", "portrait.svg"}
+    edits = [
+        ({"name": str(tmp_path / "escape")}, r"\[figures\[0\].name\] is '/.*escape'"),
+        ({"name": "../../escape"}, r"\[figures\[0\].name\] is '../../escape'; a name becomes"),
+        ({"kind": "histogram"}, r"\[figures\[0\].kind\] is 'histogram'; use one of \['fit', "),
+        ({"ylabel": "predators", "label": "x"}, r"\[figures\[0\].label\] is not a known key"),
+    ]
+    for edit, message in edits:
+        config = {**experiment.config, "figures": [{"kind": "phase_portrait", **edit}]}
+        (folder / "config.toml").write_text(to_toml(config))
+        with pytest.raises(ExperimentError, match=message) as caught:
+            experiments.redraw(folder)
+        assert str(caught.value).startswith(f"{folder / 'config.toml'}: [figures[0].")
+    assert sorted(p.name for p in tmp_path.rglob("*escape*")) == []
+    assert _figure_files(folder) == {"portrait.png", "portrait.svg"}
+
+
+def _stored(tmp_path, **arrays) -> StoredRun:
+    config = {"model": {"name": "LotkaVolterra"}}
+    return StoredRun(tmp_path, config, metrics={}, provenance={}, arrays=arrays)
+
+
+def test_phase_portrait_and_loss_take_their_axis_labels(tmp_path):
+    ts = np.linspace(0.0, 1.0, 5)
+    run = _stored(tmp_path, simulation_ts=ts, simulation_ys=np.stack([ts, ts**2], axis=1),
+                  fit_loss_history=np.array([4.0, 1.0, 0.25]))  # fmt: skip
+    labels = {"xlabel": "hares (thousands)", "ylabel": "lynx (thousands)"}
+    for drawer, default in ((_figures._phase_portrait, ("prey", "predator")),
+                            (_figures._loss, ("optimiser step", "loss"))):  # fmt: skip
+        (ax,) = drawer(run, labels).axes
+        assert (ax.get_xlabel(), ax.get_ylabel()) == tuple(labels.values())
+        (ax,) = drawer(run, {}).axes
+        assert (ax.get_xlabel(), ax.get_ylabel()) == default
+
+
+def test_every_option_a_figure_kind_takes_has_its_type_checked():
+    typed = {"kind", "name", *_figures.STRING_OPTIONS, *_figures.INTEGER_OPTIONS}
+    for name, kind in _figures.FIGURE_KINDS.items():
+        assert kind.name == name and set(kind.options) <= typed
 
 
 def test_grid_model_settings_are_checked(tmp_path):
@@ -276,6 +353,11 @@ def test_grid_model_settings_are_checked(tmp_path):
     config["initial_state"]["field"] = "gray_scott_seed"
     with pytest.raises(ExperimentError, match="'gray_scott_seed' does not suit Heat"):
         experiments.parse(config, tmp_path / "heat.toml")
+    # Two channels are not enough: the seed is Gray–Scott's own.
+    wave = {**config, "model": {**config["model"], "name": "Wave",
+                                "parameters": {"wave_speed": 1.0}}}  # fmt: skip
+    with pytest.raises(ExperimentError, match="'gray_scott_seed' does not suit Wave"):
+        experiments.parse(wave, tmp_path / "wave.toml")
     config["initial_state"] = {"field": "sine", "amplitude": 2.0}
     experiment = experiments.parse(config, tmp_path / "heat.toml")
     # The slowest Dirichlet mode, sampled at the cell centres.

@@ -1,9 +1,23 @@
-"""Named initial fields for grid models, and the observables a sweep may keep."""
+"""The names an experiment file uses: models, initial fields of grid models, and the
+observables a sweep may keep."""
+
+import inspect
 
 import jax.numpy as jnp
 import numpy as np
 
+from .. import models as models_module
 from ..grid import Grid
+from ..models import AbstractModel
+
+
+def model_classes() -> dict[str, type[AbstractModel]]:
+    """The concrete models of `simlab.models`, by class name."""
+    return {
+        name: cls
+        for name, cls in vars(models_module).items()
+        if isinstance(cls, type) and issubclass(cls, AbstractModel) and not inspect.isabstract(cls)
+    }
 
 
 def initial_field(

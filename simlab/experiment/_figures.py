@@ -1,44 +1,123 @@
-"""The figures of a run, drawn from its stored files only, so `simlab plot` never recomputes."""
+"""The table of figure kinds: what each needs, which models it suits, which options it
+takes and how it is drawn. Experiments are checked against it, and runs are drawn from it,
+from their stored files only, so `simlab plot` never recomputes."""
 
+import dataclasses
 import os
 import pathlib
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from .._results import RESULTS, Trajectory
 from .._sweep import SweepResult
-from ._folder import StoredRun
-from ._spec import model_classes
+from ..models import AbstractGridModel, AbstractModel
+from ._check import Checker
+from ._fields import model_classes, observable_names
+from ._folder import CONFIG, StoredRun
 
 VECTOR_FORMAT = "svg"
+SUITS = {"grid": "grid models", "ode": "models with named states (ODEs)", "any": "any model"}
+STRING_OPTIONS = ("title", "label", "xlabel", "ylabel", "variable")
+INTEGER_OPTIONS = {"channel": 0, "every": 1}  # each with its smallest value
+
+
+@dataclasses.dataclass(frozen=True)
+class FigureKind:
+    """One kind of figure that `[[figures]]` may ask for.
+
+    **Attributes:**
+
+    - `name`: the `kind` written in the experiment file.
+    - `needs`: the tables the experiment must have for it (`"fit"`, `"sweep"`).
+    - `suits`: the models it is drawn for: `"grid"`, `"ode"` (named states) or `"any"`.
+    - `options`: the keys it accepts besides `kind` and `name`; any other key is refused.
+    - `check_options`: further checks, `check(checker, entry, where, model, sweep)`, run
+      after the needs and the model are known to fit.
+    - `draw`: `draw(run, entry, stem)` writes the figure's files next to `stem` (a path
+      without suffix) and returns them.
+    """
+
+    name: str
+    needs: tuple[str, ...]
+    suits: str
+    options: tuple[str, ...]
+    check_options: tuple[Callable[..., None], ...]
+    draw: Callable[[StoredRun, dict, pathlib.Path], list[pathlib.Path]]
+
+    def check(self, check: Checker, entry: dict, where: str, model: AbstractModel, tables):
+        """Refuses the entry if the experiment lacks a table it needs, or the model does
+        not suit it; `tables` maps `"fit"` and `"sweep"` to their specs (or `None`)."""
+        for table in self.needs:
+            if tables[table] is None:
+                raise check.fail(f"{where}.kind", f"{self.name!r} needs a [{table}] table.")
+        if self.suits != "any" and (self.suits == "grid") != isinstance(model, AbstractGridModel):
+            raise check.fail(
+                f"{where}.kind",
+                f"{self.name!r} is a figure for {SUITS[self.suits]}, not {type(model).__name__}.",
+            )
+        for check_option in self.check_options:
+            check_option(check, entry, where, model, tables["sweep"])
+
+
+def figure_entries(check: Checker, config: dict) -> list[tuple[str, dict, FigureKind]]:
+    """Each `[[figures]]` entry with its place and its kind, once its keys (those its kind
+    accepts) and their types are checked: the same for a new experiment and a stored run."""
+    entries = config.get("figures", [])
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise check.fail("figures", 'must be an array of tables: [[figures]] kind = "...".')
+    checked = []
+    for index, entry in enumerate(entries):
+        where = f"figures[{index}]"
+        kind = FIGURE_KINDS[check.string(entry, "kind", where, choices=tuple(FIGURE_KINDS))]
+        check.keys(entry, where, ("kind", "name", *kind.options))
+        check.file_stem(entry, "name", where, default=None)
+        for key in STRING_OPTIONS:
+            check.string(entry, key, where, default=None)
+        for key, minimum in INTEGER_OPTIONS.items():
+            check.integer(entry, key, where, default=None, minimum=minimum)
+        checked.append((where, entry, kind))
+    return checked
 
 
 def draw_all(run: StoredRun, folder: pathlib.Path | None = None) -> list[pathlib.Path]:
     """Draws every figure the run's config asks for into `folder` (default: its figures/).
 
-    Each figure is written as PNG and SVG (animations as GIF), each file atomically.
+    Each figure is written as PNG and SVG (animations as GIF), each file atomically. The
+    entries are checked first, so an edited `config.toml` fails with the key and the fix.
     """
     import matplotlib
 
     matplotlib.use("Agg")  # files only: never open a window, even when a display exists
-    import matplotlib.pyplot as plt
 
     folder = run.figures_folder if folder is None else folder
+    entries = figure_entries(Checker(run.folder / CONFIG), run.config)
     folder.mkdir(parents=True, exist_ok=True)
     written = []
-    for entry in run.config.get("figures", []):
-        kind, name = entry["kind"], entry.get("name", entry["kind"])
-        if kind == "animation":
-            written.append(_animation(run, entry, folder / f"{name}.gif"))
-            continue
-        figure = DRAWERS[kind](run, entry)
+    for _, entry, kind in entries:
+        written.extend(kind.draw(run, entry, folder / entry.get("name", kind.name)))
+    return written
+
+
+def _still(drawer: Callable[[StoredRun, dict], Any]):
+    """`draw` for a figure that `drawer` returns: titled, saved as PNG and SVG, closed."""
+
+    def draw(run: StoredRun, entry: dict, stem: pathlib.Path) -> list[pathlib.Path]:
+        import matplotlib.pyplot as plt
+
+        figure = drawer(run, entry)
         if "title" in entry:
             figure.suptitle(entry["title"])
-        for suffix in ("png", VECTOR_FORMAT):
-            written.append(_save(figure, folder / f"{name}.{suffix}"))
+        written = [
+            _save(figure, stem.with_name(f"{stem.name}.{suffix}"))
+            for suffix in ("png", VECTOR_FORMAT)
+        ]
         plt.close(figure)
-    return written
+        return written
+
+    return draw
 
 
 def _save(figure, path: pathlib.Path) -> pathlib.Path:
@@ -56,7 +135,7 @@ def _model_class(run: StoredRun):
 
 
 def _state_names(run: StoredRun) -> tuple[str, ...]:
-    return tuple(getattr(_model_class(run), "state_names", ()))
+    return tuple(_model_class(run).state_names)
 
 
 def _trajectory(run: StoredRun, ys_name: str = "simulation_ys") -> Trajectory:
@@ -115,13 +194,16 @@ def _phase_portrait(run: StoredRun, entry: dict):
     trajectory = _trajectory(run)
     data = _data(run, trajectory.ys.shape[1])
     ax = simlab.plot.phase_portrait(trajectory, data=None if data is None else data[1])
+    _axis_labels(ax, entry)
     return ax.figure
 
 
 def _loss(run: StoredRun, entry: dict):
     import simlab.plot
 
-    return simlab.plot.loss_curve(run.arrays["fit_loss_history"]).figure
+    ax = simlab.plot.loss_curve(run.arrays["fit_loss_history"])
+    _axis_labels(ax, entry)
+    return ax.figure
 
 
 def load_sweep(run: StoredRun) -> SweepResult:
@@ -194,9 +276,14 @@ def _axis_labels(ax, entry: dict) -> None:
 def _pattern_gallery(run: StoredRun, entry: dict):
     import simlab.plot
 
-    return simlab.plot.sweep_gallery(
+    figure = simlab.plot.sweep_gallery(
         load_sweep(run), "final_field", channel=entry.get("channel"), label=entry.get("label")
     )
+    if "xlabel" in entry:
+        figure.supxlabel(entry["xlabel"])
+    if "ylabel" in entry:
+        figure.supylabel(entry["ylabel"])
+    return figure
 
 
 def _grid(run: StoredRun):
@@ -236,6 +323,7 @@ def _field(run: StoredRun, entry: dict):
         )
         return ax.figure
     ax = simlab.plot.field_image(trajectory.ys[-1], _grid(run), label=label)
+    _axis_labels(ax, {"xlabel": entry.get("xlabel")})  # its ylabel names the colour bar
     ax.set_title(f"t = {float(trajectory.ts[-1]):.4g}")
     return ax.figure
 
@@ -266,22 +354,87 @@ def _snapshots(run: StoredRun, entry: dict):
     return figure
 
 
-def _animation(run: StoredRun, entry: dict, path: pathlib.Path) -> pathlib.Path:
+def _animation(run: StoredRun, entry: dict, stem: pathlib.Path) -> list[pathlib.Path]:
     import simlab.plot
 
     trajectory = _field_trajectory(run, entry, every=int(entry.get("every", 1)))
-    return simlab.plot.field_animation(
-        trajectory, _grid(run), path, label=entry.get("ylabel", "field")
+    path = stem.with_name(f"{stem.name}.gif")
+    return [
+        simlab.plot.field_animation(
+            trajectory, _grid(run), path, label=entry.get("ylabel", "field")
+        )
+    ]
+
+
+def _scalar_variable(check: Checker, entry: dict, where: str, model, sweep) -> None:
+    """`variable` is one the sweep's observable produces."""
+    check.string(
+        entry, "variable", where, choices=observable_names(sweep.observable, model.state_names)
     )
 
 
-DRAWERS = {
-    "fit": _fit_figure,
-    "phase_portrait": _phase_portrait,
-    "loss": _loss,
-    "sweep_heatmap": _sweep_heatmap,
-    "sweep_lines": _sweep_lines,
-    "pattern_gallery": _pattern_gallery,
-    "field": _field,
-    "snapshots": _snapshots,
+def _two_name_grid_sweep(check: Checker, entry: dict, where: str, model, sweep) -> None:
+    if len(sweep.axes) != 2 or sweep.mode != "grid":
+        raise check.fail(f"{where}.kind", f"{entry['kind']!r} needs a grid sweep over two names.")
+
+
+def _existing_channel(check: Checker, entry: dict, where: str, model, sweep) -> None:
+    if "channel" in entry and entry["channel"] >= (model.num_channels or 0):
+        raise check.fail(
+            f"{where}.channel",
+            f"{type(model).__name__} has no channel {entry['channel']}; drop it for "
+            "single-field models.",
+        )
+
+
+def _one_dimensional(check: Checker, entry: dict, where: str, model, sweep) -> None:
+    if model.grid.ndim != 1:
+        raise check.fail(f"{where}.kind", f"{entry['kind']!r} draws 1-D fields; use 'field'.")
+
+
+_LABELS = ("title", "xlabel", "ylabel")
+FIGURE_KINDS = {
+    kind.name: kind
+    for kind in (  # name, needs, suits, options, check_options, draw
+        FigureKind("fit", ("fit",), "ode", _LABELS, (), _still(_fit_figure)),
+        FigureKind("phase_portrait", (), "ode", _LABELS, (), _still(_phase_portrait)),
+        FigureKind("loss", ("fit",), "any", _LABELS, (), _still(_loss)),
+        FigureKind(
+            "sweep_heatmap",
+            ("sweep",),
+            "any",
+            (*_LABELS, "variable", "label"),
+            (_two_name_grid_sweep, _scalar_variable),
+            _still(_sweep_heatmap),
+        ),
+        FigureKind(
+            "sweep_lines",
+            ("sweep",),
+            "any",
+            (*_LABELS, "variable", "label"),
+            (_scalar_variable,),
+            _still(_sweep_lines),
+        ),
+        FigureKind(
+            "pattern_gallery",
+            ("sweep",),
+            "grid",
+            (*_LABELS, "channel", "label"),
+            (_two_name_grid_sweep, _existing_channel),
+            _still(_pattern_gallery),
+        ),
+        FigureKind(
+            "field", (), "grid", (*_LABELS, "channel"), (_existing_channel,), _still(_field)
+        ),
+        FigureKind("snapshots", (), "grid", _LABELS, (_one_dimensional,), _still(_snapshots)),
+        FigureKind(
+            "animation",
+            (),
+            "grid",
+            ("ylabel", "channel", "every"),
+            (_existing_channel,),
+            _animation,
+        ),
+    )
 }
+"""Every figure an experiment may draw, by `kind`."""

@@ -18,7 +18,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from ._spec import ExperimentError
+from ._check import ExperimentError
 
 CONFIG = "config.toml"
 METRICS = "metrics.json"

@@ -6,35 +6,23 @@ a typo costs a second, not a compile.
 
 import csv
 import dataclasses
-import inspect
-import math
 import pathlib
 import tomllib
 from typing import Any
 
 import numpy as np
 
-from .. import models as models_module
 from .._solvers import SOLVERS
 from ..grid import Grid
-from ..models import AbstractGridModel, AbstractModel
-from ._fields import initial_field, observable_names
+from ..models import AbstractGridModel, AbstractModel, GrayScott
+from ._check import Checker, ExperimentError as ExperimentError
+from ._fields import initial_field, model_classes
+from ._figures import figure_entries
 
 DATASETS = ("lynx_hare",)
 SWEEP_MODES = ("grid", "zip")
 OBSERVABLES = ("final_state", "peak", "final_field")
 GRID_FIELDS = ("gaussian", "sine", "gray_scott_seed")
-FIGURES = (
-    "fit",
-    "phase_portrait",
-    "loss",
-    "sweep_heatmap",
-    "sweep_lines",
-    "pattern_gallery",
-    "field",
-    "snapshots",
-    "animation",
-)
 TOP_LEVEL_KEYS = (
     "description",
     "model",
@@ -47,10 +35,6 @@ TOP_LEVEL_KEYS = (
     "figures",
     "quick",
 )
-
-
-class ExperimentError(ValueError):
-    """An experiment file that cannot be run as written; the message names key and fix."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,95 +114,6 @@ class Experiment:
     quick: bool = False
 
 
-class _Checker:
-    """Reads typed values out of the TOML table, raising errors that name file and key."""
-
-    def __init__(self, path: pathlib.Path):
-        self.path = path
-
-    def fail(self, key: str, problem: str) -> ExperimentError:
-        return ExperimentError(f"{self.path}: [{key}] {problem}")
-
-    def table(self, parent: dict, key: str, where: str, *, required: bool = True) -> dict | None:
-        if key not in parent:
-            if required:
-                raise self.fail(where, f"is missing; add a [{where}] table.")
-            return None
-        value = parent[key]
-        if not isinstance(value, dict):
-            raise self.fail(where, f"must be a table; got {type(value).__name__} {value!r}.")
-        return value
-
-    def keys(self, table: dict, where: str, allowed: tuple[str, ...]) -> None:
-        for key in table:
-            if key not in allowed:
-                raise self.fail(
-                    f"{where}.{key}" if where else key,
-                    f"is not a known key; the keys allowed here are {list(allowed)}.",
-                )
-
-    def number(self, table: dict, key: str, where: str, *, default: Any = ..., positive=False):
-        if key not in table:
-            if default is ...:
-                raise self.fail(f"{where}.{key}", "is missing; give a number.")
-            return default
-        value = table[key]
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise self.fail(f"{where}.{key}", f"must be a number; got {value!r}.")
-        if not math.isfinite(value) or (positive and value <= 0):
-            kind = "a positive finite number" if positive else "a finite number"
-            raise self.fail(f"{where}.{key}", f"must be {kind}; got {value!r}.")
-        return float(value)
-
-    def integer(self, table: dict, key: str, where: str, *, default: Any = ..., minimum=1):
-        if key not in table:
-            if default is ...:
-                raise self.fail(f"{where}.{key}", f"is missing; give an integer >= {minimum}.")
-            return default
-        value = table[key]
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise self.fail(f"{where}.{key}", f"must be an integer >= {minimum}; got {value!r}.")
-        return value
-
-    def string(self, table: dict, key: str, where: str, *, default: Any = ..., choices=None):
-        if key not in table:
-            if default is ...:
-                raise self.fail(f"{where}.{key}", "is missing; give a string.")
-            return default
-        value = table[key]
-        if not isinstance(value, str):
-            raise self.fail(f"{where}.{key}", f"must be a string; got {value!r}.")
-        if choices is not None and value not in choices:
-            raise self.fail(f"{where}.{key}", f"is {value!r}; use one of {list(choices)}.")
-        return value
-
-    def boolean(self, table: dict, key: str, where: str, *, default: bool) -> bool:
-        value = table.get(key, default)
-        if not isinstance(value, bool):
-            raise self.fail(f"{where}.{key}", f"must be true or false; got {value!r}.")
-        return value
-
-    def names(self, table: dict, key: str, where: str, allowed: tuple[str, ...]) -> tuple:
-        value = table.get(key)
-        if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
-            raise self.fail(f"{where}.{key}", f"must be a non-empty list of names; got {value!r}.")
-        for name in value:
-            if name not in allowed:
-                raise self.fail(
-                    f"{where}.{key}", f"names {name!r}; the choices are {list(allowed)}."
-                )
-        return tuple(value)
-
-
-def model_classes() -> dict[str, type[AbstractModel]]:
-    """The concrete models of `simlab.models`, by class name."""
-    return {
-        name: cls
-        for name, cls in vars(models_module).items()
-        if isinstance(cls, type) and issubclass(cls, AbstractModel) and not inspect.isabstract(cls)
-    }
-
-
 def deep_merge(base: dict, overrides: dict) -> dict:
     """`base` with `overrides` applied, table by table (overrides win)."""
     merged = dict(base)
@@ -259,7 +154,7 @@ def load(path: str | pathlib.Path, *, quick: bool = False) -> Experiment:
 
 def parse(config: dict, path: pathlib.Path, *, quick: bool = False) -> Experiment:
     """Checks an already parsed TOML table (see [`simlab.experiment.load`][])."""
-    check = _Checker(path)
+    check = Checker(path)
     check.keys(config, "", TOP_LEVEL_KEYS)
     overrides = check.table(config, "quick", "quick", required=False) or {}
     resolved = {k: v for k, v in config.items() if k != "quick"}
@@ -291,7 +186,7 @@ def parse(config: dict, path: pathlib.Path, *, quick: bool = False) -> Experimen
     )
 
 
-def _model(check: _Checker, config: dict) -> AbstractModel:
+def _model(check: Checker, config: dict) -> AbstractModel:
     table = check.table(config, "model", "model")
     check.keys(table, "model", ("name", "parameters", "grid"))
     classes = model_classes()
@@ -332,7 +227,7 @@ def _model(check: _Checker, config: dict) -> AbstractModel:
         raise check.fail("model", f"{name} refused these settings: {error}") from None
 
 
-def _grid(check: _Checker, table: dict) -> Grid:
+def _grid(check: Checker, table: dict) -> Grid:
     grid = check.table(table, "grid", "model.grid")
     check.keys(grid, "model.grid", ("shape", "extent", "boundary"))
     shape = grid.get("shape")
@@ -353,7 +248,7 @@ def _grid(check: _Checker, table: dict) -> Grid:
     return Grid(tuple(shape), extent=extent, boundary=boundary)
 
 
-def _initial_state(check: _Checker, config: dict, model: AbstractModel) -> np.ndarray:
+def _initial_state(check: Checker, config: dict, model: AbstractModel) -> np.ndarray:
     table = check.table(config, "initial_state", "initial_state")
     if isinstance(model, AbstractGridModel):
         return _grid_field(check, table, model)
@@ -368,10 +263,10 @@ def _initial_state(check: _Checker, config: dict, model: AbstractModel) -> np.nd
     return np.array([check.number(table, name, "initial_state") for name in names])
 
 
-def _grid_field(check: _Checker, table: dict, model: AbstractGridModel) -> np.ndarray:
+def _grid_field(check: Checker, table: dict, model: AbstractGridModel) -> np.ndarray:
     check.keys(table, "initial_state", ("field", "amplitude", "width", "seed", "noise"))
     kind = check.string(table, "field", "initial_state", choices=GRID_FIELDS)
-    if (kind == "gray_scott_seed") != (model.num_channels == 2 and hasattr(model, "feed_rate")):
+    if (kind == "gray_scott_seed") != isinstance(model, GrayScott):
         raise check.fail(
             "initial_state.field",
             f"{kind!r} does not suit {type(model).__name__}; use 'gray_scott_seed' for "
@@ -386,7 +281,7 @@ def _grid_field(check: _Checker, table: dict, model: AbstractGridModel) -> np.nd
     return initial_field(kind, model.grid, **options)
 
 
-def _time(check: _Checker, config: dict) -> TimeSpan:
+def _time(check: Checker, config: dict) -> TimeSpan:
     table = check.table(config, "time", "time")
     check.keys(table, "time", ("start", "stop", "num_points"))
     start = check.number(table, "start", "time", default=0.0)
@@ -396,7 +291,7 @@ def _time(check: _Checker, config: dict) -> TimeSpan:
     return TimeSpan(start, stop, check.integer(table, "num_points", "time", minimum=2))
 
 
-def _solver(check: _Checker, config: dict) -> dict[str, Any]:
+def _solver(check: Checker, config: dict) -> dict[str, Any]:
     table = check.table(config, "solver", "solver", required=False) or {}
     check.keys(table, "solver", ("name", "rtol", "atol", "max_steps"))
     options: dict[str, Any] = {}
@@ -410,7 +305,7 @@ def _solver(check: _Checker, config: dict) -> dict[str, Any]:
     return options
 
 
-def _data(check: _Checker, config: dict, model: AbstractModel) -> DataSpec | None:
+def _data(check: Checker, config: dict, model: AbstractModel) -> DataSpec | None:
     table = check.table(config, "data", "data", required=False)
     if table is None:
         return None
@@ -447,7 +342,7 @@ def _data(check: _Checker, config: dict, model: AbstractModel) -> DataSpec | Non
     return _synthetic_data(check, table, model)
 
 
-def _csv_data(check: _Checker, table: dict, model: AbstractModel) -> DataSpec:
+def _csv_data(check: Checker, table: dict, model: AbstractModel) -> DataSpec:
     relative = pathlib.Path(check.string(table, "csv", "data"))
     csv_path = relative if relative.is_absolute() else check.path.parent / relative
     if not csv_path.is_file():
@@ -456,7 +351,7 @@ def _csv_data(check: _Checker, table: dict, model: AbstractModel) -> DataSpec:
             f"no such file {str(csv_path)!r}; the path is relative to the experiment file.",
         )
     time_column = check.string(table, "time_column", "data", default="t")
-    names = getattr(model, "state_names", ())
+    names = model.state_names
     columns = check.names(table, "columns", "data", names) if "columns" in table else names
     with csv_path.open(newline="", encoding="utf-8") as handle:
         rows = list(csv.DictReader(line for line in handle if not line.startswith("#")))
@@ -480,7 +375,7 @@ def _csv_data(check: _Checker, table: dict, model: AbstractModel) -> DataSpec:
     return DataSpec(f"csv:{csv_path}", ts, values, tuple(columns))
 
 
-def _synthetic_data(check: _Checker, table: dict, model: AbstractModel) -> DataSpec:
+def _synthetic_data(check: Checker, table: dict, model: AbstractModel) -> DataSpec:
     if table["synthetic"] is not True:
         raise check.fail("data.synthetic", "must be true (or remove it).")
     truth = check.table(table, "true_parameters", "data.true_parameters")
@@ -509,7 +404,7 @@ def _synthetic_data(check: _Checker, table: dict, model: AbstractModel) -> DataS
     )
 
 
-def _fit(check: _Checker, config: dict, model: AbstractModel, data: DataSpec | None):
+def _fit(check: Checker, config: dict, model: AbstractModel, data: DataSpec | None):
     table = check.table(config, "fit", "fit", required=False)
     if table is None:
         return None
@@ -530,7 +425,7 @@ def _fit(check: _Checker, config: dict, model: AbstractModel, data: DataSpec | N
     )
 
 
-def _sweep(check: _Checker, config: dict, model: AbstractModel, fit: FitSpec | None):
+def _sweep(check: Checker, config: dict, model: AbstractModel, fit: FitSpec | None):
     table = check.table(config, "sweep", "sweep", required=False)
     if table is None:
         return None
@@ -541,7 +436,7 @@ def _sweep(check: _Checker, config: dict, model: AbstractModel, fit: FitSpec | N
     axes_table = check.table(table, "parameters", "sweep.parameters")
     if not axes_table:
         raise check.fail("sweep.parameters", "is empty; name at least one parameter to sweep.")
-    sweepable = model.parameter_names() + tuple(getattr(model, "state_names", ()))
+    sweepable = model.parameter_names() + model.state_names
     axes = {}
     for name, axis in axes_table.items():
         where = f"sweep.parameters.{name}"
@@ -562,7 +457,7 @@ def _sweep(check: _Checker, config: dict, model: AbstractModel, fit: FitSpec | N
     return SweepSpec(axes=axes, mode=mode, observable=observable, around_fit=around_fit)
 
 
-def _sweep_axis(check: _Checker, axis: Any, where: str, model, name: str) -> dict[str, Any]:
+def _sweep_axis(check: Checker, axis: Any, where: str, model, name: str) -> dict[str, Any]:
     if not isinstance(axis, dict):
         raise check.fail(
             where, f"must be a table such as {{ start = 0.1, stop = 1.0, num = 8 }}; got {axis!r}."
@@ -599,61 +494,13 @@ def _sweep_axis(check: _Checker, axis: Any, where: str, model, name: str) -> dic
     return resolved
 
 
-FIGURE_KEYS = (
-    "kind", "name", "variable", "title", "label", "channel", "every", "xlabel", "ylabel",
-)  # fmt: skip
-GRID_FIGURES = ("field", "snapshots", "animation", "pattern_gallery")
-ODE_FIGURES = ("fit", "phase_portrait")
-FIGURE_NEEDS = {
-    "fit": "fit",
-    "loss": "fit",
-    "sweep_heatmap": "sweep",
-    "sweep_lines": "sweep",
-    "pattern_gallery": "sweep",
-}
-
-
-def _figures(check: _Checker, config: dict, model, fit, sweep) -> tuple[FigureSpec, ...]:
-    entries = config.get("figures", [])
-    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        raise check.fail("figures", 'must be an array of tables: [[figures]] kind = "...".')
+def _figures(check: Checker, config: dict, model, fit, sweep) -> tuple[FigureSpec, ...]:
     figures, names = [], set()
-    for index, entry in enumerate(entries):
-        where = f"figures[{index}]"
-        check.keys(entry, where, FIGURE_KEYS)
-        kind = check.string(entry, "kind", where, choices=FIGURES)
-        for key in ("name", "title", "label", "xlabel", "ylabel"):
-            check.string(entry, key, where, default=None)
-        for key in ("channel", "every"):
-            check.integer(entry, key, where, default=None, minimum=0 if key == "channel" else 1)
-        if "channel" in entry and entry["channel"] >= (getattr(model, "num_channels", 0) or 0):
-            raise check.fail(
-                f"{where}.channel",
-                f"{type(model).__name__} has no channel "
-                f"{entry['channel']}; drop it for single-field models.",
-            )
-        needs = FIGURE_NEEDS.get(kind)
-        if needs == "fit" and fit is None or needs == "sweep" and sweep is None:
-            raise check.fail(f"{where}.kind", f"{kind!r} needs a [{needs}] table.")
-        is_grid = isinstance(model, AbstractGridModel)
-        if kind in GRID_FIGURES and not is_grid or kind in ODE_FIGURES and is_grid:
-            suits = "grid models" if kind in GRID_FIGURES else "models with named states (ODEs)"
-            raise check.fail(
-                f"{where}.kind", f"{kind!r} is a figure for {suits}, not {type(model).__name__}."
-            )
-        if kind == "snapshots" and model.grid.ndim != 1:
-            raise check.fail(f"{where}.kind", "'snapshots' draws 1-D fields; use 'field'.")
-        if kind == "sweep_heatmap" and (len(sweep.axes) != 2 or sweep.mode != "grid"):
-            raise check.fail(f"{where}.kind", "'sweep_heatmap' needs a grid sweep over two names.")
-        if kind == "pattern_gallery" and (len(sweep.axes) != 2 or sweep.mode != "grid"):
-            raise check.fail(
-                f"{where}.kind", "'pattern_gallery' needs a grid sweep over two names."
-            )
-        if kind in ("sweep_heatmap", "sweep_lines"):
-            variables = observable_names(sweep.observable, getattr(model, "state_names", ()))
-            check.string(entry, "variable", where, choices=variables)
-        options = {key: value for key, value in entry.items() if key != "kind"}
-        figure = FigureSpec(kind, options)
+    for where, entry, kind in figure_entries(check, config):
+        kind.check(check, entry, where, model, {"fit": fit, "sweep": sweep})
+        figure = FigureSpec(
+            kind.name, {key: value for key, value in entry.items() if key != "kind"}
+        )
         if figure.name in names:
             raise check.fail(f"{where}.name", f"{figure.name!r} is used twice; give each a name.")
         names.add(figure.name)
