@@ -219,18 +219,28 @@ def heat_steps(
         )
         ```
     """
-    state = reaction_diffusion_steps(
-        jnp.asarray(field)[..., None, :, :],
-        spacing,
+    return _as_heat(
+        reaction_diffusion_steps,
+        field,
+        diffusivity,
+        spacing=spacing,
         pad_fn=pad_fn,
-        diffusivities=(diffusivity,),
-        reaction_fn=None,
         dt=dt,
         num_steps=num_steps,
         steps_per_launch=steps_per_launch,
         block_shape=block_shape,
         interpret=interpret,
         backend=backend,
+    )
+
+
+def _as_heat(steps_fn: Callable, field, diffusivity, **settings) -> Array:
+    """`steps_fn` (a reaction–diffusion stepper) on `field` as one field without reaction."""
+    state = steps_fn(
+        jnp.asarray(field)[..., None, :, :],
+        diffusivities=(diffusivity,),
+        reaction_fn=None,
+        **settings,
     )
     return state[..., 0, :, :]
 
@@ -252,13 +262,12 @@ def reaction_diffusion_steps_reference(
 
 def heat_steps_reference(field, spacing, *, pad_fn, diffusivity, dt, num_steps):
     """[`simlab.kernels.heat_steps`][] as repeated single steps in plain `jax.numpy`."""
-    state = reaction_diffusion_steps_reference(
-        jnp.asarray(field)[..., None, :, :],
-        spacing,
+    return _as_heat(
+        reaction_diffusion_steps_reference,
+        field,
+        diffusivity,
+        spacing=spacing,
         pad_fn=pad_fn,
-        diffusivities=(diffusivity,),
-        reaction_fn=None,
         dt=dt,
         num_steps=num_steps,
     )
-    return state[..., 0, :, :]
