@@ -78,10 +78,10 @@ class AbstractGridModel(AbstractModel):
 
         !!! example
 
-        ```python
-        model = simlab.models.Heat(diffusivity=0.1, grid=grid)  # impl="auto"
-        model.with_forward_mode_stencils().impl  # "xla"
-        ```
+            ```python
+            model = simlab.models.Heat(diffusivity=0.1, grid=grid)  # impl="auto"
+            model.with_forward_mode_stencils().impl  # "xla"
+            ```
         """
         if self.impl == "pallas":
             raise ValueError(
