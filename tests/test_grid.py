@@ -154,11 +154,12 @@ def test_operators_compose_with_jit_vmap_and_grad():
 
 
 def test_impl_dispatch(monkeypatch):
-    grid = sg.Grid((8,), extent=1.0)
-    field = jnp.linspace(0.0, 1.0, 8) ** 2
+    grid = sg.Grid((8, 9), extent=1.0)
+    field = jnp.linspace(0.0, 1.0, 72).reshape(grid.shape) ** 2
     np.testing.assert_array_equal(
         sg.laplacian(field, grid, impl="xla"), sg.laplacian(field, grid, impl="auto")
     )
+    assert sg.resolve_impl("xla") == "xla" and sg.resolve_impl("pallas") == "pallas"
     calls = []
 
     def fake_kernel(padded, spacing, *, order):
@@ -166,12 +167,21 @@ def test_impl_dispatch(monkeypatch):
         return sg.laplacian_interior(padded, spacing, order=order, impl="xla")
 
     monkeypatch.setitem(_dispatch._PALLAS_KERNELS, "laplacian", fake_kernel)
-    np.testing.assert_array_equal(
-        sg.laplacian(field, grid, order=4, impl="pallas"), sg.laplacian(field, grid, order=4)
+    np.testing.assert_allclose(
+        sg.laplacian(field, grid, order=4, impl="pallas"),
+        sg.laplacian(field, grid, order=4),
+        rtol=1e-13,
     )
-    assert calls == [((12,), grid.spacing, 4)]
-    monkeypatch.setattr(_dispatch, "pallas_kernel", lambda operator: None)
-    with pytest.raises(ValueError, match="no Pallas kernel is registered for 'gradient'"):
+    assert calls == [((12, 13), grid.spacing, 4)]
+    # "auto" on a GPU takes the kernel too; an operator without one keeps XLA there.
+    monkeypatch.setattr(_dispatch.jax, "default_backend", lambda: "gpu")
+    assert sg.resolve_impl("auto") == "pallas"
+    np.testing.assert_allclose(
+        sg.laplacian(field, grid), sg.laplacian(field, grid, impl="xla"), rtol=1e-13
+    )
+    assert len(calls) == 2
+    np.testing.assert_array_equal(sg.gradient(field, grid), sg.gradient(field, grid, impl="xla"))
+    with pytest.raises(ValueError, match="'gradient' has no Pallas kernel"):
         sg.gradient(field, grid, impl="pallas")
 
 
@@ -244,10 +254,8 @@ def test_operators_reject_bad_input():
         sg.laplacian_interior(jnp.zeros((10, 8)), (1.0, -1.0))
     with pytest.raises(ValueError, match="needs more than 4 cells"):
         sg.laplacian_interior(jnp.zeros((4, 8)), (1.0, 1.0), order=4)
-    with pytest.raises(ValueError, match="unknown operator"):
-        sg.register_pallas_kernel("curl", lambda padded, spacing: padded)
-    with pytest.raises(TypeError, match="must be callable"):
-        sg.register_pallas_kernel("laplacian", "kernel")
+    with pytest.raises(ValueError, match="impl must be one of"):
+        sg.resolve_impl("triton")
 
 
 @pytest.mark.parametrize("order", [2, 4])

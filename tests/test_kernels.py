@@ -2,6 +2,10 @@
 `simlab.grid` XLA path: values, gradients, batching, models, temporal blocking, bad input."""
 
 import functools as ft
+import json
+import subprocess
+import sys
+from pathlib import Path
 from unittest import mock
 
 import jax
@@ -12,8 +16,8 @@ import pytest
 import simlab
 import simlab.kernels as sk
 from simlab.kernels import (
-    _gray_scott as gray_scott_module,
     _laplacian as laplacian_module,
+    _reaction_diffusion as reaction_diffusion_module,
     _temporal as temporal_module,
 )
 from simlab.kernels._pallas import Launch
@@ -161,80 +165,69 @@ def test_vmap_over_a_batch_of_fields():
     _close(grads, expected, jnp.float64)
 
 
-def test_dispatch_routes_impl_pallas_to_the_kernel():
-    assert simlab.grid.chosen_kernel("pallas", "laplacian") is sk.laplacian_interior
-    assert simlab.grid.chosen_kernel("pallas", "gray_scott") is sk.gray_scott_interior
+def test_impl_pallas_calls_the_kernel_and_1d_falls_back_to_xla():
+    grid = simlab.Grid(SHAPE_2D, extent=1.0, boundary="neumann")
+    field = _field(SHAPE_2D, jnp.float64)
+    with mock.patch.object(laplacian_module, "_launch", wraps=laplacian_module._launch) as launch:
+        pallas = simlab.grid.laplacian(field, grid, impl="pallas")
+    assert launch.called
+    _close(pallas, simlab.grid.laplacian(field, grid, impl="xla"), jnp.float64)
     # On a CPU "auto" keeps XLA: the interpreter is for correctness, not speed.
-    assert simlab.grid.chosen_kernel("auto", "laplacian") is None
-    grid = simlab.Grid((10,), extent=1.0, boundary="dirichlet")
+    assert simlab.grid.resolve_impl("auto") == "xla"
+    line = simlab.Grid((10,), extent=1.0, boundary="dirichlet")
     field = _field((10,), jnp.float64)
-    _close(
-        simlab.grid.laplacian(field, grid, impl="pallas"),
-        simlab.grid.laplacian(field, grid, impl="xla"),
-        jnp.float64,
+    with mock.patch.object(laplacian_module, "_launch", wraps=laplacian_module._launch) as launch:
+        pallas = simlab.grid.laplacian(field, line, impl="pallas")
+    assert not launch.called
+    _close(pallas, simlab.grid.laplacian(field, line, impl="xla"), jnp.float64)
+
+
+def test_kernels_import_nothing_else_from_simlab():
+    """`simlab.kernels` is plain array code: loaded on its own (without simlab's own
+    `__init__`), it brings in no other simlab module."""
+    package = Path(simlab.__file__).parent
+    script = (
+        "import json, sys, types\n"
+        "parent = types.ModuleType('simlab')\n"
+        f"parent.__path__ = [{str(package)!r}]\n"
+        "sys.modules['simlab'] = parent\n"
+        "import simlab.kernels\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('simlab.'))))\n"
     )
+    loaded = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    ).stdout
+    modules = json.loads(loaded)
+    assert "simlab.kernels" in modules
+    assert [m for m in modules if not m.startswith("simlab.kernels")] == []
 
 
-# Forward mode: routed to XLA where visible; a traced loop fails with JAX's own error.
-def test_forward_mode_falls_back_to_xla():
+# Forward mode: the kernels are reverse-mode only; the grid models switch to XLA stencils.
+def test_forward_mode_needs_the_xla_stencils():
     grid = simlab.Grid((6, 7), extent=1.0, boundary="neumann")
     field = _field((6, 7), jnp.float64)
-    tangent = _field((6, 7), jnp.float64, seed=4)
-
-    def derivative(impl):
-        return jax.jit(lambda f: jax.jvp(_loss(impl, grid), (f,), (tangent,))[1])
-
-    xla = derivative("xla")(field)
-    np.testing.assert_allclose(derivative("pallas")(field), xla, rtol=1e-12)
-    jacobian = jax.jit(jax.jacfwd(lambda f: simlab.grid.laplacian(f, grid, impl="pallas")))
+    with pytest.raises(TypeError, match="forward-mode"):
+        jax.jvp(_loss("pallas", grid), (field,), (field,))
+    model = simlab.models.Heat(diffusivity=0.3, grid=grid)
+    forward = model.with_forward_mode_stencils()
+    assert (model.impl, forward.impl) == ("auto", "xla")
+    jacobian = jax.jit(jax.jacfwd(lambda f: forward(0.0, f, None)))
     # The Laplacian matrix with mirrored (Neumann(0)) ghost cells is symmetric and sends
     # constants to zero.
     matrix = jacobian(field).reshape(field.size, field.size)
     _close(matrix, matrix.T, jnp.float64)
     _close(matrix.sum(axis=1), jnp.zeros(field.size), jnp.float64)
-    batched = jax.jit(jax.vmap(lambda f: jax.jvp(_loss("pallas", grid), (f,), (tangent,))[1]))
-    np.testing.assert_allclose(batched(jnp.stack([field, 2 * field]))[0], xla, rtol=1e-12)
+    pallas = simlab.models.Heat(diffusivity=0.3, grid=grid, impl="pallas")
+    with pytest.raises(ValueError, match="reverse-mode only.*impl='xla' or impl='auto'"):
+        pallas.with_forward_mode_stencils()
 
 
-def test_is_forward_mode_tells_jvp_from_grad():
-    seen = []
-
-    def probe(x):
-        seen.append(sk.is_forward_mode(x))
-        return jnp.sum(x**2)
-
-    x = jnp.ones(3)
-    jax.grad(probe)(x)
-    jax.jit(jax.grad(probe))(x)
-    jax.vmap(probe)(jnp.ones((2, 3)))
-    assert seen == [False, False, False]
-    jax.jvp(probe, (x,), (x,))
-    jax.jvp(jax.vmap(probe), (jnp.ones((2, 3)),), (jnp.ones((2, 3)),))
-    jax.jvp(jax.grad(probe), (x,), (x,))  # forward over reverse
-    jax.jacfwd(probe)(x)
-    assert seen[3:] == [True, True, True, True]
-
-
-def test_forward_mode_through_a_traced_loop_needs_impl_xla():
-    grid = simlab.Grid((6, 7), extent=1.0)
-
-    def run(impl):
-        def steps(field):
-            def body(u, _):
-                return u + 1e-3 * simlab.grid.laplacian(u, grid, impl=impl), None
-
-            return jnp.sum(jax.lax.scan(body, field, length=2)[0] ** 2)
-
-        return steps
-
-    field = _field((6, 7), jnp.float64)
-    jax.jvp(run("xla"), (field,), (field,))
-    with pytest.raises(TypeError, match="forward-mode"):
-        jax.jvp(run("pallas"), (field,), (field,))
-
-
-# Gray–Scott: the fused kernel against the reference and against the model's vector field.
+# Reaction–diffusion: the fused kernel with the Gray–Scott reaction against the reference
+# and against the model's vector field.
 GRAY_SCOTT = dict(feed_rate=0.035, kill_rate=0.065, diffusivity_u=0.2, diffusivity_v=0.1)
+DIFFUSIVITIES = (GRAY_SCOTT["diffusivity_u"], GRAY_SCOTT["diffusivity_v"])
+RATES = (GRAY_SCOTT["feed_rate"], GRAY_SCOTT["kill_rate"])
+REACTION = simlab.models.GrayScott.reaction
 
 
 def _gray_scott_state(shape, dtype=jnp.float64, seed=0):
@@ -245,53 +238,83 @@ def _gray_scott_state(shape, dtype=jnp.float64, seed=0):
     "boundary, dtype",
     [("periodic", jnp.float32), ("neumann", jnp.float64), ("dirichlet", jnp.float64)],
 )
-def test_gray_scott_tendency_equals_the_model(boundary, dtype):
+def test_reaction_diffusion_equals_the_gray_scott_model(boundary, dtype):
     grid = simlab.Grid((11, 9), spacing=(1.0, 0.8), boundary=boundary)
     model = simlab.models.GrayScott(**GRAY_SCOTT, grid=grid, impl="xla")
     state = _gray_scott_state(grid.shape, dtype)
     padded = simlab.grid.pad(state, grid, 1)
-    fused = sk.gray_scott_tendency(padded, grid.spacing, **GRAY_SCOTT, block_shape=(8, 4))
+    fused = sk.reaction_diffusion(
+        padded, grid.spacing, DIFFUSIVITIES, RATES, reaction_fn=REACTION, block_shape=(8, 4)
+    )
     assert fused.shape == state.shape and fused.dtype == dtype
     _close(fused, jax.jit(lambda y: model(0.0, y, None))(state), dtype)
-    reference = jax.jit(sk.gray_scott_tendency_reference, static_argnums=1)
-    _close(fused, reference(padded, grid.spacing, *GRAY_SCOTT.values()), dtype)
+    reference = jax.jit(
+        sk.reaction_diffusion_reference, static_argnums=1, static_argnames="reaction_fn"
+    )
+    _close(
+        fused, reference(padded, grid.spacing, DIFFUSIVITIES, RATES, reaction_fn=REACTION), dtype
+    )
 
 
-def test_gray_scott_gradients_state_and_parameters():
+def _brusselator(fields, rates):
+    """A second reaction (Brusselator: $a - (b + 1) u + u^2 v$, $b u - u^2 v$), to show that
+    a new model needs no new kernel."""
+    u, v = fields
+    a, b = rates
+    return a - (b + 1) * u + u * u * v, b * u - u * u * v
+
+
+@pytest.mark.parametrize("reaction_fn, rates", [(REACTION, RATES), (_brusselator, (1.0, 3.0))])
+def test_reaction_diffusion_gradients_fields_and_parameters(reaction_fn, rates):
     padded = _gray_scott_state((13, 11), seed=1)
-    params = jnp.array(list(GRAY_SCOTT.values()))
+    params = jnp.array([*DIFFUSIVITIES, *rates])
 
     def loss(fn):
-        return lambda p, q: jnp.sum(jnp.sin(3 * fn(p, (1.0, 0.8), *q)))
+        def value(p, q):
+            tendency = fn(p, (1.0, 0.8), (q[0], q[1]), (q[2], q[3]), reaction_fn=reaction_fn)
+            return jnp.sum(jnp.sin(3 * tendency))
 
-    kernel = ft.partial(sk.gray_scott_tendency, block_shape=(8, 4))
+        return value
+
+    kernel = ft.partial(sk.reaction_diffusion, block_shape=(8, 4))
     pallas = jax.jit(jax.grad(loss(kernel), argnums=(0, 1)))(padded, params)
-    reference = jax.jit(jax.grad(loss(sk.gray_scott_tendency_reference), argnums=(0, 1)))(
+    reference = jax.jit(jax.grad(loss(sk.reaction_diffusion_reference), argnums=(0, 1)))(
         padded, params
     )
     for actual, expected in zip(pallas, reference, strict=True):
         _close(actual, expected, jnp.float64)
 
 
-def test_gray_scott_vmap_over_parameters_and_states():
+def test_pure_diffusion_of_one_field_is_the_scaled_laplacian():
+    padded = _field((1, 10, 9), jnp.float64)
+    fused = sk.reaction_diffusion(padded, (0.5, 0.25), (0.3,), reaction_fn=None)
+    _close(fused, 0.3 * sk.laplacian2d_reference(padded, (0.5, 0.25)), jnp.float64)
+    grad = jax.grad(
+        lambda d: jnp.sum(sk.reaction_diffusion(padded, (0.5, 0.25), (d,), reaction_fn=None) ** 2)
+    )(0.3)
+    laplacian = sk.laplacian2d_reference(padded, (0.5, 0.25))
+    np.testing.assert_allclose(grad, 2 * 0.3 * jnp.sum(laplacian**2), rtol=1e-12)
+
+
+def test_reaction_diffusion_vmap_over_parameters_and_states():
     padded = jnp.stack([_gray_scott_state((6, 7), seed=s) for s in range(3)])
     feed_rates = jnp.array([0.03, 0.035, 0.04])
-    rest = list(GRAY_SCOTT.values())[1:]
-    fused = jax.jit(jax.vmap(lambda p, f: sk.gray_scott_tendency(p, (1.0, 1.0), f, *rest)))(
-        padded, feed_rates
-    )
-    reference = jax.jit(
-        jax.vmap(lambda p, f: sk.gray_scott_tendency_reference(p, (1.0, 1.0), f, *rest))
-    )(padded, feed_rates)
-    _close(fused, reference, jnp.float64)
+
+    def batched(fn):
+        def tendency(p, f):
+            return fn(p, (1.0, 1.0), DIFFUSIVITIES, (f, RATES[1]), reaction_fn=REACTION)
+
+        return jax.jit(jax.vmap(tendency))(padded, feed_rates)
+
+    _close(batched(sk.reaction_diffusion), batched(sk.reaction_diffusion_reference), jnp.float64)
 
 
 def test_gray_scott_model_takes_the_fused_kernel():
     grid = simlab.Grid((8, 8), extent=8.0)
     state = _gray_scott_state(grid.shape, seed=6)
     model = simlab.models.GrayScott(**GRAY_SCOTT, grid=grid, impl="pallas")
-    launch = gray_scott_module._launch
-    with mock.patch.object(gray_scott_module, "_launch", wraps=launch) as fused:
+    launch = reaction_diffusion_module._launch
+    with mock.patch.object(reaction_diffusion_module, "_launch", wraps=launch) as fused:
         tendency = model(0.0, state, None)
     assert fused.called  # both fields in one pass, not two Laplacian launches
     reference = simlab.models.GrayScott(**GRAY_SCOTT, grid=grid, impl="xla")(0.0, state, None)
@@ -331,37 +354,54 @@ def test_pde_model_pallas_equals_xla(gray_scott_problem):
 
 
 # Temporal blocking equals repeated single steps.
+def _padding(grid):
+    return lambda field, width: simlab.grid.pad(field, grid, width)
+
+
 @pytest.mark.parametrize("boundary", ["periodic", "dirichlet", "neumann", "mixed"])
 def test_heat_temporal_blocking_equals_single_steps(boundary):
     grid = simlab.Grid((13, 10), spacing=(1.0, 1.2), boundary=_boundary(boundary, 2))
     field = _field((2, 13, 10), jnp.float64)
-    settings = dict(diffusivity=0.2, dt=0.5, num_steps=7)
+    settings = dict(spacing=grid.spacing, pad_fn=_padding(grid), diffusivity=0.2, dt=0.5)
     blocked = jax.jit(
-        ft.partial(sk.heat_steps, grid=grid, steps_per_launch=3, block_shape=(8, 4), **settings)
+        ft.partial(sk.heat_steps, **settings, num_steps=7, steps_per_launch=3, block_shape=(8, 4))
     )(field)
-    reference = jax.jit(ft.partial(sk.heat_steps_reference, grid=grid, **settings))(field)
+    reference = jax.jit(ft.partial(sk.heat_steps_reference, **settings, num_steps=7))(field)
     _close(blocked, reference, jnp.float64)
+    # The reference itself: seven explicit Euler steps of the grid's own Laplacian.
+    expected = field
+    for _ in range(7):
+        expected = expected + 0.5 * 0.2 * simlab.grid.laplacian(expected, grid, impl="xla")
+    _close(reference, expected, jnp.float64)
 
 
 @pytest.mark.parametrize("boundary", ["periodic", "neumann"])
 def test_gray_scott_temporal_blocking_equals_single_steps(boundary):
     grid = simlab.Grid((12, 9), extent=12.0, boundary=boundary)
     state = _gray_scott_state(grid.shape, jnp.float32, seed=6)
-    settings = dict(**GRAY_SCOTT, dt=1.0, num_steps=8)
+    settings = dict(
+        pad_fn=_padding(grid),
+        diffusivities=DIFFUSIVITIES,
+        parameters=RATES,
+        reaction_fn=REACTION,
+        dt=1.0,
+        num_steps=8,
+    )
 
     def steps(per_launch):
-        return jax.jit(
-            ft.partial(
-                sk.gray_scott_steps,
-                grid=grid,
-                steps_per_launch=per_launch,
-                block_shape=(4, 8),
-                **settings,
-            )
-        )(state)
+        run = ft.partial(
+            sk.reaction_diffusion_steps,
+            spacing=grid.spacing,
+            steps_per_launch=per_launch,
+            block_shape=(4, 8),
+            **settings,
+        )
+        return jax.jit(run)(state)
 
     blocked, single = steps(4), steps(1)
-    reference = jax.jit(ft.partial(sk.gray_scott_steps_reference, grid=grid, **settings))(state)
+    reference = jax.jit(
+        ft.partial(sk.reaction_diffusion_steps_reference, spacing=grid.spacing, **settings)
+    )(state)
     _close(blocked, reference, jnp.float32)
     _close(single, reference, jnp.float32)
 
@@ -387,8 +427,10 @@ SINGLE_STEP_LAUNCHES = {
         lambda p: laplacian_module._launch(p, (1.0, 1.0, 1.0), 2, launch(4, 16, 64)),
         (66, 34, 66),
     ),
-    "gray_scott": lambda launch: (
-        lambda p: gray_scott_module._launch(p[:, :2], p[0, 2, 0, :4], (1.0, 1.0), launch(16, 128)),
+    "reaction_diffusion": lambda launch: (
+        lambda p: reaction_diffusion_module._launch(
+            p[:, :2], p[0, 2, 0, :4], (1.0, 1.0), REACTION, launch(16, 128)
+        ),
         (1, 3, 130, 258),
     ),
 }
@@ -407,16 +449,15 @@ def test_single_step_kernels_lower_through_triton(kernel):
 def test_known_gpu_lowering_limits():
     """Pins what docs/kernels.md says: when JAX lifts these limits, this test fails and the
     docs (and impl="auto") should change."""
-    step = temporal_module.heat_tile_step
     blocked = ft.partial(
         temporal_module._launch,
         spacing=(1.0, 1.0),
         num_steps=4,
-        tile_step=step,
+        reaction_fn=None,
         launch=_launch_settings("triton")(32, 64),
     )
     with pytest.raises(ValueError, match="power of 2"):
-        _lower_for_gpu(blocked, (1, 1, 136, 136), (1,))
+        _lower_for_gpu(blocked, (1, 1, 136, 136), (2,))
     launch_fn, shape = SINGLE_STEP_LAUNCHES["laplacian2d"](_launch_settings("mosaic_gpu"))
     with pytest.raises(NotImplementedError, match="Blocked indexing"):
         _lower_for_gpu(launch_fn, shape)
@@ -453,23 +494,34 @@ def test_bad_input_laplacian():
         sk.laplacian3d(padded, (1.0, 1.0, 1.0))
 
 
-def test_bad_input_gray_scott_and_steps():
+def test_bad_input_reaction_diffusion_and_steps():
     state = _gray_scott_state((6, 6))
-    with pytest.raises(ValueError, match=r"\(u, v\) on axis -3"):
-        sk.gray_scott_tendency(state[:1], (1.0, 1.0), *GRAY_SCOTT.values())
-    with pytest.raises(ValueError, match="feed_rate must be a scalar"):
-        sk.gray_scott_tendency(state, (1.0, 1.0), jnp.ones(3), *list(GRAY_SCOTT.values())[1:])
-    grid = simlab.Grid((6, 6), extent=6.0, boundary="dirichlet")
-    settings = dict(**GRAY_SCOTT, dt=1.0, num_steps=2)
-    with pytest.raises(ValueError, match="periodic or Neumann"):
-        sk.gray_scott_steps(state, grid, steps_per_launch=2, **settings)
-    with pytest.raises(ValueError, match="trailing axes must be"):
-        sk.heat_steps(jnp.ones((5, 6)), grid, diffusivity=1.0, dt=0.1, num_steps=1)
+    fused = ft.partial(sk.reaction_diffusion, reaction_fn=REACTION)
+    with pytest.raises(ValueError, match="one diffusivity per field"):
+        fused(state[:1], (1.0, 1.0), DIFFUSIVITIES, RATES)
+    with pytest.raises(ValueError, match="must be scalars"):
+        fused(state, (1.0, 1.0), (jnp.ones(3), 0.1), RATES)
+    pad_fn = _padding(simlab.Grid((6, 6), extent=6.0))
+    heat = dict(pad_fn=pad_fn, diffusivity=1.0, dt=0.1, num_steps=1)
+    with pytest.raises(ValueError, match="one diffusivity per field"):
+        sk.reaction_diffusion_steps(
+            state[0],
+            (1.0, 1.0),
+            pad_fn=pad_fn,
+            diffusivities=DIFFUSIVITIES,
+            reaction_fn=REACTION,
+            dt=0.1,
+            num_steps=1,
+        )
     with pytest.raises(ValueError, match="steps_per_launch must be"):
-        sk.heat_steps(state[0], grid, diffusivity=1.0, dt=0.1, num_steps=1, steps_per_launch=0)
+        sk.heat_steps(state[0], (1.0, 1.0), **heat, steps_per_launch=0)
+    with pytest.raises(ValueError, match="steps_per_launch must be"):
+        sk.heat_steps(state[0], (1.0, 1.0), **heat, steps_per_launch=7)
     with pytest.raises(ValueError, match="num_steps must be"):
-        sk.heat_steps(state[0], grid, diffusivity=1.0, dt=0.1, num_steps=-1)
-    with pytest.raises(ValueError, match="needs a 2-D"):
-        sk.heat_steps(jnp.ones(6), simlab.Grid((6,)), diffusivity=1.0, dt=0.1, num_steps=1)
+        sk.heat_steps(state[0], (1.0, 1.0), **{**heat, "num_steps": -1})
+    with pytest.raises(ValueError, match="spacing must be 2 positive"):
+        sk.heat_steps(state[0], (1.0,), **heat)
+    with pytest.raises(TypeError, match="floating-point"):
+        sk.heat_steps(jnp.ones((6, 6), jnp.int32), (1.0, 1.0), **heat)
     with pytest.raises(ValueError, match="at least one candidate"):
         sk.autotune_block_shape(lambda b: None, [])

@@ -12,10 +12,11 @@
   devices fills its ghost cells by halo exchange (and `ghost_cells` on the global domain's
   own sides) and calls the same `<op>_interior`.
 - `impl="auto" | "xla" | "pallas"` is resolved inside `<op>_interior`: `"xla"` is the
-  pure-jnp reference; `"pallas"` calls the kernel registered under the operator's name
-  with `register_pallas_kernel` (which `simlab.kernels` does on import), with the same
-  arguments as `<op>_interior` minus `impl`; `"auto"` is Pallas on GPU/TPU when a kernel
-  is registered, XLA otherwise.
+  pure-jnp reference; `"pallas"` calls the operator's kernel from `simlab.kernels` (a
+  fixed table: the Laplacian has one), with the same arguments as `<op>_interior` minus
+  `impl`; `"auto"` is Pallas on GPU/TPU where a kernel exists, XLA otherwise
+  ([`simlab.grid.resolve_impl`][]). The kernels are reverse-mode only: for forward-mode
+  autodiff use `impl="xla"` (or `"auto"` on a CPU).
 """
 
 from ._boundary import (
@@ -24,10 +25,7 @@ from ._boundary import (
     Neumann as Neumann,
     Periodic as Periodic,
 )
-from ._dispatch import (
-    chosen_kernel as chosen_kernel,
-    register_pallas_kernel as register_pallas_kernel,
-)
+from ._dispatch import IMPLS as IMPLS, resolve_impl as resolve_impl
 from ._grid import Grid as Grid
 from ._operators import (
     advection as advection,

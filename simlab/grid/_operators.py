@@ -21,11 +21,12 @@ import jax.numpy as jnp
 from jax import lax
 from jaxtyping import Array, ArrayLike
 
+from ..kernels import LAPLACIAN_WEIGHTS, axis_weights, laplacian_from_shifts, laplacian_reference
 from ._boundary import Neumann, Periodic
 from ._dispatch import Impl, chosen_kernel
 from ._grid import SIDES, Grid, check_field_shape
 
-LAPLACIAN_ORDERS = (2, 4)
+LAPLACIAN_ORDERS = tuple(LAPLACIAN_WEIGHTS)
 ADVECTION_SCHEMES = ("upwind", "central")
 
 
@@ -123,10 +124,7 @@ def laplacian(field: ArrayLike, grid: Grid, *, order: int = 2, impl: Impl = "aut
     # The same sums as laplacian_interior, computed axis by axis without a padded copy of
     # the field (XLA:CPU materialises a concatenation along the minor axis; this way only
     # the thin edge slabs are concatenated, and the whole operator fuses into one pass).
-    total = 0.0
-    for axis, h in enumerate(grid.spacing):
-        total = total + _axis_second_difference(field, grid, axis, width, order) / h**2
-    return total
+    return sum(_axis_laplacian(field, grid, axis, width, order) for axis in range(grid.ndim))
 
 
 def laplacian_interior(
@@ -138,13 +136,7 @@ def laplacian_interior(
     kernel = chosen_kernel(impl, "laplacian")
     if kernel is not None:
         return kernel(padded, spacing, order=order)
-    total = 0.0
-    for axis, h in enumerate(spacing):
-        # Drop the ghost cells of the other axes, then difference along this one.
-        interior = _shifted(padded, spacing, width, axis, 0, along_axis=False)
-        array_axis = padded.ndim - len(spacing) + axis
-        total = total + _second_difference(interior, array_axis, width, order) / h**2
-    return total
+    return laplacian_reference(padded, spacing, order=order)
 
 
 def gradient(field: ArrayLike, grid: Grid, *, impl: Impl = "auto") -> Array:
@@ -380,38 +372,25 @@ def _checked_spacing(padded: Array, spacing: Sequence[float], width: int) -> tup
     return spacing
 
 
-def _shifted(
-    padded: Array,
-    spacing: tuple[float, ...],
-    width: int,
-    axis: int,
-    offset: int,
-    *,
-    along_axis: bool = True,
-) -> Array:
-    """The interior block shifted by `offset` cells along spatial `axis` (with
-    `along_axis=False`, that axis keeps its ghost cells)."""
+def _shifted(padded: Array, spacing: tuple[float, ...], width: int, axis: int, offset: int):
+    """The interior block shifted by `offset` cells along spatial `axis`."""
     first_spatial = padded.ndim - len(spacing)
     index = [slice(None)] * padded.ndim
     for spatial_axis in range(len(spacing)):
-        if spatial_axis == axis and not along_axis:
-            continue
         size = padded.shape[first_spatial + spatial_axis]
         shift = offset if spatial_axis == axis else 0
         index[first_spatial + spatial_axis] = slice(width + shift, size - width + shift)
     return padded[tuple(index)]
 
 
-LAPLACIAN_WEIGHTS = {2: (1.0, -2.0, 1.0), 4: (-1 / 12, 16 / 12, -30 / 12, 16 / 12, -1 / 12)}
-
-
-def _axis_second_difference(field: Array, grid: Grid, axis: int, width: int, order: int):
-    """The undivided second difference along spatial `axis` of an unpadded field: the
-    interior from the field itself, the `width` cells at each edge from thin padded slabs."""
+def _axis_laplacian(field: Array, grid: Grid, axis: int, width: int, order: int):
+    r"""The Laplacian's term $\partial^2 u / \partial x_a^2$ along spatial `axis` of an unpadded
+    field: the interior from the field itself, the `width` cells at each edge from thin
+    padded slabs."""
     array_axis = field.ndim - grid.ndim + axis
     size = field.shape[array_axis]
     if size <= 4 * width:  # too short to split into edges and interior
-        return _second_difference(pad_axis(field, grid, axis, width), array_axis, width, order)
+        return _second_difference(pad_axis(field, grid, axis, width), grid, axis, width, order)
     low, high = (
         grid.boundary(axis, side)
         .ghost_cells(field, array_axis, side, width, grid.spacing[axis])
@@ -426,20 +405,21 @@ def _axis_second_difference(field: Array, grid: Grid, axis: int, width: int, ord
         axis=array_axis,
     )
     parts = [
-        _second_difference(low_slab, array_axis, width, order),
-        _second_difference(field, array_axis, width, order),
-        _second_difference(high_slab, array_axis, width, order),
+        _second_difference(part, grid, axis, width, order) for part in (low_slab, field, high_slab)
     ]
     return jnp.concatenate(parts, axis=array_axis)
 
 
-def _second_difference(padded: Array, array_axis: int, width: int, order: int) -> Array:
-    """The undivided second difference along `array_axis` of an array padded along it."""
+def _second_difference(padded: Array, grid: Grid, axis: int, width: int, order: int) -> Array:
+    """The Laplacian stencil along spatial `axis` alone, of an array padded along it."""
+    array_axis = padded.ndim - grid.ndim + axis
     size = padded.shape[array_axis] - 2 * width
-    return sum(
-        weight * lax.slice_in_dim(padded, width + offset, width + offset + size, axis=array_axis)
-        for offset, weight in zip(range(-width, width + 1), LAPLACIAN_WEIGHTS[order], strict=True)
-    )
+
+    def shifted(offsets):
+        start = width + offsets[0]
+        return lax.slice_in_dim(padded, start, start + size, axis=array_axis)
+
+    return laplacian_from_shifts(shifted, axis_weights(order, (grid.spacing[axis],)), width)
 
 
 def _central_difference(padded: Array, spacing: tuple[float, ...], axis: int) -> Array:

@@ -10,7 +10,8 @@ Each program computes one output tile from a window of the padded input that is 
 tile plus `width` halo cells per side; the shifted copies of the tile are loads at
 constant offsets within the window, so every value is read from memory once per tile.
 The kernel, its launch and its custom VJP are written once for any number of spatial
-axes; `laplacian2d` and `laplacian3d` are its checked public entry points.
+axes; `laplacian2d` and `laplacian3d` are its checked public entry points, and
+`laplacian` picks one of them by the number of spatial axes.
 """
 
 import functools as ft
@@ -21,17 +22,8 @@ import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jaxtyping import Array
 
-from ._pallas import (
-    Launch,
-    axis_weights,
-    check_padded,
-    checked_spacing,
-    laplacian_from_shifts,
-    laplacian_reference,
-    launch_tiles,
-    resolve_launch,
-    zero_pad,
-)
+from ._pallas import Launch, check_padded, checked_spacing, launch_tiles, resolve_launch, zero_pad
+from ._stencils import axis_weights, laplacian_from_shifts, laplacian_reference
 
 
 def laplacian_kernel(window_ref, out_ref, *, block_shape, width, weights):
@@ -114,8 +106,9 @@ def laplacian2d(
     r"""The 2-D Laplacian of an already padded field, by a tiled Pallas kernel.
 
     Differentiable in reverse mode (`jax.grad`): the backward pass is the same stencil on
-    the zero-padded cotangent. Not usable in forward mode (`jax.jvp`); the operators in
-    `simlab.grid` route forward-mode calls to their XLA path.
+    the zero-padded cotangent. Not usable in forward mode (`jax.jvp`, `jax.jacfwd`): code
+    that needs it takes the XLA path (`impl="xla"` in `simlab.grid`, or
+    `model.with_forward_mode_stencils()` for a grid model).
 
     **Arguments:**
 
@@ -187,3 +180,36 @@ def laplacian2d_reference(padded: Array, spacing: Sequence[float], *, order: int
 def laplacian3d_reference(padded: Array, spacing: Sequence[float], *, order: int = 2) -> Array:
     """[`simlab.kernels.laplacian3d`][] in plain `jax.numpy` (the XLA path)."""
     return _checked_reference(padded, spacing, order, num_spatial=3)
+
+
+_LAPLACIANS = {2: laplacian2d, 3: laplacian3d}
+
+
+def laplacian(padded: Array, spacing: Sequence[float], *, order: int = 2) -> Array:
+    """The Laplacian of an already padded field with 1, 2 or 3 spatial axes: the tiled
+    kernel in 2-D and 3-D, the jnp reference in 1-D (a line has no tile to reuse).
+
+    This is the `impl="pallas"` path of `simlab.grid.laplacian_interior`, and so of every
+    operator and model built on it; call it directly to run the Pallas Laplacian on a
+    padded array whatever its number of axes. Reverse mode only, as
+    [`simlab.kernels.laplacian2d`][].
+
+    **Arguments:**
+
+    - `padded`: the field with `order // 2` ghost cells per side of each spatial axis.
+    - `spacing`: one cell size per spatial axis (the trailing axes of `padded`).
+    - `order`: 2 or 4.
+
+    **Returns:** the Laplacian on the interior.
+
+    !!! example
+
+        ```python
+        grid = simlab.Grid((32, 32), extent=1.0, boundary="neumann")
+        simlab.kernels.laplacian(simlab.grid.pad(field, grid, 1), grid.spacing)
+        ```
+    """
+    kernel = _LAPLACIANS.get(len(spacing))
+    if kernel is None:
+        return laplacian_reference(padded, spacing, order=order)
+    return kernel(padded, spacing, order=order)

@@ -1,5 +1,5 @@
 """Pieces shared by the kernel files: launch settings, batching of leading axes, padding
-to whole tiles, the Laplacian weights, and the forward-mode check."""
+to whole tiles, and the tiled launch itself."""
 
 import dataclasses
 import math
@@ -13,12 +13,6 @@ from jaxtyping import Array
 
 Backend = Literal["triton", "mosaic_gpu"]
 BACKENDS = ("triton", "mosaic_gpu")
-
-# Central second-difference weights per order, offsets -width..width.
-SECOND_DIFFERENCE_WEIGHTS = {
-    2: (1.0, -2.0, 1.0),
-    4: (-1 / 12, 16 / 12, -30 / 12, 16 / 12, -1 / 12),
-}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,48 +111,6 @@ def checked_spacing(spacing: Sequence[float], num_spatial: int, *, kernel: str):
     return spacing
 
 
-def axis_weights(order: int, spacing: Sequence[float]) -> tuple[tuple[float, ...], ...]:
-    """Per spatial axis, the second-difference weights divided by $h^2$."""
-    if order not in SECOND_DIFFERENCE_WEIGHTS:
-        raise ValueError(
-            f"Laplacian order must be one of {sorted(SECOND_DIFFERENCE_WEIGHTS)}; got {order!r}."
-        )
-    return tuple(tuple(w / h**2 for w in SECOND_DIFFERENCE_WEIGHTS[order]) for h in spacing)
-
-
-def laplacian_from_shifts(shifted: Callable, weights, width: int, centre=None):
-    """$\\sum_{axis} \\sum_k w_k\\, u(x + k e_{axis})$ from `shifted(offsets)`, which returns
-    the tile moved by `offsets` (one integer per axis). The centre is loaded once (or
-    passed in as `centre` by a caller that needs it too)."""
-    num_axes = len(weights)
-    if centre is None:
-        centre = shifted((0,) * num_axes)
-    total = sum(axis[width] for axis in weights) * centre
-    for axis, axis_w in enumerate(weights):
-        for k, w in enumerate(axis_w):
-            offset = k - width
-            if offset != 0:
-                offsets = tuple(offset if a == axis else 0 for a in range(num_axes))
-                total = total + w * shifted(offsets)
-    return total
-
-
-def laplacian_reference(padded: Array, spacing: Sequence[float], *, order: int = 2) -> Array:
-    """The Laplacian of the trailing `len(spacing)` axes of a padded array by slicing."""
-    padded = jnp.asarray(padded)
-    weights = axis_weights(order, spacing)
-    width = order // 2
-    num_spatial = len(spacing)
-    interior = [n - 2 * width for n in padded.shape[padded.ndim - num_spatial :]]
-
-    def shifted(offsets):
-        index = [slice(None)] * (padded.ndim - num_spatial)
-        index += [slice(width + d, width + d + n) for d, n in zip(offsets, interior, strict=True)]
-        return padded[tuple(index)]
-
-    return laplacian_from_shifts(shifted, weights, width)
-
-
 def split_leading(array: Array, num_trailing: int) -> tuple[Array, tuple[int, ...]]:
     """Collapses the leading (channel/batch) axes into one, so every kernel sees
     `(batch, *trailing)`."""
@@ -255,44 +207,3 @@ def launch_tiles(
 def zero_pad(array: Array, width: int, num_trailing: int) -> Array:
     widths = [(0, 0)] * (array.ndim - num_trailing) + [(width, width)] * num_trailing
     return jnp.pad(array, widths)
-
-
-def is_forward_mode(*arrays: Any) -> bool:
-    """Whether any of `arrays` carries a forward-mode (jvp) tangent, looking through
-    batching and linearisation wrappers.
-
-    Reverse mode (`jax.grad`, `jax.vjp`) traces with linearisation tracers, forward mode
-    (`jax.jvp`, `jax.jacfwd`) with JVP tracers. A kernel behind a `jax.custom_vjp` cannot
-    be pushed forward, so the operators route forward-mode calls to the XLA path. (The
-    tracer classes are JAX internals: should they move, this answers `False` and forward
-    mode fails with JAX's own error instead.)
-
-    **Arguments:**
-
-    - `arrays`: arrays or pytrees of arrays, as seen inside a traced function.
-
-    **Returns:** `True` if any leaf is being differentiated in forward mode.
-
-    !!! example
-
-        ```python
-        def f(x):
-            route_to_xla = simlab.kernels.is_forward_mode(x)  # True under jax.jvp
-            ...
-        ```
-    """
-    try:
-        from jax._src.core import Tracer
-        from jax._src.interpreters.ad import JVPTracer
-    except ImportError:  # pragma: no cover - a JAX whose internals moved
-        return False
-
-    def forward(x) -> bool:
-        if isinstance(x, JVPTracer):
-            return True
-        return any(
-            isinstance(inner, Tracer) and forward(inner)
-            for inner in (getattr(x, "val", None), getattr(x, "primal", None))
-        )
-
-    return any(forward(x) for x in jax.tree_util.tree_leaves(arrays))

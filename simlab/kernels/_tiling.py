@@ -15,15 +15,15 @@ import jax
 BLOCK_SHAPES: dict[tuple[str, str], tuple[int, ...]] = {
     ("gpu", "laplacian2d"): (32, 128),
     ("gpu", "laplacian3d"): (4, 16, 64),
-    ("gpu", "gray_scott"): (16, 128),
+    ("gpu", "reaction_diffusion"): (16, 128),
     ("gpu", "temporal2d"): (32, 64),
     ("tpu", "laplacian2d"): (256, 512),
     ("tpu", "laplacian3d"): (8, 64, 256),
-    ("tpu", "gray_scott"): (256, 256),
+    ("tpu", "reaction_diffusion"): (256, 256),
     ("tpu", "temporal2d"): (256, 256),
     ("cpu", "laplacian2d"): (256, 256),
     ("cpu", "laplacian3d"): (32, 32, 64),
-    ("cpu", "gray_scott"): (256, 256),
+    ("cpu", "reaction_diffusion"): (256, 256),
     ("cpu", "temporal2d"): (256, 256),
 }
 
@@ -38,7 +38,7 @@ def default_block_shape(kernel: str, spatial_shape: Sequence[int]) -> tuple[int,
 
     **Arguments:**
 
-    - `kernel`: `"laplacian2d"`, `"laplacian3d"`, `"gray_scott"` or `"temporal2d"`.
+    - `kernel`: `"laplacian2d"`, `"laplacian3d"`, `"reaction_diffusion"` or `"temporal2d"`.
     - `spatial_shape`: the interior (unpadded) shape of the field.
 
     **Returns:** the tile, one entry per spatial axis.

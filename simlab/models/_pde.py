@@ -6,6 +6,7 @@ grid is static; physical parameters are arrays (scalars or, where noted, fields)
 """
 
 import abc
+import dataclasses
 from typing import Any, ClassVar
 
 import equinox as eqx
@@ -14,10 +15,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .. import kernels
 from .._misc import is_concrete
 from .._solvers import largest_stable_step
-from ..grid import Grid, advection, diffusion, laplacian, pad
-from ..grid._dispatch import IMPLS, chosen_kernel
+from ..grid import IMPLS, Grid, advection, diffusion, laplacian, pad, resolve_impl
 from ..grid._operators import ADVECTION_SCHEMES, LAPLACIAN_ORDERS
 from ..grid._stability import advection_symbol, laplacian_symbol
 from ._base import AbstractModel, parameter
@@ -66,6 +67,36 @@ class AbstractGridModel(AbstractModel):
         if not all(is_concrete(leaf) for leaf in leaves):
             return None
         return largest_stable_step(solver, self.linear_eigenvalues(np.asarray(y0)))
+
+    def with_forward_mode_stencils(self):
+        """The same model with stencils that forward-mode autodiff can push through.
+
+        The Pallas kernels are reverse-mode only (a `jax.custom_vjp`), so a solve
+        differentiated in forward mode (`diffrax.ForwardMode()`, `jax.jvp`, `jax.jacfwd`)
+        needs the XLA stencils: `impl="auto"` becomes `impl="xla"`; `impl="xla"` is
+        returned as it is.
+
+        **Returns:** the model, with `impl="xla"` where it was `"auto"`.
+
+        **Raises:** `ValueError` for `impl="pallas"`, which asks for the kernels
+        explicitly.
+
+        !!! example
+
+            ```python
+            model = simlab.models.Heat(diffusivity=0.1, grid=grid)  # impl="auto"
+            model.with_forward_mode_stencils().impl  # "xla"
+            ```
+        """
+        if self.impl == "pallas":
+            raise ValueError(
+                f"{type(self).__name__} has impl='pallas', whose Pallas kernels are "
+                "reverse-mode only and cannot be differentiated in forward mode; build the "
+                "model with impl='xla' or impl='auto' (or use a reverse-mode adjoint)."
+            )
+        if self.impl == "auto":
+            return dataclasses.replace(self, impl="xla")
+        return self
 
     @abc.abstractmethod
     def _check_fields(self) -> None:
@@ -377,29 +408,54 @@ class GrayScott(AbstractGridModel):
         self._check_coefficient("diffusivity_u", allow_field=True)
         self._check_coefficient("diffusivity_v", allow_field=True)
 
+    @staticmethod
+    def reaction(fields: tuple[Array, Array], rates: tuple[Array, Array]) -> tuple[Array, Array]:
+        r"""The reaction terms $(-u v^2 + F (1 - u),\ u v^2 - (F + k) v)$, pointwise.
+
+        The one home of the model's reaction: the XLA vector field adds it to the
+        diffusion terms, and the fused Pallas kernel takes it as its `reaction_fn` (see
+        [`simlab.kernels.reaction_diffusion`][]).
+
+        **Arguments:**
+
+        - `fields`: $(u, v)$, arrays of the same shape.
+        - `rates`: $(F, k)$.
+
+        **Returns:** the two reaction tendencies.
+        """
+        u, v = fields
+        feed_rate, kill_rate = rates
+        conversion = u * v * v
+        return (
+            -conversion + feed_rate * (1.0 - u),
+            conversion - (feed_rate + kill_rate) * v,
+        )
+
     def __call__(self, t, y, args):
-        fused = self._fused_kernel()
-        if fused is not None:
-            coefficients = (self.feed_rate, self.kill_rate, self.diffusivity_u, self.diffusivity_v)
-            return fused(pad(y, self.grid, 1), self.grid.spacing, *coefficients)
+        diffusivities = (self.diffusivity_u, self.diffusivity_v)
+        rates = (self.feed_rate, self.kill_rate)
+        if self._takes_fused_kernel():
+            return kernels.reaction_diffusion(
+                pad(y, self.grid, 1),
+                self.grid.spacing,
+                diffusivities,
+                rates,
+                reaction_fn=GrayScott.reaction,
+            )
         u, v = y[0], y[1]
-        reaction = u * v**2
-        du = diffusion(u, self.diffusivity_u, self.grid, impl=self.impl)
-        dv = diffusion(v, self.diffusivity_v, self.grid, impl=self.impl)
+        reaction = self.reaction((u, v), rates)
         return jnp.stack(
             [
-                du - reaction + self.feed_rate * (1.0 - u),
-                dv + reaction - (self.feed_rate + self.kill_rate) * v,
+                diffusion(field, diffusivity, self.grid, impl=self.impl) + term
+                for field, diffusivity, term in zip((u, v), diffusivities, reaction, strict=True)
             ]
         )
 
-    def _fused_kernel(self):
-        """The fused Pallas vector field (one read and one write of each field per step),
-        where it applies: 2-D grids with scalar diffusivities; otherwise `None`."""
+    def _takes_fused_kernel(self) -> bool:
+        """Whether the fused Pallas vector field serves (one read and one write of each
+        field per step): Pallas chosen, a 2-D grid and scalar diffusivities."""
         scalar = self.diffusivity_u.ndim == 0 and self.diffusivity_v.ndim == 0
-        if self.grid.ndim != 2 or not scalar:
-            return None
-        return chosen_kernel(self.impl, "gray_scott")
+        return self.grid.ndim == 2 and scalar and resolve_impl(self.impl) == "pallas"
 
     def linear_eigenvalues(self, y0):
         u, v = np.abs(y0[0]), np.abs(y0[1])

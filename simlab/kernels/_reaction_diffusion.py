@@ -1,0 +1,226 @@
+r"""Reaction–diffusion, fused: the Laplacian of every field plus a pointwise reaction in
+one pass,
+
+$$
+\partial_t y_c = D_c \nabla^2 y_c + R_c(y_1, \dots, y_C;\ \theta),
+$$
+
+for $C$ fields on a 2-D grid with scalar diffusivities $D_c$. The reaction $R$ is a
+static callable `reaction_fn(fields, parameters) -> tendencies`, so each model keeps its
+reaction term in one place (e.g. `simlab.models.GrayScott.reaction`) and a new
+reaction–diffusion model needs no new kernel.
+
+Unfused, XLA reads each field for the Laplacian and again for the reaction; the kernel
+reads the window of every field once per tile and writes every tendency once. The
+backward pass runs the Laplacian kernel on the scaled cotangents (the stencil is its own
+transpose) and differentiates `reaction_fn` pointwise with `jax.vjp`.
+"""
+
+import functools as ft
+from collections.abc import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jaxtyping import Array, ArrayLike
+
+from ._laplacian import _launch as _laplacian_launch
+from ._pallas import Launch, check_padded, checked_spacing, launch_tiles, resolve_launch, zero_pad
+from ._stencils import axis_weights, laplacian_from_shifts, laplacian_reference
+
+NUM_SPATIAL = 2
+WIDTH = 1
+INTERIOR = (Ellipsis, slice(WIDTH, -WIDTH), slice(WIDTH, -WIDTH))
+
+
+def tendencies(fields, laplacians, diffusivities, parameters, reaction_fn):
+    """$D_c \\nabla^2 y_c + R_c$ per field, from the fields and their Laplacians (shared by
+    the kernels and the references, so all evaluate the same expression). A `reaction_fn`
+    of `None` is pure diffusion."""
+    diffusion = [d * lap for d, lap in zip(diffusivities, laplacians, strict=True)]
+    if reaction_fn is None:
+        return tuple(diffusion)
+    reaction = reaction_fn(tuple(fields), tuple(parameters))
+    return tuple(d + r for d, r in zip(diffusion, reaction, strict=True))
+
+
+def reaction_diffusion_kernel(
+    window_ref, params_ref, out_ref, *, block_shape, weights, reaction_fn
+):
+    """One tile of every tendency. `window_ref` is `(C, bx + 2, by + 2)` (the fields with
+    their halo); `params_ref` holds $(D_1, \\dots, D_C, \\theta_1, \\dots)$."""
+    bx, by = block_shape
+    num_channels = window_ref.shape[0]
+
+    def channel(c):
+        return lambda offsets: window_ref[c, pl.ds(1 + offsets[0], bx), pl.ds(1 + offsets[1], by)]
+
+    fields = [channel(c)((0, 0)) for c in range(num_channels)]
+    laplacians = [
+        laplacian_from_shifts(channel(c), weights, WIDTH, centre=field)
+        for c, field in enumerate(fields)
+    ]
+    params = [params_ref[i] for i in range(params_ref.shape[0])]
+    result = tendencies(
+        fields, laplacians, params[:num_channels], params[num_channels:], reaction_fn
+    )
+    for c, tendency in enumerate(result):
+        out_ref[c, :, :] = tendency.astype(out_ref.dtype)
+
+
+# Jitted so that each tile layout is traced and compiled once, however often it runs.
+@ft.partial(jax.jit, static_argnames=("spacing", "reaction_fn", "launch"))
+def _launch(padded: Array, params: Array, spacing, reaction_fn: Callable, launch: Launch):
+    kernel = ft.partial(
+        reaction_diffusion_kernel,
+        block_shape=launch.block_shape,
+        weights=axis_weights(2, spacing),
+        reaction_fn=reaction_fn,
+    )
+    return launch_tiles(
+        kernel,
+        padded,
+        width=WIDTH,
+        launch=launch,
+        name="reaction_diffusion",
+        num_channels=padded.shape[-3],
+        params=params,
+    )
+
+
+@ft.partial(jax.custom_vjp, nondiff_argnums=(2, 3, 4))
+def _reaction_diffusion(padded, params, spacing, reaction_fn, launch):
+    return _launch(padded, params, spacing, reaction_fn, launch)
+
+
+def _reaction_diffusion_fwd(padded, params, spacing, reaction_fn, launch):
+    return _launch(padded, params, spacing, reaction_fn, launch), (padded, params)
+
+
+def _reaction_diffusion_bwd(spacing, reaction_fn, launch, residuals, cotangent):
+    padded, params = residuals
+    num_channels = padded.shape[-3]
+    diffusivities = [params[c] for c in range(num_channels)]
+    parameters = tuple(params[i] for i in range(num_channels, params.shape[0]))
+    g = [cotangent[..., c, :, :] for c in range(num_channels)]
+    # Diffusion: the transposed (same) stencil on the scaled, zero-padded cotangents.
+    scaled = jnp.stack([d * g_c for d, g_c in zip(diffusivities, g, strict=True)], axis=-3)
+    g_padded = _laplacian_launch(zero_pad(scaled, 2 * WIDTH, NUM_SPATIAL), spacing, 2, launch)
+    laplacians = _laplacian_launch(padded, spacing, 2, launch)
+    g_params = [jnp.sum(g_c * laplacians[..., c, :, :]) for c, g_c in enumerate(g)]
+    if reaction_fn is not None:
+        # Reaction: pointwise, on the interior cells only.
+        fields = tuple(padded[INTERIOR][..., c, :, :] for c in range(num_channels))
+        _, reaction_vjp = jax.vjp(reaction_fn, fields, parameters)
+        g_fields, g_parameters = reaction_vjp(tuple(g))
+        g_padded = g_padded.at[INTERIOR].add(jnp.stack(g_fields, axis=-3))
+        g_params += list(g_parameters)
+    return g_padded, jnp.stack(g_params).astype(params.dtype)
+
+
+_reaction_diffusion.defvjp(_reaction_diffusion_fwd, _reaction_diffusion_bwd)
+
+
+def packed_parameters(
+    dtype, diffusivities: Sequence[ArrayLike], parameters: Sequence[ArrayLike], *, kernel: str
+) -> Array:
+    """The scalars a launch passes to every program, in one vector:
+    $(D_1, \\dots, D_C, \\theta_1, \\dots)$ (and a caller's extras before them)."""
+    values = (*diffusivities, *parameters)
+    for value in values:
+        if jnp.ndim(value) != 0:
+            raise ValueError(
+                f"{kernel}: diffusivities and parameters must be scalars (the fused kernel does "
+                f"not take coefficient fields; use a model with impl='xla'); got shape "
+                f"{jnp.shape(value)}."
+            )
+    return jnp.stack([jnp.asarray(value, dtype) for value in values])
+
+
+def check_channels(state: Array, diffusivities: Sequence, *, kernel: str) -> None:
+    num_channels = len(diffusivities)
+    if num_channels < 1 or state.ndim < 3 or state.shape[-3] != num_channels:
+        raise ValueError(
+            f"{kernel} takes one diffusivity per field and the fields on axis -3, shape "
+            f"(..., {num_channels}, nx, ny); got {num_channels} diffusivities and shape "
+            f"{state.shape}."
+        )
+
+
+def reaction_diffusion(
+    padded: Array,
+    spacing: Sequence[float],
+    diffusivities: Sequence[ArrayLike],
+    parameters: Sequence[ArrayLike] = (),
+    *,
+    reaction_fn: Callable | None,
+    block_shape: Sequence[int] | None = None,
+    interpret: bool | None = None,
+    backend: str | None = None,
+) -> Array:
+    r"""The reaction–diffusion right-hand side $D_c \nabla^2 y_c + R_c(y; \theta)$ of $C$
+    fields on a 2-D grid, fused in one Pallas kernel (5-point Laplacian).
+
+    Differentiable in reverse mode with respect to the fields, the diffusivities and the
+    reaction's parameters; not in forward mode.
+
+    **Arguments:**
+
+    - `padded`: the fields with one ghost cell per side, shape `(..., C, nx + 2, ny + 2)`
+      (e.g. `simlab.grid.pad(state, grid, 1)`).
+    - `spacing`: `(h_x, h_y)`.
+    - `diffusivities`: $D_1, \dots, D_C$ (scalars).
+    - `parameters`: the reaction's scalar parameters $\theta$.
+    - `reaction_fn`: `reaction_fn(fields, parameters) -> tendencies`, pointwise, taking
+      and returning tuples of `C` arrays (`parameters` arrives as a tuple of scalars);
+      `None` for pure diffusion. It is static: pass a module-level function (not a new
+      lambda per call) so that each layout compiles once.
+    - `block_shape`, `interpret`, `backend`: as for [`simlab.kernels.laplacian2d`][].
+
+    **Returns:** the tendencies, shape `(..., C, nx, ny)`.
+
+    !!! example
+
+        ```python
+        padded = simlab.grid.pad(state, model.grid, 1)
+        simlab.kernels.reaction_diffusion(
+            padded,
+            model.grid.spacing,
+            (model.diffusivity_u, model.diffusivity_v),
+            (model.feed_rate, model.kill_rate),
+            reaction_fn=simlab.models.GrayScott.reaction,
+        )  # == model(t, state, args) with scalar diffusivities
+        ```
+    """
+    name = "reaction_diffusion"
+    padded = jnp.asarray(padded)
+    spacing = checked_spacing(spacing, NUM_SPATIAL, kernel=name)
+    check_padded(padded, NUM_SPATIAL, WIDTH, kernel=name)
+    check_channels(padded, diffusivities, kernel=name)
+    params = packed_parameters(padded.dtype, diffusivities, parameters, kernel=name)
+    interior = tuple(n - 2 * WIDTH for n in padded.shape[-NUM_SPATIAL:])
+    launch = resolve_launch(interior, block_shape, interpret, backend, kernel=name)
+    return _reaction_diffusion(padded, params, spacing, reaction_fn, launch)
+
+
+def reaction_diffusion_reference(
+    padded: Array,
+    spacing: Sequence[float],
+    diffusivities: Sequence[ArrayLike],
+    parameters: Sequence[ArrayLike] = (),
+    *,
+    reaction_fn: Callable | None,
+) -> Array:
+    """[`simlab.kernels.reaction_diffusion`][] in plain `jax.numpy` (the XLA path)."""
+    padded = jnp.asarray(padded)
+    interior = padded[INTERIOR]
+    laplacians = laplacian_reference(padded, spacing, order=2)
+    channels = range(padded.shape[-3])
+    result = tendencies(
+        [interior[..., c, :, :] for c in channels],
+        [laplacians[..., c, :, :] for c in channels],
+        diffusivities,
+        parameters,
+        reaction_fn,
+    )
+    return jnp.stack(result, axis=-3)
