@@ -127,3 +127,60 @@ def test_a_chunk_without_its_status_is_recomputed(shared, uninterrupted, tmp_pat
     np.testing.assert_array_equal(
         resumed.observables["final_state"], uninterrupted.observables["final_state"]
     )
+
+
+def test_atomic_write_replaces_whole_or_leaves_the_old_file(tmp_path):
+    path = tmp_path / "result.npz"
+    path.write_bytes(b"old")
+    seen = []
+
+    def write_new(temporary):
+        seen.append(temporary)
+        np.savez(temporary, x=np.arange(3))
+
+    assert simlab.io.atomic_write(path, write_new) == path
+    (temporary,) = seen
+    assert temporary.parent == path.parent and temporary.suffix == ".npz"
+    with np.load(path) as stored:
+        np.testing.assert_array_equal(stored["x"], np.arange(3))
+
+    def fail_half_way(temporary):
+        temporary.write_bytes(b"partial")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        simlab.io.atomic_write(path, fail_half_way)
+    assert sorted(os.listdir(tmp_path)) == ["result.npz"]  # no temporary left behind
+    with np.load(path) as stored:
+        np.testing.assert_array_equal(stored["x"], np.arange(3))
+
+
+def test_status_codes_round_trip_under_jit_and_vmap():
+    import jax
+    import jax.numpy as jnp
+
+    from simlab._results import status_code, status_codes, status_name
+
+    RESULTS = simlab.RESULTS
+    codes = status_codes()
+    assert len(set(codes.values())) == len(codes) == len(RESULTS)
+    for name, code in codes.items():
+        assert status_name(code) == name
+        assert int(status_code(getattr(RESULTS, name))) == code
+
+    @jax.jit
+    @jax.vmap
+    def codes_of(finite, reached_end):
+        result = RESULTS.where(finite, RESULTS.successful, RESULTS.nonfinite_state)
+        result = RESULTS.where(reached_end, result, RESULTS.max_steps_reached)
+        return status_code(result)
+
+    batch = codes_of(jnp.array([True, False, True, False]), jnp.array([True, True, False, False]))
+    assert [status_name(int(c)) for c in batch] == [
+        "successful",
+        "nonfinite_state",
+        "max_steps_reached",
+        "max_steps_reached",
+    ]
+    with pytest.raises(ValueError, match="not a simlab.RESULTS code"):
+        status_name(max(codes.values()) + 1)

@@ -6,10 +6,11 @@ import math
 from typing import Any, ClassVar
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, PyTree
+
+from .._misc import is_concrete as is_concrete
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,11 +58,6 @@ def parameter(
     if default is dataclasses.MISSING:
         return eqx.field(converter=as_float_array, metadata=metadata)
     return eqx.field(converter=as_float_array, metadata=metadata, default=default)
-
-
-def is_concrete(value: Any) -> bool:
-    """False for a tracer (a value only known at run time under jit, vmap or grad)."""
-    return not isinstance(value, jax.core.Tracer)
 
 
 class AbstractModel(eqx.Module):
