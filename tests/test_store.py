@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 
+import jax
 import numpy as np
 import pytest
 import xarray as xr
@@ -47,6 +48,7 @@ def test_xarray_opens_the_store_and_it_equals_the_result(stored, uninterrupted):
     np.testing.assert_array_equal(dataset["alpha"].values, uninterrupted.parameter("alpha"))
     assert dataset["alpha"].attrs["units"] == "1/time"
     assert dataset.attrs["model"].startswith("LotkaVolterra(")
+    assert dataset.attrs["jax_version"] == jax.__version__ and dataset.attrs["devices"]
     assert not list(path.parent.rglob("*.partial"))
 
 
@@ -64,7 +66,12 @@ def test_a_sweep_killed_with_sigkill_resumes_to_the_same_result(shared, uninterr
     path = tmp_path / "sweep.zarr"
     worker = subprocess.Popen(
         [sys.executable, str(HERE / "_resume_worker.py"), str(path)],
-        env={**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(HERE)},
+        # The checkout under test first, as in this process, then the worker's own folder.
+        env={
+            **os.environ,
+            "JAX_PLATFORMS": "cpu",
+            "PYTHONPATH": f"{HERE.parent}{os.pathsep}{HERE}",
+        },
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -156,7 +163,6 @@ def test_atomic_write_replaces_whole_or_leaves_the_old_file(tmp_path):
 
 
 def test_status_codes_round_trip_under_jit_and_vmap():
-    import jax
     import jax.numpy as jnp
 
     from simlab._results import status_code, status_codes, status_name
