@@ -4,7 +4,8 @@ from typing import Any
 
 import diffrax as dfx
 import equinox as eqx
-from jaxtyping import Array, Float
+import jax.numpy as jnp
+from jaxtyping import Array, Float, Int
 
 
 class RESULTS(dfx.RESULTS):
@@ -32,6 +33,32 @@ class RESULTS(dfx.RESULTS):
 
 class SimulationError(RuntimeError):
     """A solve failed: the message is the [`simlab.RESULTS`][] message of its status."""
+
+
+# Equinox enumerations have no public way to list their items or to read an item's integer
+# code (it is `==` and `RESULTS[item]` only); the two functions below are the one place that
+# reads the enumeration's `_name_to_item` and an item's `_value` for simlab.
+
+
+def status_code(result: RESULTS) -> Int[Array, "..."]:
+    """The integer code of a [`simlab.RESULTS`][] status (an array of codes under `vmap`).
+
+    Works under `jax.jit` and `jax.vmap`; `status_name` reads a code back.
+    """
+    return jnp.asarray(result._value)
+
+
+def status_codes() -> dict[str, int]:
+    """The name and integer code of every [`simlab.RESULTS`][] status."""
+    return {name: int(status_code(item)) for name, item in RESULTS._name_to_item.items()}
+
+
+def status_name(code: int) -> str:
+    """The name of the [`simlab.RESULTS`][] status with integer `code` (see `status_code`)."""
+    names = {value: name for name, value in status_codes().items()}
+    if code not in names:
+        raise ValueError(f"{code} is not a simlab.RESULTS code; the codes are {sorted(names)}")
+    return names[code]
 
 
 class Trajectory(eqx.Module):

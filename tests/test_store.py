@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 
+import jax
 import numpy as np
 import pytest
 import xarray as xr
@@ -47,6 +48,7 @@ def test_xarray_opens_the_store_and_it_equals_the_result(stored, uninterrupted):
     np.testing.assert_array_equal(dataset["alpha"].values, uninterrupted.parameter("alpha"))
     assert dataset["alpha"].attrs["units"] == "1/time"
     assert dataset.attrs["model"].startswith("LotkaVolterra(")
+    assert dataset.attrs["jax_version"] == jax.__version__ and dataset.attrs["devices"]
     assert not list(path.parent.rglob("*.partial"))
 
 
@@ -64,7 +66,12 @@ def test_a_sweep_killed_with_sigkill_resumes_to_the_same_result(shared, uninterr
     path = tmp_path / "sweep.zarr"
     worker = subprocess.Popen(
         [sys.executable, str(HERE / "_resume_worker.py"), str(path)],
-        env={**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(HERE)},
+        # The checkout under test first, as in this process, then the worker's own folder.
+        env={
+            **os.environ,
+            "JAX_PLATFORMS": "cpu",
+            "PYTHONPATH": f"{HERE.parent}{os.pathsep}{HERE}",
+        },
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -127,3 +134,59 @@ def test_a_chunk_without_its_status_is_recomputed(shared, uninterrupted, tmp_pat
     np.testing.assert_array_equal(
         resumed.observables["final_state"], uninterrupted.observables["final_state"]
     )
+
+
+def test_atomic_write_replaces_whole_or_leaves_the_old_file(tmp_path):
+    path = tmp_path / "result.npz"
+    path.write_bytes(b"old")
+    seen = []
+
+    def write_new(temporary):
+        seen.append(temporary)
+        np.savez(temporary, x=np.arange(3))
+
+    assert simlab.io.atomic_write(path, write_new) == path
+    (temporary,) = seen
+    assert temporary.parent == path.parent and temporary.suffix == ".npz"
+    with np.load(path) as stored:
+        np.testing.assert_array_equal(stored["x"], np.arange(3))
+
+    def fail_half_way(temporary):
+        temporary.write_bytes(b"partial")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        simlab.io.atomic_write(path, fail_half_way)
+    assert sorted(os.listdir(tmp_path)) == ["result.npz"]  # no temporary left behind
+    with np.load(path) as stored:
+        np.testing.assert_array_equal(stored["x"], np.arange(3))
+
+
+def test_status_codes_round_trip_under_jit_and_vmap():
+    import jax.numpy as jnp
+
+    from simlab._results import status_code, status_codes, status_name
+
+    RESULTS = simlab.RESULTS
+    codes = status_codes()
+    assert len(set(codes.values())) == len(codes) == len(RESULTS)
+    for name, code in codes.items():
+        assert status_name(code) == name
+        assert int(status_code(getattr(RESULTS, name))) == code
+
+    @jax.jit
+    @jax.vmap
+    def codes_of(finite, reached_end):
+        result = RESULTS.where(finite, RESULTS.successful, RESULTS.nonfinite_state)
+        result = RESULTS.where(reached_end, result, RESULTS.max_steps_reached)
+        return status_code(result)
+
+    batch = codes_of(jnp.array([True, False, True, False]), jnp.array([True, True, False, False]))
+    assert [status_name(int(c)) for c in batch] == [
+        "successful",
+        "nonfinite_state",
+        "max_steps_reached",
+        "max_steps_reached",
+    ]
+    with pytest.raises(ValueError, match="not a simlab.RESULTS code"):
+        status_name(max(codes.values()) + 1)

@@ -15,9 +15,9 @@ import optimistix as optx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array, ArrayLike
 
+from .._misc import is_concrete
 from .._options import SolveOptions
 from .._results import RESULTS
-from ..models._base import is_concrete
 from ._loop import Carry, GradientStepper, LeastSquaresStepper, num_scalars, run
 from ._problem import FitProblem, Layout, get_path, make_problem
 from ._uncertainty import covariance, covariance_labels, natural_values, with_natural_values

@@ -8,7 +8,6 @@ host can show progress and write checkpoints between them, without recompiling.
 import abc
 import os
 import pathlib
-import tempfile
 from typing import Any
 
 import equinox as eqx
@@ -21,6 +20,7 @@ import optimistix as optx
 from jaxtyping import Array
 
 from .._results import RESULTS
+from ..io import atomic_write
 from ._problem import FAILED_RESIDUAL, FitProblem
 
 FORWARD_MODE_MAX_PARAMETERS = 16
@@ -275,15 +275,13 @@ def _progress_bar(progress: bool, total: int):
 def save_checkpoint(path: str | os.PathLike, carry: Carry) -> None:
     """Writes the loop's arrays to `path` (`.npz`) whole or not at all."""
     path = pathlib.Path(path)
-    leaves = jtu.tree_leaves(carry)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".npz")
-    try:
-        with os.fdopen(handle, "wb") as file:
-            np.savez(file, *[np.asarray(leaf) for leaf in leaves])
-        os.replace(temporary, path)
-    except BaseException:
-        pathlib.Path(temporary).unlink(missing_ok=True)
-        raise
+    leaves = [np.asarray(leaf) for leaf in jtu.tree_leaves(carry)]
+
+    def write(temporary: pathlib.Path) -> None:
+        with temporary.open("wb") as file:  # a file, so that NumPy adds no `.npz` suffix
+            np.savez(file, *leaves)
+
+    atomic_write(path, write)
 
 
 def load_checkpoint(path: str | os.PathLike, like: Carry) -> Carry | None:

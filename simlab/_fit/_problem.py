@@ -12,9 +12,10 @@ import jax.tree_util as jtu
 import numpy as np
 from jaxtyping import Array
 
+from .._misc import is_concrete
 from .._options import SolveOptions, as_solve_options
 from .._simulate import checked_ts, simulate
-from ..models._base import AbstractModel, is_concrete
+from ..models._base import AbstractModel
 from ._transforms import IDENTITY, Transform, transform_for
 
 # A member whose solve fails contributes this residual everywhere: large enough that any
@@ -36,6 +37,7 @@ class SelectComponents:
     """`observe=` given as names: picks those state components (hashable, so jit caches)."""
 
     indices: tuple[int, ...]
+    names: tuple[str, ...]
 
     def __call__(self, y):
         return y[jnp.asarray(self.indices)]
@@ -74,6 +76,11 @@ class FitProblem(eqx.Module):
     @property
     def paths(self) -> tuple[str, ...]:
         return self.array_paths + self.module_paths
+
+    @property
+    def observed_names(self) -> tuple[str, ...] | None:
+        """The observed state components, when `observe=` named them; else None."""
+        return self.observe.names if isinstance(self.observe, SelectComponents) else None
 
     def _filter_spec(self):
         spec = jtu.tree_map(lambda _: False, self.model)
@@ -320,7 +327,7 @@ def _checked_observe(model: Any, observe: Any, state_shape) -> tuple[Callable, i
             f"observe names unknown state components {unknown or names}; "
             f"{type(model).__name__} has {list(known)}."
         )
-    return SelectComponents(tuple(known.index(n) for n in names)), len(names)
+    return SelectComponents(tuple(known.index(n) for n in names), tuple(names)), len(names)
 
 
 def _checked_experiment(ts, observations, y0, noise_scale, *, state_shape, num_observed, where):

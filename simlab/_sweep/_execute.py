@@ -11,6 +11,7 @@ import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
 from .._options import SolveOptions
+from .._results import status_code
 from .._simulate import simulate
 from ..io import VariableSpec
 from ..models._base import AbstractModel
@@ -40,8 +41,7 @@ def member_outputs(
     outputs = _observe(trajectory, observable)
     failed = ~trajectory.succeeded
     outputs = {name: jnp.where(failed, jnp.nan, value) for name, value in outputs.items()}
-    # Equinox enumerations expose their integer code only as the item's `_value`.
-    return outputs, trajectory.result._value.astype(jnp.int16)
+    return outputs, status_code(trajectory.result).astype(jnp.int16)
 
 
 def _with_values(model, y0, names, values):

@@ -7,7 +7,8 @@ from typing import Any
 import equinox as eqx
 import numpy as np
 
-from ..io._store import status_codes, status_flag_attrs
+from .._results import status_codes
+from ..io._store import status_flag_attrs
 
 
 class SweepResult(eqx.Module):

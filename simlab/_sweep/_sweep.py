@@ -1,10 +1,8 @@
 """`sweep`: run a model over many parameter values, chunk by chunk, on every device."""
 
-import datetime
 import hashlib
 import json
 import pathlib
-import platform
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -19,6 +17,7 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh
 
 from .._options import DEFAULT_MAX_STEPS, SolveOptions, merged_options
+from .._provenance import provenance as simlab_provenance
 from .._simulate import checked_ts, checked_y0
 from ..io import StoreLayout, SweepStore
 from ..io._store import NOT_COMPUTED
@@ -374,18 +373,12 @@ def _model_record(model: AbstractModel) -> str:
 
 
 def _provenance(model, mesh: Mesh, members: Members, settings, observable) -> dict[str, Any]:
-    from .. import __version__
-
-    return {
-        "simlab_version": __version__,
-        "jax_version": jax.__version__,
-        "python_version": platform.python_version(),
-        "devices": [str(device) for device in mesh.devices.flat],
-        "num_processes": jax.process_count(),
-        "model": _model_record(model),
-        "mode": members.mode,
-        "swept": list(members.names),
-        "observable": _observable_name(observable),
-        "solver_settings": json.dumps(settings.record()),
-        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-    }
+    return simlab_provenance(
+        mesh.devices.flat,
+        num_processes=jax.process_count(),
+        model=_model_record(model),
+        mode=members.mode,
+        swept=list(members.names),
+        observable=_observable_name(observable),
+        solver_settings=json.dumps(settings.record()),
+    )

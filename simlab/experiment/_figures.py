@@ -3,9 +3,7 @@ takes and how it is drawn. Experiments are checked against it, and runs are draw
 from their stored files only, so `simlab plot` never recomputes."""
 
 import dataclasses
-import os
 import pathlib
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -13,6 +11,7 @@ import numpy as np
 
 from .._results import RESULTS, Trajectory
 from .._sweep import SweepResult
+from ..io import atomic_write
 from ..models import AbstractGridModel, AbstractModel
 from ._check import Checker
 from ._fields import model_classes, observable_names
@@ -123,11 +122,8 @@ def _still(drawer: Callable[[StoredRun, dict], Any]):
 def _save(figure, path: pathlib.Path) -> pathlib.Path:
     from simlab.plot import style
 
-    temporary = path.with_name(f".{path.stem}.tmp-{uuid.uuid4().hex[:8]}{path.suffix}")
     with style():  # its savefig settings: tight bounding box, print resolution
-        figure.savefig(temporary)
-    os.replace(temporary, path)
-    return path
+        return atomic_write(path, figure.savefig)
 
 
 def _model_class(run: StoredRun):

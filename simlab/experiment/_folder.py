@@ -7,7 +7,6 @@ import datetime
 import json
 import os
 import pathlib
-import platform
 import shutil
 import subprocess
 import sys
@@ -15,9 +14,10 @@ import tomllib
 import uuid
 from typing import Any
 
-import jax
 import numpy as np
 
+from .._provenance import provenance as simlab_provenance
+from ..io import atomic_write
 from ._check import ExperimentError
 
 CONFIG = "config.toml"
@@ -89,16 +89,12 @@ def write_json(path: pathlib.Path, content: Any) -> None:
 
 
 def write_text(path: pathlib.Path, text: str) -> None:
-    """Writes a whole file or nothing: a temporary name in the same folder, then `os.replace`."""
-    temporary = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
+    atomic_write(path, lambda temporary: temporary.write_text(text, encoding="utf-8"))
 
 
 def write_arrays(path: pathlib.Path, arrays: dict[str, np.ndarray]) -> None:
-    temporary = path.with_name(f".{path.stem}.tmp-{uuid.uuid4().hex[:8]}.npz")
-    np.savez(temporary, **{name: np.asarray(value) for name, value in arrays.items()})
-    os.replace(temporary, path)
+    arrays = {name: np.asarray(value) for name, value in arrays.items()}
+    atomic_write(path, lambda temporary: np.savez(temporary, **arrays))
 
 
 def to_toml(table: dict[str, Any]) -> str:
@@ -152,20 +148,13 @@ def _value(value) -> str:
 
 def provenance(experiment_path: pathlib.Path, *, quick: bool, devices) -> dict[str, Any]:
     """Versions, devices, the git commit of the experiment's repository, the command line."""
-    from .. import __version__
-
-    return {
-        "simlab_version": __version__,
-        "jax_version": jax.__version__,
-        "python_version": platform.python_version(),
-        "platform": platform.platform(),
-        "devices": [str(device) for device in devices],
-        "git": _git_state(experiment_path.resolve().parent),
-        "experiment_file": str(experiment_path),
-        "quick": quick,
-        "command": sys.argv,
-        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-    }
+    return simlab_provenance(
+        devices,
+        git=_git_state(experiment_path.resolve().parent),
+        experiment_file=str(experiment_path),
+        quick=quick,
+        command=sys.argv,
+    )
 
 
 def _git_state(folder: pathlib.Path) -> dict[str, Any] | None:

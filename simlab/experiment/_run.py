@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import _fit, _simulate, _sweep
 from .._options import SolveOptions
-from ..io._store import status_codes
+from .._results import status_code, status_name
 from ..models import AbstractGridModel
 from ..parallel import member_mesh
 from ._fields import OBSERVABLE_FUNCTIONS
@@ -178,7 +178,7 @@ def _fit_metrics(result, model) -> dict[str, Any]:
         "noise_variance": _number(result.noise_variance),
         "converged": bool(result.converged),
         "num_steps": int(result.num_steps),
-        "status": _status_name(result.result),
+        "status": status_name(int(status_code(result.result))),
     }
     names = getattr(model, "state_names", ())
     if names and np.ndim(result.y0) == 1:
@@ -187,11 +187,6 @@ def _fit_metrics(result, model) -> dict[str, Any]:
             for name, value, error in zip(names, result.y0, result.y0_stderr, strict=True)
         }
     return metrics
-
-
-def _status_name(status) -> str:
-    names = {code: name for name, code in status_codes().items()}
-    return names[int(status._value)]
 
 
 def _fit_line(fit: dict[str, Any]) -> str:

@@ -1,7 +1,8 @@
-"""Files simlab writes: the on-disk sweep store (zarr), written chunk by chunk, durably."""
+"""Files simlab writes: the on-disk sweep store (zarr), written chunk by chunk, durably, and
+single files written whole or not at all."""
 
+from ._atomic import atomic_write as atomic_write
 from ._store import (
-    DurableLocalStore as DurableLocalStore,
     StoreLayout as StoreLayout,
     SweepStore as SweepStore,
     VariableSpec as VariableSpec,

@@ -21,28 +21,20 @@ import numpy as np
 import zarr
 from zarr.storage import LocalStore
 
-from .._results import RESULTS
+from .._results import status_codes
+from ._atomic import fsync_file_and_folder
 
 STATUS = "status"
 NOT_COMPUTED = -1
 IDENTITY_ATTR = "simlab_sweep_identity"
 
 
-class DurableLocalStore(LocalStore):
+class _DurableLocalStore(LocalStore):
     """zarr's `LocalStore` (atomic writes by rename), plus `fsync` of each file and folder."""
 
     async def set(self, key: str, value: Any) -> None:
         await super().set(key, value)
-        await asyncio.to_thread(_fsync_file_and_folder, self.root / key)
-
-
-def _fsync_file_and_folder(path: pathlib.Path) -> None:
-    for target, flags in ((path, os.O_RDONLY), (path.parent, os.O_RDONLY | os.O_DIRECTORY)):
-        descriptor = os.open(target, flags)
-        try:
-            os.fsync(descriptor)
-        finally:
-            os.close(descriptor)
+        await asyncio.to_thread(fsync_file_and_folder, self.root / key)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,7 +82,7 @@ class SweepStore:
     def __init__(self, path: pathlib.Path, layout: StoreLayout):
         self.path = path
         self.layout = layout
-        self._group = zarr.open_group(DurableLocalStore(path), mode="r+", use_consolidated=False)
+        self._group = zarr.open_group(_DurableLocalStore(path), mode="r+", use_consolidated=False)
 
     @classmethod
     def open(
@@ -162,7 +154,7 @@ def _create(path, layout: StoreLayout, *, identity, attrs) -> None:
 
 
 def _write_empty_store(staging: pathlib.Path, layout: StoreLayout, *, attrs) -> None:
-    store = DurableLocalStore(staging)
+    store = _DurableLocalStore(staging)
     group = zarr.open_group(store, mode="w", attributes=attrs)
     member_dims = ("member",)
     coordinate_names = " ".join(layout.member_coords)
@@ -200,12 +192,6 @@ def _write_empty_store(staging: pathlib.Path, layout: StoreLayout, *, attrs) -> 
         # listing of the folder on every open.
         warnings.filterwarnings("ignore", "Consolidated metadata", UserWarning)
         zarr.consolidate_metadata(store)
-
-
-def status_codes() -> dict[str, int]:
-    """The name and integer code of every [`simlab.RESULTS`][] status."""
-    # Equinox enumerations expose their codes only through the items' private `_value`.
-    return {name: int(item._value) for name, item in RESULTS._name_to_item.items()}
 
 
 def status_flag_attrs() -> dict[str, Any]:

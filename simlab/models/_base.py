@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, PyTree
 
-from .._misc import is_concrete as is_concrete
+from .._misc import is_concrete
 
 
 @dataclasses.dataclass(frozen=True)

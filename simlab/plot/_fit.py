@@ -3,7 +3,6 @@
 import jax.numpy as jnp
 import numpy as np
 
-from .._fit._problem import SelectComponents
 from ._style import COLOURS, new_axes, style
 
 
@@ -95,10 +94,10 @@ def fit_curves(
 
 
 def _labels(result, num_observed: int) -> list[str]:
+    observed = result.problem.observed_names
+    if observed:
+        return list(observed)
     names = list(getattr(result.model, "state_names", ()) or ())
-    observe = result.problem.observe
-    if isinstance(observe, SelectComponents) and names:
-        return [names[i] for i in observe.indices]
     if len(names) == num_observed:
         return names
     return [f"observable {j}" for j in range(num_observed)]

@@ -1,11 +1,10 @@
 """Fields: a gallery of thumbnails over a two-parameter sweep, and an animated GIF."""
 
-import os
 import pathlib
-import uuid
 
 import numpy as np
 
+from ..io import atomic_write
 from ._style import SEQUENTIAL_CMAP, style
 from ._sweep import _label
 
@@ -181,8 +180,7 @@ def animate(
             return (artist,)
 
         animation = FuncAnimation(figure, update, frames=frames.shape[0], blit=False)
-        temporary = path.with_name(f".{path.stem}.tmp-{uuid.uuid4().hex[:8]}.gif")
-        animation.save(temporary, writer=PillowWriter(fps=fps))
+        writer = PillowWriter(fps=fps)
+        atomic_write(path, lambda temporary: animation.save(temporary, writer=writer))
         plt.close(figure)
-    os.replace(temporary, path)
     return path

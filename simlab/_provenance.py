@@ -1,0 +1,34 @@
+"""Provenance: what produced a result (versions, devices, platform, time), recorded with it."""
+
+import datetime
+import platform
+from collections.abc import Iterable
+from typing import Any
+
+import jax
+
+
+def provenance(devices: Iterable[jax.Device], **fields: Any) -> dict[str, Any]:
+    """The record every simlab result carries, plus the caller's own `fields`.
+
+    **Arguments:**
+
+    - `devices`: the devices the computation ran on.
+    - `**fields`: what the caller adds (e.g. the model, the experiment file); JSON values.
+
+    **Returns:**
+
+    A dict of JSON values: `simlab_version`, `jax_version`, `python_version`, `platform`,
+    `devices`, `created` (UTC, ISO 8601) and then `fields`.
+    """
+    from . import __version__
+
+    return {
+        "simlab_version": __version__,
+        "jax_version": jax.__version__,
+        "python_version": platform.python_version(),
+        "platform": platform.platform(),
+        "devices": [str(device) for device in devices],
+        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        **fields,
+    }
