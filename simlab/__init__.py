@@ -6,6 +6,14 @@ from . import datasets as datasets, decomposition as decomposition, grid as grid
 from ._fit import FitResult as FitResult, fit as fit
 from ._results import RESULTS as RESULTS, Trajectory as Trajectory
 from ._simulate import SOLVERS as SOLVERS, simulate as simulate
+from ._steady_state import (
+    STABILITY as STABILITY,
+    Bifurcation as Bifurcation,
+    Branch as Branch,
+    SteadyState as SteadyState,
+    continuation as continuation,
+    steady_state as steady_state,
+)
 from ._sweep import SweepResult as SweepResult, sweep as sweep
 from .grid import Dirichlet as Dirichlet, Grid as Grid, Neumann as Neumann, Periodic as Periodic
 
