@@ -5,6 +5,7 @@ import importlib.metadata
 from . import datasets as datasets, decomposition as decomposition, grid as grid, models as models
 from ._fit import FitResult as FitResult, fit as fit
 from ._results import RESULTS as RESULTS, Trajectory as Trajectory
+from ._sensitivity import sensitivity as sensitivity
 from ._simulate import SOLVERS as SOLVERS, simulate as simulate
 from ._steady_state import (
     STABILITY as STABILITY,

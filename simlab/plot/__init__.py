@@ -9,6 +9,7 @@ from ._fields import (
 from ._fit import fit_curves as fit_curves
 from ._gallery import animate as animate, sweep_gallery as sweep_gallery
 from ._loss import loss_curve as loss_curve
+from ._sensitivity import sensitivity as sensitivity
 from ._style import COLOURS as COLOURS, new_axes as new_axes, style as style
 from ._sweep import sweep_heatmap as sweep_heatmap, sweep_lines as sweep_lines
 from ._trajectory import (
