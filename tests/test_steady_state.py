@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import simlab
+import simlab.plot
 from simlab._steady_state import STABILITY_LABELS
 
 LV = dict(alpha=0.55, beta=0.028, gamma=0.84, delta=0.026)
@@ -189,6 +190,30 @@ def test_lorenz_hopf_point_of_the_convection_branch():
     rho_hopf = sigma * (sigma + beta + 3) / (sigma - beta - 1)
     assert abs(branch.bifurcations[0].value - rho_hopf) < 1e-6
     assert np.all(np.isnan(branch.oscillation_max))
+
+
+def test_bifurcation_diagram_draws_stable_solid_unstable_dashed(brusselator_branch):
+    _, values, branch = brusselator_branch
+    ax = simlab.plot.bifurcation(branch, "x")
+    drawn = [line for line in ax.lines if len(line.get_xdata())]
+    solid = [
+        line for line in drawn if line.get_linestyle() == "-" and line.get_color() == "#0072B2"
+    ]
+    dashed = [line for line in drawn if line.get_linestyle() == "--"]
+    assert len(solid) == 1 and len(dashed) == 1
+    hopf = branch.bifurcations[0].value
+    np.testing.assert_allclose(solid[0].get_xdata()[[0, -1]], [values[0], hopf])
+    np.testing.assert_allclose(dashed[0].get_xdata()[0], hopf)
+    np.testing.assert_allclose(dashed[0].get_xdata()[-1], values[-1])
+    envelope = [line for line in drawn if line.get_color() == "#D55E00"]
+    np.testing.assert_allclose(
+        envelope[0].get_ydata(), branch.oscillation_max[branch.is_oscillatory, 0]
+    )
+    marker = [line for line in drawn if line.get_marker() == "o"]
+    np.testing.assert_allclose(marker[0].get_xdata(), [hopf])
+    assert ax.get_xlabel() == "b" and ax.get_ylabel() == "x"
+    with pytest.raises(ValueError, match="unknown state component 'z'"):
+        simlab.plot.bifurcation(branch, "z")
 
 
 @pytest.mark.parametrize(

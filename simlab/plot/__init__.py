@@ -1,6 +1,7 @@
 """Figures from simlab's result objects. Every function takes `ax=None`, returns the Figure
 or Axes it drew on, and never calls `plt.show()`. Import with `import simlab.plot`."""
 
+from ._bifurcation import bifurcation as bifurcation
 from ._fields import (
     field_animation as field_animation,
     field_image as field_image,
