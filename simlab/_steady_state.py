@@ -11,8 +11,7 @@ import optimistix as optx
 from jaxtyping import Array, ArrayLike, Complex, Float
 
 from ._results import RESULTS
-from ._simulate import _checked_y0
-from ._sweep import sweep
+from ._simulate import _checked_y0, simulate
 from .models._base import AbstractModel
 
 
@@ -305,8 +304,9 @@ def continuation(
     (see `result`) or land on another branch.
 
     Where the fixed point is `oscillatory` and `oscillations=True`, the model is simulated
-    (through [`simlab.sweep`][]) from a point next to it, and the smallest and largest state
-    over the second half of the run give the oscillation's envelope.
+    ([`simlab.simulate`][], vmapped over the points) from a point next to it, and the
+    smallest and largest state over the second half of the run give the oscillation's
+    envelope (`NaN` where that simulation fails).
 
     **Arguments:**
 
@@ -319,9 +319,9 @@ def continuation(
       [`simlab.steady_state`][].
     - `refine`: locate folds and Hopf points by bisection.
     - `oscillations`: simulate the oscillatory points for their envelope.
-    - `oscillation_time`: the length of those simulations; `None` takes the longer of 50
-      periods $2\pi/|\operatorname{Im}\lambda|$ and 25 e-folding times
-      $1/\operatorname{Re}\lambda$ of the slowest oscillatory point.
+    - `oscillation_time`: the length of those simulations; `None` takes, for each point,
+      the longer of 50 periods $2\pi/|\operatorname{Im}\lambda|$ and 25 e-folding times
+      $1/\operatorname{Re}\lambda$ of its unstable pair.
     - `num_oscillation_times`: save times of those simulations (enough to resolve a period).
 
     **Returns:** a [`simlab.Branch`][].
@@ -529,41 +529,54 @@ def _bifurcations(
     return found
 
 
-def _late_envelope(trajectory):
-    """The smallest and largest state over the second half of a simulation."""
-    late = trajectory.ys[trajectory.ys.shape[0] // 2 :]
-    return {"minimum": jnp.min(late, axis=0), "maximum": jnp.max(late, axis=0)}
+def _horizons(eigenvalues, eigenvalue_tol) -> np.ndarray:
+    """Per point: the longer of 50 periods and 25 e-folding times of its unstable pairs."""
+    tol = eigenvalue_tol * np.maximum(1.0, np.max(np.abs(eigenvalues), axis=1, keepdims=True))
+    unstable_pairs = (eigenvalues.real > tol) & (np.abs(eigenvalues.imag) > tol)
+    growth = np.where(unstable_pairs, eigenvalues.real, np.inf).min(axis=1)
+    frequency = np.where(unstable_pairs, np.abs(eigenvalues.imag), np.inf).min(axis=1)
+    return np.maximum(50 * 2 * np.pi / frequency, 25 / growth)
 
 
 def _envelopes(
     model, parameter, values, states, eigenvalues, *, args, time, num_times, eigenvalue_tol
 ):
-    if args is not None:
-        raise ValueError(
-            "the oscillation envelope is simulated with simlab.sweep, which passes no args "
-            "to the model; pass oscillations=False when the model needs args."
-        )
-    if time is None:
-        tol = eigenvalue_tol * np.maximum(1.0, np.max(np.abs(eigenvalues), axis=1, keepdims=True))
-        unstable_pairs = (eigenvalues.real > tol) & (np.abs(eigenvalues.imag) > tol)
-        growth = np.where(unstable_pairs, eigenvalues.real, np.inf).min(axis=1)
-        frequency = np.where(unstable_pairs, np.abs(eigenvalues.imag), np.inf).min(axis=1)
-        time = float(np.max(np.maximum(50 * 2 * np.pi / frequency, 25 / growth)))
-    # Start a small step away from each fixed point (it is unstable, so the step grows).
-    nudged = states * (1 + 1e-3) + 1e-3
-    names = (parameter, *model.state_names)
-    result = sweep(
-        model,
-        dict(zip(names, [values, *nudged.T], strict=True)),
-        states[0],
-        np.linspace(0.0, time, num_times),
-        mode="zip",
-        observable=_late_envelope,
-        progress=False,
-        # No gradients are taken: explicit solves can take the lean loop.
-        integrator="auto" if model.is_stiff else "lean",
+    horizons = (
+        _horizons(eigenvalues, eigenvalue_tol) if time is None else np.full(values.size, time)
     )
-    return result.observables["minimum"], result.observables["maximum"]
+    # Start a small step away from each fixed point (it is unstable, so the step grows).
+    starts = states * (1 + 1e-3) + 1e-3
+    lowest, highest = _simulated_envelopes(
+        model,
+        parameter,
+        jnp.asarray(values),
+        jnp.asarray(starts),
+        jnp.asarray(horizons),
+        args,
+        num_times,
+    )
+    return np.asarray(lowest), np.asarray(highest)
+
+
+@eqx.filter_jit
+def _simulated_envelopes(model, parameter, values, starts, horizons, args, num_times):
+    """The smallest and largest state over the second half of each point's simulation."""
+    # No gradients are taken: explicit solves can take the lean loop.
+    integrator = "auto" if model.is_stiff else "lean"
+
+    def envelope(value, start, horizon):
+        trajectory = simulate(
+            _with_parameter(model, parameter, value),
+            start,
+            jnp.linspace(0.0, horizon, num_times),
+            args=args,
+            throw=False,
+            integrator=integrator,
+        )
+        late = jnp.where(trajectory.succeeded, trajectory.ys[num_times // 2 :], jnp.nan)
+        return jnp.min(late, axis=0), jnp.max(late, axis=0)
+
+    return jax.vmap(envelope)(values, starts, horizons)
 
 
 def _checked_values(model: AbstractModel, parameter: str, values: ArrayLike) -> np.ndarray:
