@@ -74,6 +74,12 @@ def test_brusselator_fixed_point_and_stability():
         assert fixed_point.label == label
 
 
+@pytest.mark.parametrize("kwargs, bad", [(dict(a=-1.0, b=1.0), "a"), (dict(a=1.0, b=0.0), "b")])
+def test_brusselator_refuses_nonpositive_feeds(kwargs, bad):
+    with pytest.raises(ValueError, match=f"parameter '{bad}'"):
+        simlab.models.Brusselator(**kwargs)
+
+
 def test_failed_solve_is_a_status_not_nan():
     """dx/dt = a - (b+1)x + x^2 y has no root with too few Newton steps from far away."""
     model = simlab.models.Brusselator(a=1.0, b=1.5)
