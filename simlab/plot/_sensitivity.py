@@ -93,6 +93,13 @@ def _bars(ax, indices, names, method, labels) -> None:
         )
     ax.set_xticks(positions, names)
     ax.axhline(0.0, color="black", linewidth=0.8)
+    tops = [
+        indices[m].values + indices.get(f"{m}_conf", 0.0 * indices[m]).values
+        for m in (first, second)
+    ]
+    highest = float(np.nanmax(np.concatenate(tops), initial=0.0))
+    if highest > 0:
+        ax.set_ylim(top=1.3 * highest)  # room for the legend above the bars
     ax.set_ylabel("Sobol' index" if method == "sobol" else "elementary effect")
     ax.legend(frameon=False)
 
