@@ -174,17 +174,18 @@ def _residual(y, model_and_args):
     return model(0.0, y, args)
 
 
-def _scale(eigenvalues, eigenvalue_tol):
-    return eigenvalue_tol * jnp.maximum(1.0, jnp.max(jnp.abs(eigenvalues)))
+def eigenvalue_kinds(eigenvalues, eigenvalue_tol: float):
+    """Which eigenvalues (along the last axis) are complex, have a positive real part, and
+    lie on the imaginary axis, to `eigenvalue_tol` times the largest modulus (or 1)."""
+    largest = jnp.max(jnp.abs(eigenvalues), axis=-1, keepdims=True)
+    tol = eigenvalue_tol * jnp.maximum(1.0, largest)
+    real, imag = jnp.real(eigenvalues), jnp.abs(jnp.imag(eigenvalues))
+    return imag > tol, real > tol, jnp.abs(real) <= tol
 
 
 def classify(eigenvalues: Array, eigenvalue_tol: float) -> STABILITY:
     """The [`STABILITY`][simlab.STABILITY] of a fixed point with these Jacobian eigenvalues."""
-    tol = _scale(eigenvalues, eigenvalue_tol)
-    real, imag = jnp.real(eigenvalues), jnp.abs(jnp.imag(eigenvalues))
-    is_complex = imag > tol
-    positive = real > tol
-    on_axis = jnp.abs(real) <= tol
+    is_complex, positive, on_axis = eigenvalue_kinds(eigenvalues, eigenvalue_tol)
     label = STABILITY.stable
     label = STABILITY.where(jnp.any(on_axis & is_complex), STABILITY.hopf_pair, label)
     label = STABILITY.where(jnp.any(on_axis & ~is_complex), STABILITY.zero_eigenvalue, label)
@@ -341,14 +342,12 @@ def continuation(
     y_guess = _checked_y0(model, y_guess)
     if solver is None:
         solver = default_root_solver(rtol, atol)
-    points = _branch(model, parameter, jnp.asarray(values), y_guess, args, solver, max_steps)
-    points = jax.tree.map(np.asarray, points)
-    eigenvalues = points.eigenvalues
-    stability = np.asarray(
-        jax.vmap(lambda e: classify(e, eigenvalue_tol)._value)(jnp.asarray(eigenvalues))
+    points = _branch(
+        model, parameter, jnp.asarray(values), y_guess, args, solver, max_steps, eigenvalue_tol
     )
+    points = jax.tree.map(np.asarray, points)
+    eigenvalues, stability = points.eigenvalues, points.stability
     succeeded = points.result == RESULTS.successful._value
-    stability = np.where(succeeded, stability, STABILITY.unknown._value)
     bifurcations = _bifurcations(
         model,
         parameter,
@@ -397,6 +396,7 @@ class _Point(eqx.Module):
     state: Array
     eigenvalues: Array
     result: Array
+    stability: Array
     fold_test: Array
     hopf_test: Array
 
@@ -406,12 +406,13 @@ def _with_parameter(model, parameter, value):
     return eqx.tree_at(lambda m: getattr(m, parameter), model, value.astype(current.dtype))
 
 
-def _point(model, y_guess, args, solver, max_steps) -> _Point:
-    fixed_point = _steady_state(model, y_guess, args, solver, max_steps, 0.0)
+def _point(model, y_guess, args, solver, max_steps, eigenvalue_tol) -> _Point:
+    fixed_point = _steady_state(model, y_guess, args, solver, max_steps, eigenvalue_tol)
     return _Point(
         state=fixed_point.state,
         eigenvalues=fixed_point.eigenvalues,
         result=fixed_point.result._value,
+        stability=fixed_point.stability._value,
         fold_test=fold_test(fixed_point.eigenvalues),
         hopf_test=hopf_test(fixed_point.eigenvalues),
     )
@@ -430,9 +431,11 @@ def hopf_test(eigenvalues: Array) -> Array:
 
 
 @eqx.filter_jit
-def _branch(model, parameter, values, y_guess, args, solver, max_steps) -> _Point:
+def _branch(model, parameter, values, y_guess, args, solver, max_steps, eigenvalue_tol):
     def step(guess, value):
-        point = _point(_with_parameter(model, parameter, value), guess, args, solver, max_steps)
+        point = _point(
+            _with_parameter(model, parameter, value), guess, args, solver, max_steps, eigenvalue_tol
+        )
         converged = point.result == RESULTS.successful._value
         return jnp.where(converged, point.state, guess), point
 
@@ -444,8 +447,13 @@ def _branch(model, parameter, values, y_guess, args, solver, max_steps) -> _Poin
 def _locate(model, parameter, lower, upper, y_guess, args, solver, max_steps, kind, tol):
     """The parameter value in `[lower, upper]` where the test function of `kind` is zero."""
 
+    def point_at(value):
+        return _point(
+            _with_parameter(model, parameter, value), y_guess, args, solver, max_steps, 0.0
+        )
+
     def test(value, _):
-        point = _point(_with_parameter(model, parameter, value), y_guess, args, solver, max_steps)
+        point = point_at(value)
         return point.hopf_test if kind == "hopf" else point.fold_test
 
     bisection = optx.Bisection(rtol=tol, atol=tol)
@@ -457,17 +465,13 @@ def _locate(model, parameter, lower, upper, y_guess, args, solver, max_steps, ki
         max_steps=max_steps,
         throw=False,
     )
-    value = solution.value
-    point = _point(_with_parameter(model, parameter, value), y_guess, args, solver, max_steps)
-    return value, point
+    return solution.value, point_at(solution.value)
 
 
 def _crossings(points, succeeded, eigenvalue_tol):
     """(kind, index) for each fold or Hopf crossing between points index and index + 1."""
-    eigenvalues = points.eigenvalues
-    tol = eigenvalue_tol * np.maximum(1.0, np.max(np.abs(eigenvalues), axis=1))
-    is_complex = np.abs(eigenvalues.imag) > tol[:, None]
-    complex_unstable = np.sum(is_complex & (eigenvalues.real > 0), axis=1)
+    is_complex, _, _ = eigenvalue_kinds(points.eigenvalues, eigenvalue_tol)
+    complex_unstable = np.sum(np.asarray(is_complex) & (points.eigenvalues.real > 0), axis=1)
     both = succeeded[:-1] & succeeded[1:]
     found = []
     for index in np.flatnonzero(both):
@@ -531,8 +535,8 @@ def _bifurcations(
 
 def _horizons(eigenvalues, eigenvalue_tol) -> np.ndarray:
     """Per point: the longer of 50 periods and 25 e-folding times of its unstable pairs."""
-    tol = eigenvalue_tol * np.maximum(1.0, np.max(np.abs(eigenvalues), axis=1, keepdims=True))
-    unstable_pairs = (eigenvalues.real > tol) & (np.abs(eigenvalues.imag) > tol)
+    is_complex, positive, _ = eigenvalue_kinds(eigenvalues, eigenvalue_tol)
+    unstable_pairs = np.asarray(is_complex & positive)
     growth = np.where(unstable_pairs, eigenvalues.real, np.inf).min(axis=1)
     frequency = np.where(unstable_pairs, np.abs(eigenvalues.imag), np.inf).min(axis=1)
     return np.maximum(50 * 2 * np.pi / frequency, 25 / growth)
