@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from _cluster import assert_workers_succeed, start_workers, stop_workers
+from helpers import GRAY_SCOTT_PARAMETERS, LORENZ
 from jax.sharding import NamedSharding, PartitionSpec
 
 import simlab
@@ -52,9 +53,7 @@ def _heat(order=2, shape=(16, 12), impl="xla"):
 
 def _gray_scott(boundary="periodic"):
     grid = simlab.Grid((16, 12), extent=(4.0, 3.0), boundary=boundary)
-    return simlab.models.GrayScott(
-        feed_rate=0.035, kill_rate=0.065, diffusivity_u=0.2, diffusivity_v=0.1, grid=grid
-    )
+    return simlab.models.GrayScott(**GRAY_SCOTT_PARAMETERS, grid=grid)
 
 
 def _initial_state(model):
@@ -266,7 +265,7 @@ def test_bad_input_is_refused_with_a_clear_message():
     with pytest.raises(ValueError, match="one entry per grid axis"):
         Decomposed(heat, mesh, mesh_axes=("x",))
     with pytest.raises(TypeError, match="splits grid PDE models"):
-        Decomposed(simlab.models.Lorenz(sigma=10.0, rho=28.0, beta=8 / 3), mesh)
+        Decomposed(LORENZ, mesh)
     with pytest.raises(TypeError, match="mesh must be a jax.sharding.Mesh"):
         Decomposed(heat, (4,))
     field_coefficient = simlab.models.Heat(

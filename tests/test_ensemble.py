@@ -7,11 +7,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import LORENZ, lorenz
 
 import simlab
 import simlab._simulate as simulate_module
 
-LORENZ = simlab.models.Lorenz(sigma=10.0, rho=28.0, beta=8 / 3)
 LORENZ_Y0 = jnp.array([1.0, 1.0, 1.0])
 TS = jnp.linspace(0.0, 1.0, 6)
 
@@ -113,9 +113,8 @@ def test_fixed_steps_land_on_uneven_save_times():
 
 def _lorenz_batch(integrator, adaptive):
     def one(rho, y0):
-        model = simlab.models.Lorenz(sigma=10.0, rho=rho, beta=8 / 3)
         return simlab.simulate(
-            model,
+            lorenz(rho),
             y0,
             TS,
             adaptive=adaptive,

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import GRAY_SCOTT_PARAMETERS as GRAY_SCOTT
 
 import simlab
 import simlab.kernels as sk
@@ -234,9 +235,6 @@ def test_forward_mode_through_a_traced_loop_needs_impl_xla():
 
 
 # Gray–Scott: the fused kernel against the reference and against the model's vector field.
-GRAY_SCOTT = dict(feed_rate=0.035, kill_rate=0.065, diffusivity_u=0.2, diffusivity_v=0.1)
-
-
 def _gray_scott_state(shape, dtype=jnp.float64, seed=0):
     return jax.random.uniform(jax.random.key(seed), (2, *shape), dtype=dtype)
 

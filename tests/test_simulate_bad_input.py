@@ -2,11 +2,10 @@
 
 import jax.numpy as jnp
 import pytest
+from helpers import LORENZ
 
 import simlab
-from simlab import models
 
-LORENZ = models.Lorenz(sigma=10.0, rho=28.0, beta=8 / 3)
 TS = jnp.linspace(0.0, 1.0, 5)
 Y0 = jnp.ones(3)
 

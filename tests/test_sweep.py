@@ -5,12 +5,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import LOTKA_VOLTERRA
 
 import simlab
 from simlab._sweep._execute import run_chunk
 from simlab.models import AbstractModel, parameter
 
-LOTKA_VOLTERRA = simlab.models.LotkaVolterra(alpha=0.55, beta=0.028, gamma=0.84, delta=0.026)
 Y0 = jnp.array([30.0, 4.0])
 TS = jnp.linspace(0.0, 4.0, 5)
 ALPHAS = np.linspace(0.4, 0.7, 3)

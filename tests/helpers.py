@@ -1,0 +1,16 @@
+"""Models that many test files build, with the parameters they share."""
+
+import simlab
+
+LOTKA_VOLTERRA_PARAMETERS = dict(alpha=0.55, beta=0.028, gamma=0.84, delta=0.026)
+LOTKA_VOLTERRA = simlab.models.LotkaVolterra(**LOTKA_VOLTERRA_PARAMETERS)
+
+GRAY_SCOTT_PARAMETERS = dict(feed_rate=0.035, kill_rate=0.065, diffusivity_u=0.2, diffusivity_v=0.1)
+
+
+def lorenz(rho: float = 28.0) -> simlab.models.Lorenz:
+    """Lorenz's system with $\\sigma = 10$, $\\beta = 8/3$; the default $\\rho = 28$ is chaotic."""
+    return simlab.models.Lorenz(sigma=10.0, rho=rho, beta=8 / 3)
+
+
+LORENZ = lorenz()
