@@ -140,10 +140,11 @@ def _solve_fixed(vector_field, tableau, ts, y0, steps_per_interval):
     def interval(carry, xs):
         y, f = carry
         t_start, t_end, num_steps = xs if not uniform else (*xs, steps_per_interval)
-        h = (t_end - t_start) / num_steps
+        h = (t_end - t_start) / jnp.asarray(num_steps, t_end.dtype)
 
         def step(i, state):
-            y1, _, f1 = _runge_kutta_step(vector_field, tableau, t_start + i * h, *state, h)
+            t = t_start + jnp.asarray(i, h.dtype) * h
+            y1, _, f1 = _runge_kutta_step(vector_field, tableau, t, *state, h)
             return y1, f1
 
         if uniform:
@@ -266,7 +267,7 @@ def _solve_adaptive(vector_field, tableau, error_order, ts, y0, dt0, rtol, atol,
             jnp.where(accept, f1, f),
             h_next.astype(h.dtype),
             num_steps + 1,
-            num_rejected + (~accept),
+            num_rejected + (~accept).astype(num_rejected.dtype),
         )
 
     def interval(carry, target):

@@ -6,7 +6,7 @@ from typing import Any
 import diffrax as dfx
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike
+from jaxtyping import Array, ArrayLike, Real
 
 from ._ensemble import (
     RK4,
@@ -56,7 +56,7 @@ def simulate(
     solver: str | dfx.AbstractSolver | None = None,
     rtol: float = 1e-6,
     atol: float = 1e-9,
-    dt0: float | None = None,
+    dt0: Real[ArrayLike, ""] | None = None,
     adaptive: bool = True,
     max_steps: int = DEFAULT_MAX_STEPS,
     adjoint: str | dfx.AbstractAdjoint | None = None,

@@ -151,7 +151,7 @@ def pendulum_data():
     ts = jnp.linspace(0.0, 8.0, 25)
     clean = simlab.simulate(truth, y0, ts).ys
     scale = 0.05 * jnp.max(jnp.abs(clean), axis=0)
-    return truth, y0, ts, clean + scale * jr.normal(jr.key(2), clean.shape), scale
+    return truth, y0, ts, clean + scale[None] * jr.normal(jr.key(2), clean.shape), scale
 
 
 def test_pendulum_recovery(pendulum_data):
@@ -249,7 +249,7 @@ def test_standard_errors_are_calibrated_over_200_replicates():
     ts = jnp.linspace(0.0, 3.0, 40)
     clean = jnp.exp(-0.8 * ts)[:, None]
     noise = 0.05 * jr.normal(jr.key(3), (200, *clean.shape))
-    rates, stderrs, converged = _calibration_fits(clean + noise, ts)
+    rates, stderrs, converged = _calibration_fits(clean[None] + noise, ts)
     assert bool(jnp.all(converged))
     coverage = float(jnp.mean(jnp.abs(rates - 0.8) <= 1.96 * stderrs))
     assert 0.90 <= coverage <= 1.0

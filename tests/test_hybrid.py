@@ -9,7 +9,7 @@ import jax.random as jr
 import numpy as np
 import optax
 import pytest
-from helpers import LOTKA_VOLTERRA, LOTKA_VOLTERRA_PARAMETERS
+from helpers import LOTKA_VOLTERRA, LOTKA_VOLTERRA_PARAMETERS, without_type_checks
 from jaxtyping import Array, Float
 
 import simlab
@@ -108,7 +108,7 @@ def test_per_sample_gradients_average_to_the_batch_gradient(logistic_data):
 
 
 def test_bad_hybrid_input():
-    with pytest.raises(TypeError, match="physics must be a simlab model"):
+    with pytest.raises(TypeError, match="physics must be a simlab model"), without_type_checks():
         HybridModel(lambda t, y, args: -y, key=jr.key(0))
     physics = LOTKA_VOLTERRA
     with pytest.raises(ValueError, match="state_scale must be positive"):

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import GRAY_SCOTT_PARAMETERS as GRAY_SCOTT
+from helpers import GRAY_SCOTT_PARAMETERS as GRAY_SCOTT, with_dtype
 
 import simlab
 import simlab.kernels as sk
@@ -245,7 +245,7 @@ def _gray_scott_state(shape, dtype=jnp.float64, seed=0):
 )
 def test_gray_scott_tendency_equals_the_model(boundary, dtype):
     grid = simlab.Grid((11, 9), spacing=(1.0, 0.8), boundary=boundary)
-    model = simlab.models.GrayScott(**GRAY_SCOTT, grid=grid, impl="xla")
+    model = with_dtype(simlab.models.GrayScott(**GRAY_SCOTT, grid=grid, impl="xla"), dtype)
     state = _gray_scott_state(grid.shape, dtype)
     padded = simlab.grid.pad(state, grid, 1)
     fused = sk.gray_scott_tendency(padded, grid.spacing, **GRAY_SCOTT, block_shape=(8, 4))

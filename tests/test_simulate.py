@@ -104,7 +104,7 @@ def test_gradient_of_a_loss_matches_central_finite_differences(name):
     @jax.jit
     def loss(p):
         trajectory = simlab.simulate(cls(**p), jnp.asarray(y0), ts, rtol=1e-11, atol=1e-13)
-        scale = jnp.maximum(jnp.max(jnp.abs(trajectory.ys), axis=0), 1e-30)
+        scale = jnp.maximum(jnp.max(jnp.abs(trajectory.ys), axis=0, keepdims=True), 1e-30)
         return jnp.sum(jnp.sin(trajectory.ys / scale))
 
     params = {k: jnp.asarray(v) for k, v in params.items()}
