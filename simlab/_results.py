@@ -4,6 +4,7 @@ from typing import Any
 
 import diffrax as dfx
 import equinox as eqx
+import numpy as np
 from jaxtyping import Array, Float
 
 
@@ -36,8 +37,8 @@ class Trajectory(eqx.Module):
     - `state_names`: names of the state components, when the model declares them.
     """
 
-    ts: Float[Array, " num_times"]
-    ys: Float[Array, " num_times *state"]
+    ts: Float[Array | np.ndarray, " num_times"]  # NumPy when read back from a store
+    ys: Float[Array | np.ndarray, " num_times *state"]
     result: RESULTS
     stats: dict[str, Any]
     state_names: tuple[str, ...] | None = eqx.field(static=True, default=None)

@@ -1,6 +1,5 @@
 """Figures of grid fields: images in grid coordinates, snapshots, GIF animation, bad input."""
 
-import jax.numpy as jnp
 import numpy as np
 import pytest
 from PIL import Image
@@ -16,7 +15,6 @@ def _trajectory(num_times=3):
     ys = np.stack(
         [np.stack([np.full(GRID.shape, t), np.outer(np.arange(8), np.ones(6)) * t]) for t in ts]
     )
-    ts, ys = jnp.asarray(ts), jnp.asarray(ys)
     return simlab.Trajectory(ts=ts, ys=ys, result=simlab.RESULTS.successful, stats={})
 
 

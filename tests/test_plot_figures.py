@@ -1,7 +1,6 @@
 """simlab.plot's trajectory, phase-portrait, loss, space-time, gallery and animation figures:
 each returns a figure with labelled axes and the data in it, and refuses bad input clearly."""
 
-import jax.numpy as jnp
 import matplotlib.collections as mcollections
 import numpy as np
 import pytest
@@ -15,7 +14,6 @@ YS = np.stack([np.cos(TS), np.sin(TS)], axis=-1)
 
 
 def _trajectory(ts=TS, ys=YS, names=("prey", "predator")):
-    ts, ys = jnp.asarray(ts), jnp.asarray(ys)
     return simlab.Trajectory(ts=ts, ys=ys, result=simlab.RESULTS.successful, stats={},
                              state_names=names)  # fmt: skip
 
