@@ -115,10 +115,11 @@ def _solve_fixed(vector_field, tableau, ts, y0, steps_per_interval, max_steps, l
     def interval(carry, xs):
         y, f = carry
         t_start, t_end, num_steps = xs if not uniform else (*xs, steps_per_interval)
-        h = (t_end - t_start) / num_steps
+        h = (t_end - t_start) / jnp.asarray(num_steps, t_end.dtype)
 
         def step(i, state):
-            y1, _, f1 = _runge_kutta_step(vector_field, tableau, t_start + i * h, *state, h)
+            t = t_start + jnp.asarray(i, h.dtype) * h
+            y1, _, f1 = _runge_kutta_step(vector_field, tableau, t, *state, h)
             return y1, f1
 
         if uniform:
@@ -249,7 +250,7 @@ def _solve_adaptive(
             jnp.where(accept, f1, f),
             h_next.astype(h.dtype),
             num_steps + 1,
-            num_rejected + (~accept),
+            num_rejected + (~accept).astype(num_rejected.dtype),
         )
 
     def interval(carry, target):

@@ -5,6 +5,7 @@ from typing import Any
 import diffrax as dfx
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float, Int
 
 
@@ -77,8 +78,8 @@ class Trajectory(eqx.Module):
     - `integrator`: `"lean"` or `"diffrax"`, the integrator that ran, static metadata.
     """
 
-    ts: Float[Array, " num_times"]
-    ys: Float[Array, " num_times *state"]
+    ts: Float[Array | np.ndarray, " num_times"]  # NumPy when read back from a store
+    ys: Float[Array | np.ndarray, " num_times *state"]
     result: RESULTS
     stats: dict[str, Any]
     state_names: tuple[str, ...] | None = eqx.field(static=True, default=None)

@@ -13,7 +13,7 @@ import diffrax as dfx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike
+from jaxtyping import Array, ArrayLike, Real
 
 from ._lean import fixed_steps_per_interval, lean_solve
 from ._misc import is_concrete
@@ -42,7 +42,7 @@ def simulate(
     solver: str | dfx.AbstractSolver | None = None,
     rtol: float = 1e-6,
     atol: float = 1e-9,
-    dt0: float | None = None,
+    dt0: Real[ArrayLike, ""] | None = None,
     adaptive: bool = True,
     max_steps: int = DEFAULT_MAX_STEPS,
     adjoint: str | dfx.AbstractAdjoint | None = None,

@@ -5,12 +5,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import LOTKA_VOLTERRA, without_type_checks
 
 import simlab
 from simlab._sweep._execute import run_chunk
 from simlab.models import AbstractODEModel, parameter
 
-LOTKA_VOLTERRA = simlab.models.LotkaVolterra(alpha=0.55, beta=0.028, gamma=0.84, delta=0.026)
 Y0 = jnp.array([30.0, 4.0])
 TS = jnp.linspace(0.0, 4.0, 5)
 ALPHAS = np.linspace(0.4, 0.7, 3)
@@ -232,7 +232,7 @@ def test_members_that_blow_up_are_masked_and_reported():
     ],
 )
 def test_bad_input_is_refused_with_a_clear_message(params, kwargs, error, message):
-    with pytest.raises(error, match=message):
+    with pytest.raises(error, match=message), without_type_checks():
         simlab.sweep(LOTKA_VOLTERRA, params, Y0, TS, progress=False, **kwargs)
 
 
