@@ -20,6 +20,11 @@ class RESULTS(dfx.RESULTS):
         "(a blow-up is often physical: finite-time singularity or an unstable parameter "
         "region); for stiff dynamics pass an implicit solver such as solver='kvaerno5'."
     )
+    singular_jacobian = (
+        "The implicit solver's iteration matrix I/(h*gamma) - J was singular or not finite "
+        "(J is the Jacobian of the vector field). Check the model for NaN or infinite "
+        "derivatives at the state reached (e.g. sqrt or log at zero) or rescale the problem."
+    )
 
 
 class Trajectory(eqx.Module):
