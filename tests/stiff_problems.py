@@ -36,6 +36,14 @@ class Problem:
         err = np.max(np.abs(y_final - ref) / denom)
         return float(-np.log10(max(err, 1e-300)))
 
+    def mescd(self, y_final, rtol: float) -> float:
+        """The test set's mixed-error significant correct digits,
+        -log10 max_i |err_i| / (atol / rtol + |reference_i|)."""
+        err = np.abs(np.asarray(y_final) - self.reference)
+        return float(
+            -np.log10(max(np.max(err / (self.atol_over_rtol + np.abs(self.reference))), 1e-300))
+        )
+
 
 def rober(t, y):
     """ROBER: Robertson's autocatalytic reaction, t in [0, 1e11]."""
