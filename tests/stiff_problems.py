@@ -36,7 +36,7 @@ class Problem:
         err = np.max(np.abs(y_final - ref) / denom)
         return float(-np.log10(max(err, 1e-300)))
 
-    def mescd(self, y_final, rtol: float) -> float:
+    def mescd(self, y_final) -> float:
         """The test set's mixed-error significant correct digits,
         -log10 max_i |err_i| / (atol / rtol + |reference_i|)."""
         err = np.abs(np.asarray(y_final) - self.reference)
