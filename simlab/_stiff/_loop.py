@@ -75,7 +75,7 @@ def controller_factor(
 
 
 class AbstractStiffSolver(eqx.Module):
-    """An adaptive one-step method for stiff problems, run by [`solve`][]'s time loop.
+    """An adaptive one-step method for stiff problems, run by the shared time loop of `solve`.
 
     Subclasses implement `init`, `attempt` and `interpolate` on a flat state vector.
     """
@@ -144,7 +144,7 @@ class AbstractStiffSolver(eqx.Module):
         return _integrate(self, vector_field, ts, y0, rtol, atol, dt0, max_steps, adjoint)
 
 
-def _loop_kinds(adjoint: Any, max_steps: int) -> tuple[dict[str, Any], str]:
+def _loop_kinds(adjoint: Any) -> tuple[dict[str, Any], str]:
     if adjoint is None:
         adjoint = dfx.RecursiveCheckpointAdjoint()
     if isinstance(adjoint, dfx.ForwardMode):
@@ -198,7 +198,7 @@ def _integrate(solver, vector_field, ts, y0, rtol, atol, dt0, max_steps, adjoint
     def flat_field(t, y):
         return jnp.ravel(vector_field(t, y.reshape(shape))).astype(dtype)
 
-    loop_kwargs, newton_kind = _loop_kinds(adjoint, max_steps)
+    loop_kwargs, newton_kind = _loop_kinds(adjoint)
     power = solver.tolerance_exponent
     rtol_arr = jnp.asarray(rtol, dtype=dtype)
     atol_arr = jnp.asarray(atol, dtype=dtype)

@@ -7,6 +7,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
+import lineax as lx
 import numpy as np
 from jaxtyping import Array
 
@@ -114,6 +115,17 @@ class Rodas5P(AbstractStiffSolver):
     A singular or non-finite iteration matrix stops the solve with
     `RESULTS.singular_jacobian`.
 
+    **Arguments:**
+
+    - `linear_solver`: `None` (the default) forms $J$ by `jax.jacfwd` and solves by one LU
+      factorisation per step; a Lineax iterative solver such as
+      `lineax.GMRES(rtol=1e-10, atol=1e-14)` makes the step matrix-free: $J$ is never
+      formed, each stage solves with Jacobian-vector products (`jax.linearize`, one
+      linearisation per step), so memory is $O(n)$ and grid models of $10^4$–$10^5$
+      unknowns fit. Solve the stages well below the step tolerance: Rodas5P is not a
+      W-method and inexact stages lower its order. A Krylov solve that fails rejects the
+      step and halves it.
+
     !!! example
 
         ```python
@@ -124,6 +136,7 @@ class Rodas5P(AbstractStiffSolver):
         ```
     """
 
+    linear_solver: lx.AbstractLinearSolver | None = None
     order: ClassVar[int] = 5
     error_order: ClassVar[int] = 4
 
@@ -145,9 +158,8 @@ class Rodas5P(AbstractStiffSolver):
 
     def attempt(self, vector_field, t, y, h, state, tols):
         f0, dfdt = jax.jvp(lambda s: vector_field(s, y), (t,), (jnp.ones_like(t),))
-        jac = jax.jacfwd(lambda z: vector_field(t, z))(y)
-        n = y.shape[0]
-        factors, ok = lu_or_status(jnp.eye(n, dtype=y.dtype) / (h * GAMMA) - jac)
+        solve, ok = self._stage_solver(vector_field, t, y, h)
+        solved = jnp.array(True)
         stages = []
         for i in range(8):
             if i == 0:
@@ -158,13 +170,15 @@ class Rodas5P(AbstractStiffSolver):
             rhs = f_i + sum((C[i, j] / h) * stages[j] for j in range(i))
             if D[i] != 0:
                 rhs = rhs + (h * D[i]) * dfdt
-            stages.append(jsl.lu_solve(factors, rhs))
+            stage, stage_ok = solve(rhs)
+            stages.append(stage)
+            solved = solved & stage_ok
         k = jnp.stack(stages)
         y1 = y + jnp.asarray(A[7, :7]) @ k[:7] + k[7]
         scale = tols.atol + tols.rtol * jnp.maximum(jnp.abs(y), jnp.abs(y1))
         err = rms_norm(k[7], scale)
         err = jnp.where(jnp.isfinite(err) & jnp.all(jnp.isfinite(y1)), err, jnp.inf)
-        accepted = (err <= 1.0) & ok
+        accepted = (err <= 1.0) & ok & solved
         factor = controller_factor(
             err,
             h,
@@ -174,17 +188,38 @@ class Rodas5P(AbstractStiffSolver):
             exponent=1 / (self.error_order + 1),
         )
         factor = jnp.where(accepted & state.rejected_last, jnp.minimum(factor, 1.0), factor)
+        factor = jnp.where(solved, factor, 0.5)
         new_state = _RodasState(
             accepted_before=state.accepted_before | accepted,
             rejected_last=~accepted,
             h_accepted=jnp.where(accepted, h, state.h_accepted),
             err_accepted=jnp.where(accepted, jnp.maximum(err, 1e-2), state.err_accepted),
             num_jacobians=state.num_jacobians + 1,
-            num_lu=state.num_lu + 1,
+            num_lu=state.num_lu + int(self.linear_solver is None),
         )
         dense = (y, y1, jnp.asarray(H) @ k)
         result = RESULTS.where(ok, RESULTS.successful, RESULTS.singular_jacobian)
         return Attempt(y1, accepted, h * factor, dense, new_state, result)
+
+    def _stage_solver(self, vector_field, t, y, h):
+        """`(solve, ok)`: `solve(b) -> (x, converged)` for (I/(h gamma) - J) x = b, and
+        whether the matrix is usable."""
+        inv = 1 / (h * GAMMA)
+        if self.linear_solver is None:
+            jac = jax.jacfwd(lambda z: vector_field(t, z))(y)
+            factors, ok = lu_or_status(inv * jnp.eye(y.shape[0], dtype=y.dtype) - jac)
+            return (lambda b: (jsl.lu_solve(factors, b), jnp.array(True))), ok
+        _, jvp_fn = jax.linearize(lambda z: vector_field(t, z), y)
+        operator = lx.FunctionLinearOperator(
+            lambda v: inv * v - jvp_fn(v), jax.ShapeDtypeStruct(y.shape, y.dtype)
+        )
+
+        def solve(b):
+            sol = lx.linear_solve(operator, b, self.linear_solver, throw=False)
+            converged = (sol.result == lx.RESULTS.successful) & jnp.all(jnp.isfinite(sol.value))
+            return sol.value, converged
+
+        return solve, jnp.array(True)
 
     def interpolate(self, dense, t0, h, t):
         y0, y1, (k1, k2, k3) = dense
