@@ -30,6 +30,11 @@ class RESULTS(dfx.RESULTS):
         "A model parameter lies outside its declared valid range (see the model's "
         "parameter_bounds()); under jax.vmap or jax.jit the range is checked per member."
     )
+    singular_jacobian = (
+        "The implicit solver's iteration matrix I/(h*gamma) - J was singular or not finite "
+        "(J is the Jacobian of the vector field). Check the model for NaN or infinite "
+        "derivatives at the state reached (e.g. sqrt or log at zero) or rescale the problem."
+    )
 
 
 class SimulationError(RuntimeError):
