@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
+from ._results import RESULTS
 from ._solvers import error_order
 
 # Diffrax's default PID controller settings, which the adaptive lean path reproduces.
@@ -292,7 +293,7 @@ def lean_solve(
     atol: Array,
     max_steps: int,
     loop_kind: str,
-) -> tuple[Array, dfx.RESULTS, dict[str, Array]]:
+) -> tuple[Array, RESULTS, dict[str, Array]]:
     """Solves with the lean integrator; returns `(ys, result, stats)` like `diffeqsolve`.
 
     Compiled once per model structure, solver, shapes and step layout: parameter values,
@@ -321,4 +322,4 @@ def lean_solve(
         ys, result, stats = _solve_fixed(
             vector_field, solver.tableau, ts, y0, steps_per_interval, max_steps, loop_kind
         )
-    return ys, result, {**stats, "max_steps": jnp.asarray(max_steps)}
+    return ys, RESULTS.promote(result), {**stats, "max_steps": jnp.asarray(max_steps)}

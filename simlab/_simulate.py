@@ -1,15 +1,17 @@
 """`simulate`: checks the inputs, decides how to solve, and hands over to one integrator.
 
 The decisions (solver, integrator, fixed step, loop kind) follow from static information
-only: the model's class, shapes, dtypes and the `SolveOptions`. Two integrators return the
-same `(ys, result, stats)`: the lean explicit Runge–Kutta loop (`simlab._lean`) and
-`diffrax.diffeqsolve` (`_diffrax_solve`, the one place that calls it).
+only: the model's class, shapes, dtypes and the `SolveOptions`. Three integrators return
+the same `(ys, result, stats)`: the lean explicit Runge–Kutta loop (`simlab._lean`),
+simlab's stiff loop for Rosenbrock and Radau methods (`simlab._stiff`, through
+`_stiff_solve`) and `diffrax.diffeqsolve` (`_diffrax_solve`, the one place that calls it).
 """
 
 from collections.abc import Callable
 from typing import Any
 
 import diffrax as dfx
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -22,6 +24,7 @@ from ._results import RESULTS, SimulationError, Trajectory
 from ._solvers import (
     has_error_estimate,
     is_lean_solver,
+    is_stiff_solver,
     resolve_adjoint,
     resolve_solver,
     solver_name,
@@ -60,8 +63,10 @@ def simulate(
     - `options`: all the solve settings below as one [`simlab.SolveOptions`][]; pass
       either `options` or the individual keywords.
     - `solver`: a Diffrax solver or one of the names in `simlab.SOLVERS`. `None` picks
-      `Tsit5` for non-stiff models and the implicit `Kvaerno5` for models whose class
-      declares them stiff (`stiff = True`): a static choice, the same under `jit` and `vmap`.
+      `Tsit5` for non-stiff models; for models whose class declares them stiff
+      (`stiff = True`) the Rosenbrock method `Rodas5P` (dense Jacobian, one LU per step),
+      or above 256 state components `Kvaerno5` with matrix-free Newton–GMRES. The choice
+      is static: the same directly and under `jit` and `vmap`.
     - `rtol`, `atol`: tolerances of the adaptive step-size controller.
     - `dt0`: the initial step (`None`: chosen automatically). With `adaptive=False` it is
       the fixed step; grid models then check it against their stability limit, and pick a
@@ -76,12 +81,13 @@ def simulate(
     - `args`: passed through to `model(t, y, args)`.
     - `integrator`: `"auto"` (default) solves explicit Runge–Kutta methods (fixed or
       adaptive steps) with simlab's lean loop, 7–20x faster than Diffrax under `jax.vmap`
-      on CPU, and everything else with `diffrax.diffeqsolve`; `"lean"` or `"diffrax"`
-      force one. The lean loop lands steps on every save time and differentiates with
-      plain JAX autodiff (`adjoint=None` or `"forward"`). See the performance page.
+      on CPU, `"rodas5p"` and `"radau5"` with simlab's stiff integrator, and everything
+      else with `diffrax.diffeqsolve`; `"lean"` or `"diffrax"` force one. The lean loop
+      lands steps on every save time and differentiates with plain JAX autodiff
+      (`adjoint=None` or `"forward"`). See the performance page.
 
     **Returns:** a [`simlab.Trajectory`][] with `.ts`, `.ys`, `.result`, `.stats`, and the
-    `solver` and `integrator` that ran.
+    `solver` and `integrator` (`"lean"`, `"stiff"` or `"diffrax"`) that ran.
 
     !!! example
 
@@ -111,7 +117,7 @@ def simulate(
     y0 = checked_y0(model, y0)
     _check_vector_field(model, ts, y0, args)
     stiff = isinstance(model, AbstractModel) and model.is_stiff
-    chosen = resolve_solver(options.solver, stiff=stiff)
+    chosen = resolve_solver(options.solver, stiff=stiff, state_size=y0.size)
     if options.adaptive and not has_error_estimate(chosen):
         raise ValueError(
             f"{type(chosen).__name__} has no error estimate for adaptive steps; pass "
@@ -120,12 +126,12 @@ def simulate(
     dt0 = options.dt0 if options.adaptive else _fixed_step(model, chosen, y0, ts, options)
     if options.adjoint == "forward" and isinstance(model, AbstractGridModel):
         model = model.with_forward_mode_stencils()  # Pallas kernels are reverse-mode only
-    lean = _use_lean(options, chosen)
+    integrator = _chosen_integrator(options, chosen)
     loop_kind = "lax" if options.adjoint == "forward" else "checkpointed"
     # As arrays these are traced by the compiled solve, so new values never recompile it.
     rtol, atol = jnp.asarray(options.rtol), jnp.asarray(options.atol)
     dt0 = None if dt0 is None else jnp.asarray(dt0)
-    if lean:
+    if integrator == "lean":
         ys, result, stats = lean_solve(
             model,
             chosen,
@@ -140,11 +146,24 @@ def simulate(
             max_steps=options.max_steps,
             loop_kind=loop_kind,
         )
+    elif integrator == "stiff":
+        ys, result, stats = _stiff_solve(
+            model,
+            chosen,
+            ts,
+            y0,
+            args,
+            rtol=rtol,
+            atol=atol,
+            dt0=dt0,
+            max_steps=options.max_steps,
+            adjoint=resolve_adjoint(options.adjoint),
+        )
     else:
         ys, result, stats = _diffrax_solve(
             model, chosen, ts, y0, args, options=options, dt0=dt0, rtol=rtol, atol=atol
         )
-    result = _checked_result(RESULTS.promote(result), model, ts, ys)
+    result = _checked_result(result, model, ts, ys)
     ys = _raise_on_failure(ys, result) if throw else ys
     return Trajectory(
         ts=ts,
@@ -153,7 +172,19 @@ def simulate(
         stats=stats,
         state_names=getattr(model, "state_names", None),
         solver=solver_name(chosen),
-        integrator="lean" if lean else "diffrax",
+        integrator=integrator,
+    )
+
+
+@eqx.filter_jit
+def _stiff_solve(model, solver, ts, y0, args, *, rtol, atol, dt0, max_steps: int, adjoint):
+    """Solves with simlab's stiff loop (Rodas5P, Radau5), compiled once per structure."""
+
+    def vector_field(t, y):
+        return jnp.asarray(model(t, y, args), dtype=y.dtype)
+
+    return solver.solve(
+        vector_field, ts, y0, rtol=rtol, atol=atol, dt0=dt0, max_steps=max_steps, adjoint=adjoint
     )
 
 
@@ -176,7 +207,7 @@ def _diffrax_solve(model, solver, ts, y0, args, *, options: SolveOptions, dt0, r
         adjoint=resolve_adjoint(options.adjoint),
         throw=False,
     )
-    return solution.ys, solution.result, solution.stats
+    return solution.ys, RESULTS.promote(solution.result), solution.stats
 
 
 def checked_ts(ts: ArrayLike) -> Array:
@@ -292,11 +323,19 @@ def _stable_step(model: Any, solver: Any, y0: Any, dt0: Any) -> Any:
     return dt0
 
 
-def _use_lean(options: SolveOptions, solver: Any) -> bool:
-    """Whether to solve with the lean loop (see `integrator` in `simulate`)."""
+def _chosen_integrator(options: SolveOptions, solver: Any) -> str:
+    """`"lean"`, `"stiff"` or `"diffrax"`: which integrator runs `solver` (see `integrator`
+    in `simulate`)."""
     plain_adjoint = options.adjoint in LEAN_ADJOINTS
+    if is_stiff_solver(solver):
+        if options.integrator != "auto":
+            raise ValueError(
+                f"{solver_name(solver)} runs on simlab's own stiff integrator; drop "
+                f"integrator={options.integrator!r} (or pass integrator='auto')."
+            )
+        return "stiff"
     if options.integrator == "diffrax":
-        return False
+        return "diffrax"
     if options.integrator == "lean":
         if not is_lean_solver(solver):
             raise ValueError(
@@ -308,8 +347,8 @@ def _use_lean(options: SolveOptions, solver: Any) -> bool:
                 f"integrator='lean' differentiates with plain JAX autodiff: pass adjoint=None "
                 f"(reverse mode) or 'forward'; got {options.adjoint!r}."
             )
-        return True
-    return plain_adjoint and is_lean_solver(solver)
+        return "lean"
+    return "lean" if plain_adjoint and is_lean_solver(solver) else "diffrax"
 
 
 def _checked_result(result: RESULTS, model: Any, ts: Array, ys: Array) -> RESULTS:
