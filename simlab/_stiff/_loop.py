@@ -15,9 +15,11 @@ import equinox as eqx
 import equinox.internal as eqxi
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike, Bool, Float
+from jaxtyping import Array, ArrayLike, Bool, Float, Real
 
 from .._results import RESULTS
+
+RealScalarLike = float | Real[ArrayLike, ""]
 
 VectorField = Callable[[Array, Array], Array]
 
@@ -114,9 +116,9 @@ class AbstractStiffSolver(eqx.Module):
         ts: ArrayLike,
         y0: ArrayLike,
         *,
-        rtol: float = 1e-6,
-        atol: float = 1e-9,
-        dt0: float | None = None,
+        rtol: RealScalarLike = 1e-6,
+        atol: RealScalarLike = 1e-9,
+        dt0: RealScalarLike | None = None,
         max_steps: int = 16_384,
         adjoint: dfx.AbstractAdjoint | None = None,
     ) -> tuple[Array, RESULTS, dict[str, Array]]:
@@ -188,7 +190,8 @@ def _integrate(solver, vector_field, ts, y0, rtol, atol, dt0, max_steps, adjoint
     if not isinstance(max_steps, int) or max_steps < 1:
         raise ValueError(f"max_steps must be a positive integer; got {max_steps!r}.")
     y0 = jnp.asarray(y0)
-    dtype = jnp.result_type(y0.dtype, jnp.float32)
+    # Integer states integrate in the default float type; float32 stays float32.
+    dtype = y0.dtype if jnp.issubdtype(y0.dtype, jnp.inexact) else jnp.result_type(float)
     y0 = y0.astype(dtype)
     ts = jnp.asarray(ts, dtype=dtype)
     if ts.ndim != 1 or ts.shape[0] < 2:

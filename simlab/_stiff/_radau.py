@@ -8,6 +8,7 @@ from typing import ClassVar
 import equinox as eqx
 import equinox.internal as eqxi
 import jax
+import jax.lax as lax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
@@ -78,7 +79,9 @@ def _factor(jac: Array, h: Array):
     n = jac.shape[0]
     eye = jnp.eye(n, dtype=jac.dtype)
     lu_real, ok_real = lu_or_status((GAMMA / h) * eye - jac)
-    complex_matrix = ((ALPHA + 1j * BETA) / h) * eye - jac.astype(jnp.result_type(jac, 1j))
+    complex_dtype = jnp.complex128 if jac.dtype == jnp.float64 else jnp.complex64
+    shift = lax.complex(ALPHA / h, BETA / h)  # (alpha + i beta) / h, without mixing dtypes
+    complex_matrix = shift * eye.astype(complex_dtype) - jac.astype(complex_dtype)
     lu_complex, ok_complex = lu_or_status(complex_matrix)
     return lu_real, lu_complex, ok_real & ok_complex
 
@@ -164,7 +167,7 @@ class Radau5(AbstractStiffSolver):
         s = nodes * (h / state.h_old)
         c = state.cont
         z_start = s[:, None] * (
-            c[1] + (s[:, None] - (C2 - 1)) * (c[2] + (s[:, None] - (C1 - 1)) * c[3])
+            c[1:2] + (s[:, None] - (C2 - 1)) * (c[2:3] + (s[:, None] - (C1 - 1)) * c[3:4])
         )
         z_start = jnp.where(state.first, jnp.zeros((3, n), y.dtype), z_start)
 
@@ -180,10 +183,10 @@ class Radau5(AbstractStiffSolver):
             rhs2 = tf[1] - alphn * w[1] + betan * w[2]
             rhs3 = tf[2] - betan * w[1] - alphn * w[2]
             dw1 = jsl.lu_solve(lu_real, rhs1)
-            dw23 = jsl.lu_solve(lu_complex, rhs2 + 1j * rhs3)
+            dw23 = jsl.lu_solve(lu_complex, lax.complex(rhs2, rhs3))
             dw = jnp.stack([dw1, dw23.real, dw23.imag])
             newt = newt + 1
-            dyno = jnp.sqrt(jnp.mean((dw / scale) ** 2))
+            dyno = jnp.sqrt(jnp.mean((dw / scale[None]) ** 2))
             check = (newt > 1) & (newt < NEWTON_MAX)
             thq = dyno / dynold
             theta_new = jnp.where(newt == 2, thq, jnp.sqrt(thq * thqold))
@@ -191,7 +194,8 @@ class Radau5(AbstractStiffSolver):
             thqold = jnp.where(check, thq, thqold)
             contracting = theta < 0.99
             faccon = jnp.where(check & contracting, theta / (1 - theta), faccon)
-            dyth = faccon * dyno * theta ** (NEWTON_MAX - 1 - newt) / fnewt
+            remaining = (NEWTON_MAX - 1 - newt).astype(dyno.dtype)
+            dyth = faccon * dyno * theta**remaining / fnewt
             too_slow = check & contracting & (dyth >= 1)
             diverging = check & ~contracting
             w = w + dw
@@ -201,7 +205,7 @@ class Radau5(AbstractStiffSolver):
                 too_slow | diverging | ~jnp.isfinite(dyno), 2, jnp.where(converged, 1, 0)
             ).astype(jnp.int32)
             qnewt = jnp.clip(dyth, 1e-4, 20.0)
-            hhfac = jnp.where(too_slow, 0.8 * qnewt ** (-1.0 / (4.0 + NEWTON_MAX - 1 - newt)), 0.5)
+            hhfac = jnp.where(too_slow, 0.8 * qnewt ** (-1.0 / (4.0 + remaining)), 0.5)
             carry = (z, w, newt, jnp.maximum(dyno, UROUND), thqold, theta, faccon, status)
             return carry, hhfac
 
@@ -245,7 +249,9 @@ class Radau5(AbstractStiffSolver):
         accepted = converged & (err < 1)
 
         # Step size: RADAU5's safety factor shrinks with the Newton iterations used.
-        safety = jnp.minimum(SAFETY, SAFETY * (1 + 2 * NEWTON_MAX) / (newt + 2 * NEWTON_MAX))
+        safety = jnp.minimum(
+            SAFETY, SAFETY * (1 + 2 * NEWTON_MAX) / (newt.astype(dtype) + 2 * NEWTON_MAX)
+        )
         factor = controller_factor(
             err,
             h,
