@@ -177,7 +177,8 @@ def rows() -> list[Row]:
             results["Kvaerno5"],
             results["SciPy Radau"],
         )
-        detail = ", ".join(
+        failed = [k for k, v in results.items() if np.isnan(v[0])]
+        detail = (f"failed: {', '.join(failed)}; " if failed else "") + ", ".join(
             f"{k} {v[0]:.1f} scd {v[1] * 1e3:.0f} ms {v[2]} st" for k, v in results.items()
         )
         out.append(

@@ -41,7 +41,7 @@ STYLES = {
 
 
 def _measure_problem(name):
-    runs = [measure(name, rtol, repeats=1) for rtol in RTOLS]
+    runs = [measure(name, rtol, repeats=3) for rtol in RTOLS]
     for rtol, run in zip(RTOLS, runs, strict=True):
         for label, (digits, seconds, steps) in run.items():
             print(
