@@ -23,6 +23,7 @@ from ._options import DEFAULT_MAX_STEPS, SolveOptions, merged_options
 from ._results import RESULTS, SimulationError, Trajectory
 from ._solvers import (
     has_error_estimate,
+    is_implicit,
     is_lean_solver,
     is_stiff_solver,
     resolve_adjoint,
@@ -164,7 +165,7 @@ def simulate(
             model, chosen, ts, y0, args, options=options, dt0=dt0, rtol=rtol, atol=atol
         )
     result = _checked_result(result, model, ts, ys)
-    ys = _raise_on_failure(ys, result) if throw else ys
+    ys = _raise_on_failure(ys, result, _failure_hint(chosen)) if throw else ys
     return Trajectory(
         ts=ts,
         ys=ys,
@@ -364,12 +365,25 @@ def _checked_result(result: RESULTS, model: Any, ts: Array, ys: Array) -> RESULT
     return result
 
 
-def _raise_on_failure(ys: Array, result: RESULTS) -> Array:
+def _failure_hint(solver: Any) -> str:
+    if is_implicit(solver):
+        return ""
+    return (
+        f" The explicit solver {solver_name(solver)!r} was used: if the model is stiff (fast "
+        "decaying modes force tiny steps), pass solver='rodas5p' or solver='radau5'."
+    )
+
+
+def _raise_on_failure(ys: Array, result: RESULTS, hint: str) -> Array:
     """Raises `SimulationError` for a failed solve. At top level the status is read after
     the compiled call returns, so no executable holds a host callback (and JAX's persistent
     compilation cache can keep it); inside `jit`/`vmap`/`grad` Equinox's `error_if` does it."""
     if all(is_concrete(leaf) for leaf in jax.tree.leaves(result)):
         if result != RESULTS.successful:
-            raise SimulationError(RESULTS[result])
+            raise SimulationError(RESULTS[result] + (hint if _ran_out_of_steps(result) else ""))
         return ys
     return result.error_if(ys, result != RESULTS.successful)
+
+
+def _ran_out_of_steps(result: RESULTS) -> bool:
+    return bool(result == RESULTS.max_steps_reached)

@@ -88,3 +88,14 @@ def test_component_lookup_names_the_known_components():
     trajectory = simlab.simulate(LORENZ, Y0, TS)
     with pytest.raises(ValueError, match=r"components are \['x', 'y', 'z'\]"):
         trajectory.component("w")
+
+
+def test_an_explicit_solver_on_a_stiff_model_fails_fast_with_a_hint():
+    with pytest.raises(simlab.SimulationError, match="solver='rodas5p'"):
+        simlab.simulate(
+            simlab.models.Robertson(),
+            jnp.array([1.0, 0.0, 0.0]),
+            jnp.array([0.0, 1e5]),
+            solver="tsit5",
+            max_steps=2000,
+        )
