@@ -45,3 +45,13 @@ from ._operators import (
     pad_coefficient as pad_coefficient,
     stencil_width as stencil_width,
 )
+from ._spectral import (
+    dealias as dealias,
+    dealiased_product as dealiased_product,
+    dealiasing_mask as dealiasing_mask,
+    fourier_transform as fourier_transform,
+    inverse_fourier_transform as inverse_fourier_transform,
+    spectral_gradient as spectral_gradient,
+    spectral_laplacian as spectral_laplacian,
+    wavenumbers as wavenumbers,
+)

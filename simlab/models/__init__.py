@@ -23,3 +23,11 @@ from ._pde import (
     Wave as Wave,
     implicit_solver as implicit_solver,
 )
+from ._spectral import (
+    KuramotoSivashinsky as KuramotoSivashinsky,
+    SwiftHohenberg as SwiftHohenberg,
+)
+from ._split import (
+    AbstractSpectralGridModel as AbstractSpectralGridModel,
+    AbstractSplitGridModel as AbstractSplitGridModel,
+)
