@@ -18,7 +18,6 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import jax.random as jr
 import numpy as np
 from jaxtyping import Array
 
@@ -147,30 +146,55 @@ def split_parts(model: Any) -> SplitParts:
 LINEARITY_PROBE_TOLERANCE = 1e-6  # relative; roundoff of a linear stencil is ~1e-15 in float64
 
 
-def check_linear_part(parts: SplitParts, t: Any, y0: Array, args: Any) -> None:
-    r"""Raises a ValueError unless the declared linear part is linear on a random probe,
-    $L(a u + b v) = a L u + b L v$ for random fields $u, v$ (shaped like `y0`) and scalars.
+def _probe_fields(y0: Array) -> Array:
+    """Two random fields shaped like `y0` (numpy's generator: no PRNG kernel to compile)."""
+    fields = np.random.default_rng(0).standard_normal((2, *jnp.shape(y0)))
+    return jnp.asarray(fields, dtype=jnp.result_type(y0))
 
-    Skipped while the model's parameters or `y0` are traced (they were checked where they
-    were concrete), like the other value checks on models.
-    """
+
+def _relative(difference: Array, scale: Array) -> Array:
+    tiny = jnp.finfo(difference.dtype).tiny
+    return jnp.max(jnp.abs(difference)) / (scale + tiny)
+
+
+@eqx.filter_jit
+def _linearity_residual(parts: SplitParts, t: Any, probes: Array, args: Any) -> Array:
+    u, v = probes[0], probes[1]
+    a, b = 0.75, -1.25
+    lu, lv = parts.linear(t, u, args), parts.linear(t, v, args)
+    combined = parts.linear(t, a * u + b * v, args)
+    scale = jnp.max(jnp.abs(a * lu)) + jnp.max(jnp.abs(b * lv))
+    return _relative(combined - a * lu - b * lv, scale)
+
+
+@eqx.filter_jit
+def _symbol_residual(parts: SplitParts, t: Any, probes: Array, args: Any) -> Array:
+    u = probes[0]
+    direct = parts.linear(t, u, args)
+    spectrum = fourier_transform(u, parts.grid)
+    via_symbol = inverse_fourier_transform(parts.linear_symbol() * spectrum, parts.grid)
+    return _relative(direct - via_symbol, jnp.max(jnp.abs(direct)))
+
+
+def _probe(residual_fn, parts: SplitParts, t: Any, y0: Array, args: Any) -> float | None:
+    """The residual of a probe, or None while the model's parameters or `y0` are traced
+    (they were checked where they were concrete, like the other value checks on models)."""
     leaves = jax.tree_util.tree_leaves((eqx.filter(parts, eqx.is_array), y0, t))
     if not all(is_concrete(leaf) for leaf in leaves):
-        return
-    dtype = jnp.result_type(y0)
-    tolerance = max(LINEARITY_PROBE_TOLERANCE, 1e3 * float(jnp.finfo(dtype).eps))
-    key_u, key_v = jr.split(jr.PRNGKey(0))
-    u = jr.normal(key_u, jnp.shape(y0), dtype)
-    v = jr.normal(key_v, jnp.shape(y0), dtype)
-    a, b = 0.75, -1.25
-    linear = eqx.filter_jit(parts.linear)
-    lu, lv = linear(t, u, args), linear(t, v, args)
-    combined = linear(t, a * u + b * v, args)
-    scale = float(jnp.max(jnp.abs(a * lu)) + jnp.max(jnp.abs(b * lv))) + float(
-        jnp.finfo(dtype).tiny
-    )
-    residual = float(jnp.max(jnp.abs(combined - a * lu - b * lv))) / scale
-    if not np.isfinite(residual) or residual > tolerance:
+        return None
+    return float(residual_fn(parts, t, _probe_fields(y0), args))
+
+
+def _tolerance(y0: Array) -> float:
+    return max(LINEARITY_PROBE_TOLERANCE, 1e3 * float(jnp.finfo(jnp.result_type(y0)).eps))
+
+
+def check_linear_part(parts: SplitParts, t: Any, y0: Array, args: Any) -> None:
+    r"""Raises a ValueError unless the declared linear part is linear on a random probe,
+    $L(a u + b v) = a L u + b L v$ for random fields $u, v$ (shaped like `y0`) and scalars
+    (skipped while traced)."""
+    residual = _probe(_linearity_residual, parts, t, y0, args)
+    if residual is not None and not residual <= _tolerance(y0):
         raise ValueError(
             f"the linear part of {type(parts.model).__name__} is not linear: on a random probe "
             f"L(a u + b v) differs from a L(u) + b L(v) by {residual:.3g} (relative). Move the "
@@ -181,19 +205,8 @@ def check_linear_part(parts: SplitParts, t: Any, y0: Array, args: Any) -> None:
 def check_linear_symbol(parts: SplitParts, t: Any, y0: Array, args: Any) -> None:
     r"""Raises a ValueError unless `linear_symbol()` is the Fourier multiplier of `linear`
     on a random probe, $\mathcal F^{-1}(\lambda \hat u) = L u$ (skipped while traced)."""
-    leaves = jax.tree_util.tree_leaves((eqx.filter(parts, eqx.is_array), y0, t))
-    if not all(is_concrete(leaf) for leaf in leaves):
-        return
-    dtype = jnp.result_type(y0)
-    tolerance = max(LINEARITY_PROBE_TOLERANCE, 1e3 * float(jnp.finfo(dtype).eps))
-    u = jr.normal(jr.PRNGKey(1), jnp.shape(y0), dtype)
-    grid = parts.grid
-    direct = eqx.filter_jit(parts.linear)(t, u, args)
-    symbol = parts.linear_symbol()
-    via_symbol = inverse_fourier_transform(symbol * fourier_transform(u, grid), grid)
-    scale = float(jnp.max(jnp.abs(direct))) + float(jnp.finfo(dtype).tiny)
-    residual = float(jnp.max(jnp.abs(direct - via_symbol))) / scale
-    if not np.isfinite(residual) or residual > tolerance:
+    residual = _probe(_symbol_residual, parts, t, y0, args)
+    if residual is not None and not residual <= _tolerance(y0):
         raise ValueError(
             f"linear_symbol() of {type(parts.model).__name__} is not the Fourier multiplier of "
             f"its linear part: applied to a random field they differ by {residual:.3g} "
