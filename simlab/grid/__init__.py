@@ -23,6 +23,7 @@ from ._boundary import (
     Dirichlet as Dirichlet,
     Neumann as Neumann,
     Periodic as Periodic,
+    Robin as Robin,
 )
 from ._dispatch import (
     chosen_kernel as chosen_kernel,
