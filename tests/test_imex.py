@@ -11,7 +11,12 @@ import simlab
 from simlab._imex import imex_solve
 from simlab._results import RESULTS
 from simlab.models import AdvectionDiffusion, Burgers, GrayScott, Heat, KuramotoSivashinsky
-from simlab.models._split import check_linear_symbol, is_split_model, split_parts
+from simlab.models._split import (
+    check_linear_part,
+    check_linear_symbol,
+    is_split_model,
+    split_parts,
+)
 
 
 def _burgers():
@@ -40,7 +45,9 @@ def test_kencarp_converges_at_its_order_on_viscous_burgers(method, order):
 
 def _split_models():
     line, plane = simlab.Grid((16,), extent=1.0), simlab.Grid((12, 10), extent=(1.0, 2.0))
-    walls = simlab.Grid((12, 10), extent=1.0, boundary=["neumann", "dirichlet"])
+    walls = simlab.Grid(
+        (12, 10), extent=1.0, boundary=[simlab.Neumann(0.3), (simlab.Dirichlet(1.0), "dirichlet")]
+    )
     field = jnp.linspace(0.5, 1.5, 16)
     return [
         (Heat(diffusivity=0.2, grid=plane), (12, 10)),
@@ -63,6 +70,7 @@ def test_declared_splits_add_up_to_the_vector_field(model, _):
     assert is_split_model(model)
     parts = split_parts(model)
     y = jnp.asarray(np.random.default_rng(0).uniform(0.1, 1.0, model.state_shape))
+    check_linear_part(parts, 0.0, y, None)  # linear even with nonzero wall values
     np.testing.assert_allclose(
         parts.linear(0.0, y, None) + parts.nonlinear(0.0, y, None), model(0.0, y, None), atol=1e-12
     )
@@ -99,6 +107,21 @@ def test_imex_gray_scott_between_walls_matches_the_explicit_solution():
     assert result == RESULTS.successful
     assert int(stats["num_accepted_steps"]) < 200
     np.testing.assert_allclose(ys, reference, atol=1e-5)
+
+
+def test_imex_heat_relaxes_to_the_exact_line_between_dirichlet_and_robin_walls():
+    # u'' = 0, u(0) = 1, u(1) + 2 u'(1) = 0.5: u = 1 - x / 6. The wall values make the
+    # stencil affine; its constant joins the explicit part.
+    walls = (simlab.Dirichlet(1.0), simlab.Robin(1.0, 2.0, 0.5))
+    grid = simlab.Grid((32,), extent=1.0, boundary=walls)
+    (x,) = grid.coordinates()
+    model = Heat(diffusivity=1.0, grid=grid)
+    ys, result, _ = imex_solve(
+        model, jnp.array([0.0, 30.0]), jnp.zeros(32), None, solver="kencarp3", rtol=1e-9,
+        atol=1e-11, max_steps=2000,
+    )  # fmt: skip
+    assert result == RESULTS.successful
+    np.testing.assert_allclose(ys[-1], 1 - x / 6, atol=1e-7)
 
 
 def test_gradient_through_imex_matches_finite_differences():

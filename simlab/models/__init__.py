@@ -5,6 +5,7 @@ from ._base import (
     Bounds as Bounds,
     parameter as parameter,
 )
+from ._driven import BoundaryDriven as BoundaryDriven
 from ._hybrid import HybridModel as HybridModel
 from ._ode import (
     SIR as SIR,

@@ -240,77 +240,71 @@ def _require_scalar(model: Any, *names: str) -> None:
             )
 
 
-def _zero_rest(model, t, y, args):
-    return jnp.zeros_like(y)
+# A wall with a nonzero value (Dirichlet g, Neumann q, Robin g) makes a stencil affine,
+# L(u) = L_0 u + L(0): the linear part is L(u) - L(0) and the constant L(0) joins the rest.
 
 
-def _heat_linear(model: Heat, t, y, args):
+def _heat_stencil(model: Heat, t, y, args):
     return model(t, y, args)
 
 
-def _heat_symbol(model: Heat):
-    _require_scalar(model, "diffusivity")
-    return impulse_response_symbol(
-        lambda y: _heat_linear(model, 0.0, y, None), model.grid, model.state_shape
-    )
-
-
-def _advection_diffusion_linear(model: AdvectionDiffusion, t, y, args):
+def _advection_diffusion_stencil(model: AdvectionDiffusion, t, y, args):
     return diffusion(y, model.diffusivity, model.grid, impl=model.impl)
 
 
-def _advection_diffusion_nonlinear(model: AdvectionDiffusion, t, y, args):
+def _advection_diffusion_rest(model: AdvectionDiffusion, t, y, args):
     return -advection(y, model.velocity, model.grid, scheme=model.scheme, impl=model.impl)
 
 
-def _advection_diffusion_symbol(model: AdvectionDiffusion):
-    _require_scalar(model, "diffusivity")
-    return impulse_response_symbol(
-        lambda y: _advection_diffusion_linear(model, 0.0, y, None), model.grid, model.state_shape
-    )
-
-
-def _burgers_linear(model: Burgers, t, y, args):
+def _burgers_stencil(model: Burgers, t, y, args):
     return model.viscosity * laplacian(y, model.grid, impl=model.impl)
 
 
-def _burgers_nonlinear(model: Burgers, t, y, args):
+def _burgers_rest(model: Burgers, t, y, args):
     velocity = y[None] if model.grid.ndim == 1 else y
     return -advection(y, velocity, model.grid, scheme=model.scheme, impl=model.impl)
 
 
-def _burgers_symbol(model: Burgers):
-    return impulse_response_symbol(
-        lambda y: _burgers_linear(model, 0.0, y, None), model.grid, model.state_shape
-    )
-
-
-def _gray_scott_linear(model: GrayScott, t, y, args):
+def _gray_scott_stencil(model: GrayScott, t, y, args):
     u, v = y[0], y[1]
     du = diffusion(u, model.diffusivity_u, model.grid, impl=model.impl) - model.feed_rate * u
     dv = diffusion(v, model.diffusivity_v, model.grid, impl=model.impl)
     return jnp.stack([du, dv - (model.feed_rate + model.kill_rate) * v])
 
 
-def _gray_scott_nonlinear(model: GrayScott, t, y, args):
+def _gray_scott_rest(model: GrayScott, t, y, args):
     reaction = y[0] * y[1] ** 2
     return jnp.stack([model.feed_rate - reaction, reaction])
 
 
-def _gray_scott_symbol(model: GrayScott):
-    _require_scalar(model, "diffusivity_u", "diffusivity_v")
-    return impulse_response_symbol(
-        lambda y: _gray_scott_linear(model, 0.0, y, None), model.grid, model.state_shape
-    )
+def _no_rest(model, t, y, args):
+    return jnp.zeros_like(y)
+
+
+def _fd_split(stencil: Callable, rest: Callable, *scalar_names: str):
+    """(linear, nonlinear, linear_symbol) of a model whose vector field is an affine
+    `stencil` (its linear part and the boundary values' constant) plus `rest`."""
+
+    def linear(model, t, y, args):
+        return stencil(model, t, y, args) - stencil(model, t, jnp.zeros_like(y), args)
+
+    def nonlinear(model, t, y, args):
+        return rest(model, t, y, args) + stencil(model, t, jnp.zeros_like(y), args)
+
+    def linear_symbol(model):
+        _require_scalar(model, *scalar_names)
+        return impulse_response_symbol(
+            lambda y: linear(model, 0.0, y, None), model.grid, model.state_shape
+        )
+
+    return linear, nonlinear, linear_symbol
 
 
 _SPLITS: dict[type, tuple[Callable, Callable, Callable]] = {
-    Heat: (_heat_linear, _zero_rest, _heat_symbol),
-    AdvectionDiffusion: (
-        _advection_diffusion_linear,
-        _advection_diffusion_nonlinear,
-        _advection_diffusion_symbol,
+    Heat: _fd_split(_heat_stencil, _no_rest, "diffusivity"),
+    AdvectionDiffusion: _fd_split(
+        _advection_diffusion_stencil, _advection_diffusion_rest, "diffusivity"
     ),
-    Burgers: (_burgers_linear, _burgers_nonlinear, _burgers_symbol),
-    GrayScott: (_gray_scott_linear, _gray_scott_nonlinear, _gray_scott_symbol),
+    Burgers: _fd_split(_burgers_stencil, _burgers_rest),
+    GrayScott: _fd_split(_gray_scott_stencil, _gray_scott_rest, "diffusivity_u", "diffusivity_v"),
 }
