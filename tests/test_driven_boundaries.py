@@ -90,3 +90,31 @@ def test_bad_driven_boundaries_are_refused():
         BoundaryDriven(heat, values=jnp.zeros((1, 2)), sides=((0, "low"),), times=(1.0, 0.0))
     with pytest.raises(ValueError, match="axis, 'low' | 'high'"):
         BoundaryDriven(heat, values=jnp.zeros(1), sides=((1, "low"),))
+
+
+def test_fit_recovers_a_wall_temperature_history_from_interior_sensors():
+    grid = simlab.Grid((16,), extent=1.0, boundary=("dirichlet", "neumann"))
+    knots, sensors, noise = (0.0, 0.5, 1.0), np.array([2, 7]), 2e-3
+    ts = jnp.linspace(0.0, 1.0, 21)
+    options = dict(solver="rk4", adaptive=False, dt0=0.01)
+
+    def rod(wall):
+        heat = Heat(diffusivity=0.2, grid=grid)
+        return BoundaryDriven(
+            heat, values=jnp.asarray(wall)[None], sides=((0, "low"),), times=knots
+        )
+
+    def observe(y):
+        return y[sensors]
+
+    truth = np.array([0.2, 1.0, 0.5])
+    clean = jax.vmap(observe)(simlab.simulate(rod(truth), jnp.zeros(16), ts, **options).ys)
+    data = clean + noise * np.random.default_rng(1).standard_normal(clean.shape)
+    result = simlab.fit(
+        rod(np.full(3, 0.5)), ts, data, y0=jnp.zeros(16), params=["values"], observe=observe,
+        noise_scale=noise, simulate_options=options,
+    )  # fmt: skip
+    fitted, stderr = result.params["values"][0], result.stderr["values"][0]
+    assert bool(result.converged)
+    assert np.all(np.abs(fitted - truth) < 4 * stderr)
+    assert np.all(stderr < 0.05)
