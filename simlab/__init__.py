@@ -22,6 +22,12 @@ from ._steady_state import (
     steady_state as steady_state,
 )
 from ._sweep import SweepResult as SweepResult, sweep as sweep
-from .grid import Dirichlet as Dirichlet, Grid as Grid, Neumann as Neumann, Periodic as Periodic
+from .grid import (
+    Dirichlet as Dirichlet,
+    Grid as Grid,
+    Neumann as Neumann,
+    Periodic as Periodic,
+    Robin as Robin,
+)
 
 __version__ = importlib.metadata.version("simlab")

@@ -24,6 +24,7 @@ from ._boundary import (
     Dirichlet as Dirichlet,
     Neumann as Neumann,
     Periodic as Periodic,
+    Robin as Robin,
 )
 from ._dispatch import IMPLS as IMPLS, resolve_impl as resolve_impl
 from ._grid import Grid as Grid
@@ -42,4 +43,14 @@ from ._operators import (
     pad_axis as pad_axis,
     pad_coefficient as pad_coefficient,
     stencil_width as stencil_width,
+)
+from ._spectral import (
+    dealias as dealias,
+    dealiased_product as dealiased_product,
+    dealiasing_mask as dealiasing_mask,
+    fourier_transform as fourier_transform,
+    inverse_fourier_transform as inverse_fourier_transform,
+    spectral_gradient as spectral_gradient,
+    spectral_laplacian as spectral_laplacian,
+    wavenumbers as wavenumbers,
 )

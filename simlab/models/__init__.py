@@ -7,6 +7,7 @@ from ._base import (
     Bounds as Bounds,
     parameter as parameter,
 )
+from ._driven import BoundaryDriven as BoundaryDriven
 from ._hybrid import HybridModel as HybridModel
 from ._ode import (
     SIR as SIR,
@@ -24,4 +25,12 @@ from ._pde import (
     GrayScott as GrayScott,
     Heat as Heat,
     Wave as Wave,
+)
+from ._spectral import (
+    KuramotoSivashinsky as KuramotoSivashinsky,
+    SwiftHohenberg as SwiftHohenberg,
+)
+from ._split import (
+    AbstractSpectralGridModel as AbstractSpectralGridModel,
+    AbstractSplitGridModel as AbstractSplitGridModel,
 )
