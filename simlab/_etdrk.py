@@ -41,7 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
-from ._ensemble import _checkpointed_loop, fixed_steps_per_interval
+from ._lean import checkpointed_loop, fixed_steps_per_interval
 from ._results import RESULTS
 from .grid._spectral import check_periodic, fourier_transform, inverse_fourier_transform
 from .models._base import is_concrete
@@ -131,7 +131,7 @@ def _solve(solver: "ETDRK4", parts: SplitParts, ts, y0, args, steps_per_interval
             return _etdrk4_step(parts, coefficients, t_start + i * h, v, h, args)
 
         if uniform:
-            v = _checkpointed_loop(step, steps_per_interval, v)
+            v = checkpointed_loop(step, steps_per_interval, v)
         else:
             v = lax.fori_loop(0, num_steps, step, v)
         return (v, coefficients, h), inverse_fourier_transform(v, grid).astype(y0.dtype)

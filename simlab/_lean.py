@@ -86,7 +86,7 @@ def _runge_kutta_step(vector_field, tableau, t, y, f0, h):
     return y1, h * _weighted_sum(tableau.b_error, stages), f1
 
 
-def _checkpointed_loop(step, num_steps: int, state):
+def checkpointed_loop(step, num_steps: int, state):
     """`lax.fori_loop(0, num_steps, step, state)` whose reverse mode stores ~2√n states.
 
     Plain reverse mode through a loop keeps every intermediate state: 10⁴ steps of a 256²
@@ -124,7 +124,7 @@ def _solve_fixed(vector_field, tableau, ts, y0, steps_per_interval, max_steps, l
             return y1, f1
 
         if uniform:
-            y, f = _checkpointed_loop(step, num_steps, (y, f))
+            y, f = checkpointed_loop(step, num_steps, (y, f))
         else:
             _, y, f = eqxi.while_loop(
                 lambda state: state[0] < num_steps,

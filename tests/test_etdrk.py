@@ -180,6 +180,10 @@ class _PowerLinearPart(AbstractSplitGridModel):
     power: int = eqx.field(static=True)
     impl: str = eqx.field(static=True, default="xla")
 
+    @property
+    def channel_shape(self):
+        return ()
+
     def _check_fields(self):
         pass
 

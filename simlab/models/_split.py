@@ -75,6 +75,10 @@ class AbstractSpectralGridModel(AbstractSplitGridModel):
     def nonlinear_spectral(self, t: Any, spectrum: Array, args: Any) -> Array:
         r"""$\widehat{N(u)}$ from $\hat u$, both on the rfft half spectrum."""
 
+    @property
+    def channel_shape(self) -> tuple[int, ...]:
+        return ()  # one real field: the spectrum is its rfft over the grid axes
+
     def linear(self, t, y, args):
         spectrum = fourier_transform(y, self.grid)
         return inverse_fourier_transform(self.linear_symbol() * spectrum, self.grid)
