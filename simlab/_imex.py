@@ -13,38 +13,11 @@ from typing import Any
 
 import diffrax as dfx
 import jax.numpy as jnp
-import lineax as lx
-import optimistix as optx
 from jaxtyping import Array
 
 from ._results import RESULTS
+from ._solvers import imex_solver
 from .models._split import check_linear_part, split_parts
-
-IMEX_METHODS: dict[str, type[dfx.AbstractSolver]] = {
-    "kencarp3": dfx.KenCarp3,
-    "kencarp4": dfx.KenCarp4,
-    "kencarp5": dfx.KenCarp5,
-}
-
-
-def imex_solver(method: str = "kencarp4", *, rtol: float, atol: float) -> dfx.AbstractSolver:
-    r"""A KenCarp IMEX solver whose implicit stages are solved by Newton–GMRES.
-
-    **Arguments:**
-
-    - `method`: `"kencarp3"`, `"kencarp4"` or `"kencarp5"` (orders 3, 4, 5; adaptive).
-    - `rtol`, `atol`: tolerances of the Newton iteration (GMRES solves 100× tighter);
-      match them to the step-size controller's.
-
-    **Returns:** a Diffrax solver for `MultiTerm(explicit_term, implicit_term)`.
-    """
-    if method not in IMEX_METHODS:
-        raise ValueError(f"IMEX method must be one of {sorted(IMEX_METHODS)}; got {method!r}.")
-    # Newton rather than the chord method: the chord method stores a factorised Jacobian,
-    # which an iterative solver does not have (as in simlab.models.implicit_solver).
-    linear_solver = lx.GMRES(rtol=rtol / 100, atol=atol / 100, restart=40, stagnation_iters=40)
-    root_finder = optx.Newton(rtol=rtol, atol=atol, linear_solver=linear_solver)
-    return IMEX_METHODS[method](root_finder=root_finder)
 
 
 def imex_solve(
@@ -54,8 +27,8 @@ def imex_solve(
     args: Any,
     *,
     solver: str | dfx.AbstractSolver = "kencarp4",
-    rtol: float,
-    atol: float,
+    rtol: Any,
+    atol: Any,
     dt0: Any = None,
     max_steps: int,
     adjoint: dfx.AbstractAdjoint | None = None,
@@ -72,7 +45,7 @@ def imex_solve(
     - `model`: a split model (see `simlab.models._split.is_split_model`).
     - `ts`: strictly increasing save times; `y0`: the state at `ts[0]`; `args`: passed on.
     - `solver`: `"kencarp3"`, `"kencarp4"`, `"kencarp5"` (Newton–GMRES from
-      [`imex_solver`][simlab._imex.imex_solver]) or a Diffrax KenCarp instance.
+      `simlab._solvers.imex_solver`) or a Diffrax KenCarp instance.
     - `rtol`, `atol`: tolerances of the adaptive steps (and of Newton).
     - `dt0`: the first step (`None`: chosen by Diffrax); with `adaptive=False` the fixed step.
     - `max_steps`: the most steps before `RESULTS.max_steps_reached`.

@@ -17,12 +17,15 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Real
 
+from ._imex import imex_solve
 from ._lean import fixed_steps_per_interval, lean_solve
 from ._misc import is_concrete
 from ._options import DEFAULT_MAX_STEPS, SolveOptions, merged_options
 from ._results import RESULTS, SimulationError, Trajectory
 from ._solvers import (
     has_error_estimate,
+    is_exponential_solver,
+    is_imex_solver,
     is_implicit,
     is_lean_solver,
     is_stiff_solver,
@@ -82,13 +85,16 @@ def simulate(
     - `args`: passed through to `model(t, y, args)`.
     - `integrator`: `"auto"` (default) solves explicit Runge–Kutta methods (fixed or
       adaptive steps) with simlab's lean loop, 7–20x faster than Diffrax under `jax.vmap`
-      on CPU, `"rodas5p"` and `"radau5"` with simlab's stiff integrator, and everything
-      else with `diffrax.diffeqsolve`; `"lean"` or `"diffrax"` force one. The lean loop
+      on CPU, `"rodas5p"` and `"radau5"` with simlab's stiff integrator, `"etdrk4"`
+      (split models on periodic grids, fixed steps) in Fourier space, `"kencarp3/4/5"`
+      on split models as IMEX (linear part implicit, matrix-free), and everything else
+      with `diffrax.diffeqsolve`; `"lean"` or `"diffrax"` force one. The lean loop
       lands steps on every save time and differentiates with plain JAX autodiff
       (`adjoint=None` or `"forward"`). See the performance page.
 
     **Returns:** a [`simlab.Trajectory`][] with `.ts`, `.ys`, `.result`, `.stats`, and the
-    `solver` and `integrator` (`"lean"`, `"stiff"` or `"diffrax"`) that ran.
+    `solver` and `integrator` that ran (`"lean"`, `"stiff"`, `"exponential"` for ETDRK4,
+    `"imex"` for KenCarp on a split model, or `"diffrax"`).
 
     !!! example
 
@@ -118,7 +124,9 @@ def simulate(
     y0 = checked_y0(model, y0)
     _check_vector_field(model, ts, y0, args)
     stiff = isinstance(model, AbstractModel) and model.is_stiff
-    chosen = resolve_solver(options.solver, stiff=stiff, state_size=y0.size)
+    chosen = resolve_solver(
+        options.solver, stiff=stiff, state_size=y0.size, rtol=options.rtol, atol=options.atol
+    )
     if options.adaptive and not has_error_estimate(chosen):
         raise ValueError(
             f"{type(chosen).__name__} has no error estimate for adaptive steps; pass "
@@ -146,6 +154,22 @@ def simulate(
             atol=atol,
             max_steps=options.max_steps,
             loop_kind=loop_kind,
+        )
+    elif integrator == "exponential":
+        ys, result, stats = chosen.solve(model, ts, y0, args, dt0=dt0, max_steps=options.max_steps)
+    elif integrator == "imex":
+        ys, result, stats = imex_solve(
+            model,
+            ts,
+            y0,
+            args,
+            solver=chosen,
+            rtol=rtol,
+            atol=atol,
+            dt0=dt0,
+            max_steps=options.max_steps,
+            adjoint=resolve_adjoint(options.adjoint),
+            adaptive=options.adaptive,
         )
     elif integrator == "stiff":
         ys, result, stats = _stiff_solve(
@@ -325,16 +349,18 @@ def _stable_step(model: Any, solver: Any, y0: Any, dt0: Any) -> Any:
 
 
 def _chosen_integrator(options: SolveOptions, solver: Any) -> str:
-    """`"lean"`, `"stiff"` or `"diffrax"`: which integrator runs `solver` (see `integrator`
-    in `simulate`)."""
+    """`"lean"`, `"stiff"`, `"exponential"`, `"imex"` or `"diffrax"`: which integrator runs
+    `solver` (see `integrator` in `simulate`)."""
     plain_adjoint = options.adjoint in LEAN_ADJOINTS
-    if is_stiff_solver(solver):
-        if options.integrator != "auto":
+    own = _own_integrator(solver)
+    if own is not None:
+        allowed = ("auto", "diffrax") if own == "imex" else ("auto",)  # IMEX runs on Diffrax
+        if options.integrator not in allowed:
             raise ValueError(
-                f"{solver_name(solver)} runs on simlab's own stiff integrator; drop "
+                f"{solver_name(solver)} runs on simlab's {own} integrator; drop "
                 f"integrator={options.integrator!r} (or pass integrator='auto')."
             )
-        return "stiff"
+        return own
     if options.integrator == "diffrax":
         return "diffrax"
     if options.integrator == "lean":
@@ -350,6 +376,17 @@ def _chosen_integrator(options: SolveOptions, solver: Any) -> str:
             )
         return "lean"
     return "lean" if plain_adjoint and is_lean_solver(solver) else "diffrax"
+
+
+def _own_integrator(solver: Any) -> str | None:
+    """The integrator that only `solver`'s kind runs, or None for lean/Diffrax solvers."""
+    if is_stiff_solver(solver):
+        return "stiff"
+    if is_exponential_solver(solver):
+        return "exponential"
+    if is_imex_solver(solver):
+        return "imex"
+    return None
 
 
 def _checked_result(result: RESULTS, model: Any, ts: Array, ys: Array) -> RESULTS:

@@ -62,6 +62,18 @@ class SolverSpec:
     implicit: bool
 
 
+def _exponential_solver() -> type:
+    # Imported on use: the exponential integrator needs the split models, whose package
+    # imports this module.
+    from ._etdrk import ETDRK4
+
+    return ETDRK4
+
+
+def _etdrk4() -> Any:
+    return _exponential_solver()()
+
+
 SOLVERS: dict[str, SolverSpec] = {
     spec.name: spec
     for spec in (
@@ -80,8 +92,13 @@ SOLVERS: dict[str, SolverSpec] = {
         SolverSpec("kvaerno5", dfx.Kvaerno5, 5, adaptive=True, implicit=True),
         SolverSpec("rodas5p", Rodas5P, 5, adaptive=True, implicit=True),
         SolverSpec("radau5", Radau5, 5, adaptive=True, implicit=True),
+        SolverSpec("kencarp3", dfx.KenCarp3, 3, adaptive=True, implicit=True),
+        SolverSpec("kencarp4", dfx.KenCarp4, 4, adaptive=True, implicit=True),
+        SolverSpec("kencarp5", dfx.KenCarp5, 5, adaptive=True, implicit=True),
+        SolverSpec("etdrk4", _etdrk4, 4, adaptive=False, implicit=False),
     )
 }
+
 
 DEFAULT_SOLVER = "tsit5"
 DEFAULT_STIFF_SOLVER = "rodas5p"
@@ -97,8 +114,13 @@ ADJOINTS: dict[str, Callable[[], dfx.AbstractAdjoint]] = {
 }
 
 
-def resolve_solver(solver: Any, *, stiff: bool, state_size: int) -> Any:
+def resolve_solver(
+    solver: Any, *, stiff: bool, state_size: int, rtol: Any = 1e-6, atol: Any = 1e-9
+) -> Any:
     """The solver object for `simulate(solver=...)`: a name, an instance, or `None`.
+
+    A KenCarp IMEX method given by name gets matrix-free Newton–GMRES at the solve's
+    tolerances `rtol`, `atol` (`imex_solver`).
 
     `None` picks from static information: Tsit5 for a model that is not `stiff`; for a
     stiff one Rodas5P (dense Jacobian, one LU per step) up to `DENSE_JACOBIAN_LIMIT` state
@@ -110,9 +132,13 @@ def resolve_solver(solver: Any, *, stiff: bool, state_size: int) -> Any:
         if state_size > DENSE_JACOBIAN_LIMIT:
             return implicit_solver()
         return SOLVERS[DEFAULT_STIFF_SOLVER].build()
+    if isinstance(solver, str) and solver.lower() in IMEX_METHODS:
+        known = all(isinstance(value, int | float) for value in (rtol, atol))
+        tolerances = dict(rtol=rtol, atol=atol) if known else dict(rtol=1e-6, atol=1e-9)
+        return imex_solver(solver.lower(), **tolerances)
     if isinstance(solver, str) and solver.lower() in SOLVERS:
         return SOLVERS[solver.lower()].build()
-    if isinstance(solver, dfx.AbstractSolver | AbstractStiffSolver):
+    if isinstance(solver, dfx.AbstractSolver | AbstractStiffSolver | _exponential_solver()):
         return solver
     raise ValueError(
         f"unknown solver {solver!r}; use one of {sorted(SOLVERS)} or a diffrax solver "
@@ -122,10 +148,11 @@ def resolve_solver(solver: Any, *, stiff: bool, state_size: int) -> Any:
 
 def solver_name(solver: Any) -> str:
     """The registry name of `solver`, or its class name for a solver not in the registry."""
+    class_name = type(solver).__name__
     for spec in SOLVERS.values():
-        if type(solver) is spec.build:
+        if type(solver) is spec.build or spec.name.replace("_", "") == class_name.lower():
             return spec.name
-    return type(solver).__name__
+    return class_name
 
 
 def is_lean_solver(solver: Any) -> bool:
@@ -138,9 +165,19 @@ def is_stiff_solver(solver: Any) -> bool:
     return isinstance(solver, AbstractStiffSolver)
 
 
+def is_exponential_solver(solver: Any) -> bool:
+    """Whether `solver` is the exponential integrator ETDRK4 (split models, periodic grids)."""
+    return isinstance(solver, _exponential_solver())
+
+
+def is_imex_solver(solver: Any) -> bool:
+    """Whether `solver` is a KenCarp IMEX method (run on the split of a split model)."""
+    return isinstance(solver, dfx.KenCarp3 | dfx.KenCarp4 | dfx.KenCarp5)
+
+
 def has_error_estimate(solver: Any) -> bool:
     """Whether `solver` carries an embedded error estimate (needed for adaptive steps)."""
-    if is_stiff_solver(solver):
+    if is_stiff_solver(solver) or is_imex_solver(solver):
         return True
     if isinstance(solver, dfx.AbstractRungeKutta):
         return bool(np.any(np.asarray(solver.tableau.b_error) != 0))
@@ -238,6 +275,14 @@ def largest_stable_step(solver: Any, eigenvalues: np.ndarray) -> float | None:
 
 
 IMPLICIT_METHODS = ("implicit_euler", "kvaerno3", "kvaerno4", "kvaerno5")
+IMEX_METHODS = ("kencarp3", "kencarp4", "kencarp5")
+
+
+def _newton_gmres(rtol: float, atol: float) -> optx.Newton:
+    # Newton rather than diffrax's default chord method: the chord method stores a factorised
+    # Jacobian, which an iterative solver does not have (and would otherwise materialise).
+    linear_solver = lx.GMRES(rtol=rtol / 100, atol=atol / 100, restart=40, stagnation_iters=40)
+    return optx.Newton(rtol=rtol, atol=atol, linear_solver=linear_solver)
 
 
 def implicit_solver(
@@ -265,8 +310,21 @@ def implicit_solver(
     """
     if method not in IMPLICIT_METHODS:
         raise ValueError(f"method must be one of {sorted(IMPLICIT_METHODS)}; got {method!r}.")
-    # Newton rather than diffrax's default chord method: the chord method stores a factorised
-    # Jacobian, which an iterative solver does not have (and would otherwise materialise).
-    linear_solver = lx.GMRES(rtol=rtol / 100, atol=atol / 100, restart=40, stagnation_iters=40)
-    root_finder = optx.Newton(rtol=rtol, atol=atol, linear_solver=linear_solver)
-    return SOLVERS[method].build(root_finder=root_finder)
+    return SOLVERS[method].build(root_finder=_newton_gmres(rtol, atol))
+
+
+def imex_solver(method: str = "kencarp4", *, rtol: float, atol: float) -> dfx.AbstractSolver:
+    r"""A KenCarp IMEX solver (for split models) whose implicit stages are solved by
+    matrix-free Newton–GMRES; `simulate(solver="kencarp4")` builds one at its tolerances.
+
+    **Arguments:**
+
+    - `method`: `"kencarp3"`, `"kencarp4"` or `"kencarp5"` (orders 3, 4, 5; adaptive).
+    - `rtol`, `atol`: tolerances of the Newton iteration (GMRES solves 100× tighter);
+      match them to the step-size controller's.
+
+    **Returns:** a Diffrax solver for `MultiTerm(explicit_term, implicit_term)`.
+    """
+    if method not in IMEX_METHODS:
+        raise ValueError(f"IMEX method must be one of {sorted(IMEX_METHODS)}; got {method!r}.")
+    return SOLVERS[method].build(root_finder=_newton_gmres(rtol, atol))
