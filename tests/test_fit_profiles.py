@@ -11,6 +11,7 @@ import scipy.stats
 from jaxtyping import Array, Float
 
 import simlab
+import simlab.plot
 from simlab.models import AbstractModel, parameter
 
 

@@ -10,6 +10,7 @@ import pytest
 from jaxtyping import Array, Float
 
 import simlab
+import simlab.plot
 from simlab.models import AbstractModel, parameter
 
 

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import jax.scipy.stats as jstats
 from jaxtyping import Array
 
+from .._results import RESULTS
 from ._loop import num_scalars, run
 from ._problem import FitProblem, get_path
 
@@ -28,7 +29,7 @@ class Profile(eqx.Module):
     - `name`: the parameter.
     - `values`: the grid of fixed values, increasing; the fitted value is in the middle.
     - `nll`: the re-optimised negative log-likelihood at each value, relative to the fit's
-      (so 0 at the estimate; up to a constant for a fitted noise scale).
+      (so 0 at the estimate, which is not refitted).
     - `threshold`: $\\tfrac12\\chi^2_{1}$ at `level`: values with `nll <= threshold` form the
       confidence interval.
     - `estimate`: the fitted value.
@@ -86,8 +87,13 @@ def profile(result, name: str, *, level: float, num_points: int, span: float) ->
         array_paths=tuple(p for p in problem.array_paths if p != name),
         bounds=problem.bounds,
     )
-    objective, converged = _profile_objective(fixed, result.stepper, result.max_steps, name, values)
-    nll = objective - _objective_of(problem, result.loss)
+    # The middle point is the fit itself: refitting from its own optimum would only chase
+    # rounding. The others are refitted.
+    sides = jnp.concatenate([values[:half], values[half + 1 :]])
+    objective, refit = _profile_objective(fixed, result.stepper, result.max_steps, name, sides)
+    rise = objective - _objective_of(problem, result.loss)
+    nll = jnp.concatenate([rise[:half], jnp.zeros((1,), rise.dtype), rise[half:]])
+    converged = jnp.concatenate([refit[:half], jnp.ones((1,), bool), refit[half:]])
     threshold = 0.5 * jstats.norm.ppf(0.5 + 0.5 * level) ** 2
     lower, lower_open = _crossing(values[half::-1], nll[half::-1], threshold)
     upper, upper_open = _crossing(values[half:], nll[half:], threshold)
@@ -134,7 +140,7 @@ def _profile_objective(fixed: FitProblem, stepper, max_steps: int, name: str, va
             checkpoint=None,
             checkpoint_every=1,
         )
-        converged = carry.done & (carry.result == carry.result.successful)
+        converged = carry.done & (carry.result == RESULTS.successful)
         return _objective_of(problem, carry.best_loss), converged
 
     return jax.vmap(one)(values)
