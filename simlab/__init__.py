@@ -4,12 +4,16 @@ import importlib.metadata
 
 from . import datasets as datasets, decomposition as decomposition, grid as grid, models as models
 from ._fit import FitResult as FitResult, fit as fit
+from ._fit._multistart import Starts as Starts
+from ._fit._noise import AbstractNoise as AbstractNoise, NegativeBinomial as NegativeBinomial
+from ._fit._profile import Profile as Profile
 from ._options import SolveOptions as SolveOptions
 from ._results import (
     RESULTS as RESULTS,
     SimulationError as SimulationError,
     Trajectory as Trajectory,
 )
+from ._sample import Posterior as Posterior, sample as sample
 from ._sensitivity import sensitivity as sensitivity
 from ._simulate import simulate as simulate
 from ._solvers import SOLVERS as SOLVERS

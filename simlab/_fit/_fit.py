@@ -19,12 +19,20 @@ from jaxtyping import Array, ArrayLike
 from .._misc import is_concrete
 from .._options import SolveOptions
 from .._results import RESULTS
-from ._loop import Carry, GradientStepper, LeastSquaresStepper, num_scalars, run
+from ._loop import AbstractStepper, Carry, GradientStepper, OptimistixStepper, num_scalars, run
+from ._multistart import best_carry, draw_starts, run_starts
+from ._noise import AbstractLeastSquaresNoise, AbstractNoise, noise_model
 from ._problem import FitProblem, Layout, get_path, make_problem
-from ._uncertainty import covariance, covariance_labels, natural_values, with_natural_values
+from ._uncertainty import (
+    covariance,
+    covariance_labels,
+    hessian_covariance,
+    natural_values,
+    with_natural_values,
+)
 
-METHODS = ("least_squares", "gradient")
-DEFAULT_MAX_STEPS = {"least_squares": 200, "gradient": 2000}
+METHODS = ("least_squares", "quasi_newton", "gradient")
+DEFAULT_MAX_STEPS = {"least_squares": 200, "quasi_newton": 500, "gradient": 2000}
 # Built once, so that every default gradient fit reuses one compiled loop.
 DEFAULT_GRADIENT_OPTIMISER = optax.adam(1e-2)
 
@@ -35,19 +43,29 @@ class FitResult(eqx.Module):
     **Attributes:**
 
     - `model`: the fitted model (frozen parameters exactly as given).
-    - `params`: fitted parameter name → value (natural units).
+    - `params`: fitted parameter name → value (natural units); a noise model's fitted
+      parameters appear as `"noise.dispersion"` and so on.
     - `stderr`: fitted parameter name → standard error; `inf` where the data cannot
       identify the parameter.
     - `covariance`: covariance matrix of the fitted scalars, ordered as `covariance_labels`
-      (parameters, then fitted initial states such as `"y0.prey"`).
+      (parameters, then fitted initial states such as `"y0.prey"`, then noise parameters):
+      the inverse of the observed Fisher information.
     - `y0`, `y0_stderr`: the initial state(s), in the layout they were given; the standard
       errors are `nan` unless `fit_y0=True`.
-    - `loss`: $\\tfrac12\\sum_i r_i^2$ at the optimum, $r_i$ the residuals divided by
-      their noise scale.
+    - `loss`: the minimised objective: $\\tfrac12\\sum_i r_i^2$ for Gaussian and
+      log-normal noise ($r_i$ the residuals divided by their noise scale), the negative
+      log-likelihood for the others.
     - `loss_history`: the loss after each step (`nan` past `num_steps`).
     - `converged`, `num_steps`, `result`: whether the optimiser met its convergence test,
       how many steps it took, and a [`simlab.RESULTS`][] status.
-    - `noise_variance`: the residual variance $\\hat\\sigma^2 = 2\\,\\mathrm{loss}/(N-p)$.
+    - `noise_variance`: the residual variance $\\hat\\sigma^2 = 2\\,\\mathrm{loss}/(N-p)$
+      ($N$ the number of observed values, $p$ of fitted scalars; `nan` for count noise).
+    - `log_likelihood`: $\\log L$ at the optimum, all constants included (with a fitted
+      noise scale, at its maximum-likelihood value $\\hat\\sigma^2 = 2\\,\\mathrm{loss}/N$).
+    - `aic`, `bic`: $2k - 2\\log L$ and $k\\log N - 2\\log L$, $k$ counting every fitted
+      scalar (a fitted noise scale and noise parameters included): lower is better.
+    - `num_observed`: $N$, the number of observed (not NaN) values.
+    - `starts`: for a multi-start fit, every start's outcome ([`simlab.Starts`][]), else `None`.
     """
 
     model: Any
@@ -61,12 +79,60 @@ class FitResult(eqx.Module):
     num_steps: Array
     result: RESULTS
     noise_variance: Array
+    log_likelihood: Array
+    aic: Array
+    bic: Array
+    num_observed: Array
     covariance_labels: tuple[str, ...] = eqx.field(static=True)
     problem: FitProblem = eqx.field(repr=False)
+    starts: Any = None
+    stepper: AbstractStepper | None = eqx.field(default=None, repr=False)
+    max_steps: int = eqx.field(static=True, default=0)
 
     @property
     def converged(self) -> Array:
         return self.result == RESULTS.successful
+
+    def profile(
+        self,
+        name: str | Sequence[str],
+        *,
+        level: float = 0.95,
+        num_points: int = 21,
+        span: float = 4.0,
+    ):
+        r"""The profile likelihood of a fitted parameter, and its confidence interval.
+
+        Fixes the parameter at each of `num_points` values around the estimate and
+        re-optimises the others, all refits as one vmapped, compiled loop started from the
+        optimum. The interval is where the profile's rise
+        $\mathrm{PL}(c) - \mathrm{PL}(\hat\theta)$ stays below $\tfrac12\chi^2_1$ at
+        `level`; it may be asymmetric, or open on a side where the profile never rises that
+        far within the grid (`lower_open` / `upper_open`: a parameter the data do not
+        bound). Works under `jax.vmap` over fits.
+
+        **Arguments:**
+
+        - `name`: a fitted scalar parameter, or a list of them (each profiled in turn).
+        - `level`: the confidence level.
+        - `num_points`: grid points (odd: the estimate is the middle one).
+        - `span`: the grid reaches this many standard errors each side of the estimate,
+          measured in the parameter's unconstrained coordinate (log for positive rates).
+
+        **Returns:** a [`simlab.Profile`][], or a dict name → `Profile` for a list.
+
+        !!! example
+
+            ```python
+            profile = result.profile("alpha")
+            profile.lower, profile.upper
+            ```
+        """
+        from ._profile import profile
+
+        if isinstance(name, str):
+            return profile(self, name, level=level, num_points=num_points, span=span)
+        return {n: profile(self, n, level=level, num_points=num_points, span=span) for n in name}
 
     def predict(self, ts: ArrayLike, *, data_set: int = 0, member: int = 0):
         r"""The fitted model's observed quantities at `ts`, and their standard errors.
@@ -77,7 +143,7 @@ class FitResult(eqx.Module):
 
         **Arguments:**
 
-        - `ts`: save times, starting at the data's first time.
+        - `ts`: save times, from the data's first time (or from `t0` when the fit had one).
         - `data_set`, `member`: which data set (for fits to several) and which member of a
           batch of experiments supplies the initial state.
 
@@ -86,14 +152,19 @@ class FitResult(eqx.Module):
         ts = jnp.asarray(ts, dtype=float)
         problem, model = self.problem, self.model
         y0s = tuple(e.y0 for e in problem.experiments)
+        skip = problem.experiments[data_set].skip
+        if skip:  # the simulation starts at t0, before the first time asked for
+            ts = jnp.concatenate([problem.experiments[data_set].ts[:1], ts])
 
         def predicted(theta):
             fitted_model, fitted_y0s = with_natural_values(problem, model, y0s, theta)
-            return problem.predict(fitted_model, fitted_y0s[data_set][member], ts, "forward")[0]
+            y0 = fitted_y0s[data_set][member]
+            return problem.predict(fitted_model, y0, ts, "forward")[0][skip:]
 
         theta = natural_values(problem, model, y0s)
         jacobian = jax.jacfwd(predicted)(theta)
-        variance = jnp.einsum("tkp,pq,tkq->tk", jacobian, self.covariance, jacobian)
+        cov = self.covariance[: theta.size, : theta.size]
+        variance = jnp.einsum("tkp,pq,tkq->tk", jacobian, cov, jacobian)
         return predicted(theta), jnp.sqrt(variance)
 
 
@@ -106,8 +177,14 @@ def fit(
     params: Sequence[str],
     observe: Callable | str | Sequence[str] | None = None,
     fit_y0: bool = False,
+    t0: ArrayLike | Sequence[ArrayLike] | None = None,
+    noise: str | AbstractNoise = "gaussian",
     noise_scale: ArrayLike | Sequence[ArrayLike] | None = None,
-    method: str = "least_squares",
+    fit_noise: bool | None = None,
+    bounds: dict[str, tuple[float, float]] | None = None,
+    starts: int | None = None,
+    key: Any = None,
+    method: str | None = None,
     optimiser: Any = None,
     max_steps: int | None = None,
     rtol: float = 1e-8,
@@ -119,16 +196,22 @@ def fit(
     checkpoint_every: int = 100,
     throw: bool = True,
 ) -> FitResult:
-    r"""Fits model parameters (and optionally initial states) to observations.
+    r"""Fits model parameters (and optionally initial states) to observations by maximum
+    likelihood.
 
-    Minimises $\tfrac12 \sum_{e,t,j} r_{etj}^2$ with
-    $r_{etj} = \big(h_j(y_e(t)) - \text{obs}_{etj}\big) / s_{etj}$: $y_e$ the simulated
-    trajectory of experiment $e$, $h$ the observation map and $s$ the noise scale.
+    Minimises the negative log-likelihood $-\sum_{e,t,j} \log p(\text{obs}_{etj} \mid
+    h_j(y_e(t)))$ over the observed values: $y_e$ the simulated trajectory of experiment
+    $e$, $h$ the observation map, $p$ the noise model. For Gaussian noise that is least
+    squares, $\tfrac12 \sum r_{etj}^2$ with $r_{etj} = \big(h_j(y_e(t)) -
+    \text{obs}_{etj}\big) / s_{etj}$, $s$ the noise scale.
     Parameters a model declares positive or bounded are optimised through a transform
     ($\theta = a + e^u$, or $a + (b-a)\,\sigma(u)$), so every iterate is a valid model;
     parameters not named in `params` stay exactly as they are. At the optimum the
-    covariance is $\hat\sigma^2 (J^\top J)^{-1}$ in natural units, $J = \partial r/\partial
-    \theta$, $\hat\sigma^2 = \sum r^2 / (N - p)$; parameters the data cannot identify get an
+    covariance is the inverse observed Fisher information in natural units:
+    $\sigma^2 (J^\top J)^{-1}$, $J = \partial r/\partial \theta$, for Gaussian and
+    log-normal noise (exact for them), with $\sigma^2 = 1$ for a known noise scale and
+    $\hat\sigma^2 = \sum r^2 / (N - p)$ for a fitted one; the inverse Hessian of the
+    negative log-likelihood for count noise. Parameters the data cannot identify get an
     infinite standard error and a warning naming them.
 
     A trial point whose simulation fails (too many steps, a non-finite state) is rejected,
@@ -139,26 +222,47 @@ def fit(
 
     - `model`: a [`simlab.models.AbstractModel`][] (or any `eqx.Module` vector field)
       holding the starting values.
-    - `ts`: the observation times, shape `(T,)`; the simulation starts at `ts[0]`.
-      A list of arrays fits several data sets that share the parameters.
+    - `ts`: the observation times, shape `(T,)`; the simulation starts at `ts[0]` unless
+      `t0` is given. A list of arrays fits several data sets that share the parameters.
     - `observations`: shape `(T, k)`, or `(batch, T, k)` for several experiments sharing
-      `ts` (a list of such for several data sets). No NaN or inf.
-    - `y0`: the initial state at `ts[0]`, shape `model.state_shape` (or `(batch, ...)`).
+      `ts` (a list of such for several data sets). NaN marks a value that was not
+      observed: it is left out of the likelihood, the Jacobian and the degrees of freedom,
+      so quantities measured at different times share one `ts` with NaN elsewhere.
+    - `y0`: the initial state at the start (`t0`, else `ts[0]`), shape `model.state_shape`
+      (or `(batch, ...)`).
     - `params`: names of the parameters to fit, e.g. `["alpha", "beta"]`. Nested ones are
       named by path (`"physics.alpha"`); a name that points to a module (e.g. a hybrid
       model's `"correction"` network) fits all its floating-point arrays.
     - `observe`: what is measured: `None` (the whole state), names of state components
       (`["I"]`), or a function `observe(y) -> (k,)` of one state.
     - `fit_y0`: also fit the initial state(s), starting from `y0`.
+    - `t0`: the time the simulation starts (and `y0` holds), before `ts[0]`; default `ts[0]`.
+    - `noise`: the noise model: `"gaussian"` (additive), `"lognormal"` (multiplicative;
+      positive data), `"poisson"` or `"negative_binomial"` (counts; the latter fits a
+      dispersion), or a [`simlab.AbstractNoise`][] of your own.
     - `noise_scale`: the standard deviation of each observation (scalar, per quantity
-      `(k,)`, or per point), dividing the residuals: a point's weight is `1 / noise_scale²`.
+      `(k,)`, or per point; of $\log y$ for log-normal noise): a point's weight is
+      `1 / noise_scale²`.
+    - `fit_noise`: estimate a common factor $\sigma$ of the noise scale (Gaussian and
+      log-normal). Default: `True` when `noise_scale` is not given, else `False` (known).
+    - `bounds`: name → `(lower, upper)`: the range a parameter is searched in (its
+      transform maps onto it) and, with `starts`, drawn from. Must lie inside the declared
+      range and hold the starting value.
+    - `starts`: run this many fits from points drawn by Latin hypercube sampling within
+      `bounds` (log-uniform where the lower bound is positive) as one vmapped loop, and
+      return the best; `result.starts` keeps every start. Needs `bounds` for every
+      parameter (or finite declared ranges) and a `key`.
+    - `key`: a `jax.random` key for drawing the starts.
     - `method`: `"least_squares"` (an Optimistix least-squares solver, Levenberg–Marquardt
-      by default; few parameters) or `"gradient"` (an Optax optimiser, Adam with learning
-      rate 0.01 by default; many parameters, e.g. neural networks).
-    - `optimiser`: an `optimistix.AbstractLeastSquaresSolver` or an
-      `optax.GradientTransformation` matching `method`.
-    - `max_steps`: the most optimiser steps (default 200 for least squares, 2000 for
-      gradient descent).
+      by default; Gaussian and log-normal noise, few parameters), `"quasi_newton"` (an
+      Optimistix minimiser of the negative log-likelihood, BFGS by default; any noise), or
+      `"gradient"` (an Optax optimiser, Adam with learning rate 0.01 by default; many
+      parameters, e.g. neural networks). Default: least squares where the noise allows,
+      else quasi-Newton.
+    - `optimiser`: an `optimistix.AbstractLeastSquaresSolver`, an
+      `optimistix.AbstractMinimiser` or an `optax.GradientTransformation` matching `method`.
+    - `max_steps`: the most optimiser steps (default 200 for least squares, 500 for
+      quasi-Newton, 2000 for gradient descent).
     - `rtol`, `atol`: convergence tolerances (of the default Levenberg–Marquardt solver;
       for gradient descent, the least relative/absolute improvement of the best loss
       that resets its 50-step patience).
@@ -188,9 +292,11 @@ def fit(
         result.params["alpha"], result.stderr["alpha"]
         ```
     """
+    noise = noise_model(noise)
     method, stepper, max_steps = _checked_settings(
-        method, optimiser, max_steps, rtol, atol, checkpoint_every
+        method, optimiser, max_steps, rtol, atol, checkpoint_every, noise
     )
+    fit_noise = _checked_fit_noise(fit_noise, noise, noise_scale)
     problem, layout = make_problem(
         model,
         ts,
@@ -201,6 +307,10 @@ def fit(
         fit_y0=fit_y0,
         noise_scale=noise_scale,
         simulate_options=simulate_options,
+        t0=t0,
+        noise=noise,
+        fit_noise=fit_noise,
+        bounds=bounds,
     )
     arrays = jtu.tree_leaves(eqx.filter(problem, eqx.is_array))
     traced = not all(is_concrete(leaf) for leaf in arrays)
@@ -209,19 +319,22 @@ def fit(
             "checkpoint= and devices= need concrete data; they cannot be used inside "
             "jax.jit or jax.vmap."
         )
-    if devices is not None:
-        problem = _sharded(problem, list(devices))
-    progress = (not traced and sys.stdout.isatty()) if progress is None else progress and not traced
-    carry = run(
-        problem,
-        stepper,
-        max_steps=max_steps,
-        traced=traced,
-        progress=progress,
-        checkpoint=checkpoint,
-        checkpoint_every=checkpoint_every,
-    )
-    result, unidentifiable = _result(problem, carry, layout)
+    if starts is not None:
+        carry, starts = _multi_start(problem, stepper, max_steps, starts, key, devices, checkpoint)
+    else:
+        if devices is not None:
+            problem = _sharded(problem, list(devices))
+        show = not traced and sys.stdout.isatty() if progress is None else progress and not traced
+        carry = run(
+            problem,
+            stepper,
+            max_steps=max_steps,
+            traced=traced,
+            progress=show,
+            checkpoint=checkpoint,
+            checkpoint_every=checkpoint_every,
+        )
+    result, unidentifiable = _result(problem, carry, layout, starts, stepper, max_steps)
     if not traced:
         _warn_unidentifiable(result.covariance_labels, np.asarray(unidentifiable))
     if throw:
@@ -229,9 +342,29 @@ def fit(
     return result
 
 
-def _checked_settings(method, optimiser, max_steps, rtol, atol, checkpoint_every):
+def _checked_fit_noise(fit_noise, noise: AbstractNoise, noise_scale) -> bool:
+    least_squares = isinstance(noise, AbstractLeastSquaresNoise)
+    if fit_noise is None:
+        return least_squares and noise_scale is None
+    if fit_noise and not least_squares:
+        raise ValueError(
+            f"fit_noise=True fits the scale of Gaussian or log-normal noise; "
+            f"{type(noise).__name__} has none (a negative binomial fits its dispersion anyway)."
+        )
+    return bool(fit_noise)
+
+
+def _checked_settings(method, optimiser, max_steps, rtol, atol, checkpoint_every, noise):
+    least_squares = isinstance(noise, AbstractLeastSquaresNoise)
+    if method is None:
+        method = "least_squares" if least_squares else "quasi_newton"
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; use one of {list(METHODS)}.")
+    if method == "least_squares" and not least_squares:
+        raise ValueError(
+            f"method='least_squares' needs Gaussian or log-normal noise; for "
+            f"{type(noise).__name__} use method='quasi_newton' (the default) or 'gradient'."
+        )
     for name, value in (("rtol", rtol), ("atol", atol)):
         if not isinstance(value, int | float) or not value >= 0:
             raise ValueError(f"{name} must be a non-negative number; got {value!r}.")
@@ -248,6 +381,14 @@ def _checked_settings(method, optimiser, max_steps, rtol, atol, checkpoint_every
                 f"optax.adam(1e-2); got {type(optimiser).__name__}."
             )
         return method, GradientStepper(optimiser, float(rtol), float(atol)), max_steps
+    if method == "quasi_newton":
+        optimiser = optx.BFGS(rtol=rtol, atol=atol) if optimiser is None else optimiser
+        if not isinstance(optimiser, optx.AbstractMinimiser):
+            raise TypeError(
+                "method='quasi_newton' takes an optimistix minimiser as optimiser, e.g. "
+                f"optimistix.BFGS(rtol=1e-8, atol=1e-12); got {type(optimiser).__name__}."
+            )
+        return method, OptimistixStepper(optimiser, float(rtol), float(atol)), max_steps
     optimiser = optx.LevenbergMarquardt(rtol=rtol, atol=atol) if optimiser is None else optimiser
     if not isinstance(optimiser, optx.AbstractLeastSquaresSolver):
         raise TypeError(
@@ -255,7 +396,30 @@ def _checked_settings(method, optimiser, max_steps, rtol, atol, checkpoint_every
             f"e.g. optimistix.LevenbergMarquardt(rtol=1e-8, atol=1e-12); got "
             f"{type(optimiser).__name__}. For an optax optimiser use method='gradient'."
         )
-    return method, LeastSquaresStepper(optimiser, float(rtol), float(atol)), max_steps
+    return method, OptimistixStepper(optimiser, float(rtol), float(atol)), max_steps
+
+
+def _multi_start(problem, stepper, max_steps, num_starts, key, devices, checkpoint):
+    """Runs the fit from `num_starts` drawn points; the best start's carry and all starts."""
+    if not isinstance(num_starts, int) or isinstance(num_starts, bool) or num_starts < 1:
+        raise ValueError(f"starts must be a positive integer; got {num_starts!r}.")
+    if key is None:
+        raise ValueError("starts= draws random starting points: pass key=jax.random.key(0).")
+    if checkpoint is not None:
+        raise ValueError("checkpoint= is not supported with starts=; run without a checkpoint.")
+    if not problem.array_paths:
+        raise ValueError("starts= draws parameter values; name at least one array in params.")
+    initial = draw_starts(problem, key, num_starts)
+    if devices is not None:
+        devices = list(devices)
+        if num_starts % len(devices):
+            raise ValueError(
+                f"starts={num_starts} is not divisible by {len(devices)} devices; pass a multiple."
+            )
+        sharding = NamedSharding(Mesh(np.array(devices), ("starts",)), PartitionSpec("starts"))
+        initial = jax.device_put(initial, sharding)
+    carries, starts = run_starts(problem, stepper, max_steps, initial)
+    return best_carry(carries, starts.best), starts
 
 
 def _sharded(problem: FitProblem, devices: list) -> FitProblem:
@@ -277,6 +441,8 @@ def _sharded(problem: FitProblem, devices: list) -> FitProblem:
                 observations=jax.device_put(experiment.observations, batch_sharding),
                 noise_scale=jax.device_put(experiment.noise_scale, batch_sharding),
                 y0=jax.device_put(experiment.y0, batch_sharding),
+                observed=jax.device_put(experiment.observed, batch_sharding),
+                skip=experiment.skip,
             )
         )
     model = jtu.tree_map(
@@ -287,21 +453,44 @@ def _sharded(problem: FitProblem, devices: list) -> FitProblem:
 
 @eqx.filter_jit
 def _finish(problem: FitProblem, carry: Carry, num_fitted: int):
+    """The fitted model, its likelihood, information criteria and covariance."""
     model, y0s = problem.build(carry.best_u)
-    residuals, solved = problem.residuals_at(model, y0s, "forward")
-    loss = 0.5 * jnp.sum(residuals**2)
-    if problem.array_paths or problem.fit_y0:
-        cov, unidentifiable = covariance(problem, model, y0s, loss, num_fitted)
+    noise = problem.noise_at(carry.best_u)
+    num_observed = problem.num_observed()
+    dof = num_observed - num_fitted
+    has_scalars = bool(problem.array_paths or problem.fit_y0 or problem.noise_paths)
+    if problem.is_least_squares:
+        residuals, solved = problem.residuals_at(model, y0s, "forward")
+        loss = 0.5 * jnp.sum(residuals**2)
+        noise_variance = jnp.where(dof > 0, 2 * loss / jnp.maximum(dof, 1), jnp.nan)
+        # A fitted noise scale enters the likelihood at its maximum, 2·loss/N.
+        factor = jnp.sqrt(2 * loss / num_observed) if problem.fit_noise else 1.0
+        nll, _ = problem.negative_log_likelihood_at(model, y0s, noise, "forward", factor)
+        sigma2 = noise_variance if problem.fit_noise else jnp.ones(())
+        if has_scalars:
+            cov, unidentifiable = covariance(problem, model, y0s, sigma2)
     else:
+        loss, solved = problem.negative_log_likelihood_at(model, y0s, noise, "forward")
+        nll, noise_variance = loss, jnp.full((), jnp.nan)
+        if has_scalars:
+            cov, unidentifiable = hessian_covariance(problem, model, y0s, noise)
+    if not has_scalars:
         cov, unidentifiable = jnp.zeros((0, 0)), jnp.zeros((0,), bool)
-    dof = residuals.size - num_fitted
-    noise_variance = jnp.where(dof > 0, 2 * loss / max(dof, 1), jnp.nan)
-    return model, y0s, loss, solved, cov, unidentifiable, noise_variance
+    num_estimated = num_fitted + int(problem.fit_noise)
+    criteria = {
+        "log_likelihood": -nll,
+        "aic": 2 * num_estimated + 2 * nll,
+        "bic": num_estimated * jnp.log(num_observed) + 2 * nll,
+        "num_observed": num_observed,
+    }
+    return model, y0s, noise, loss, solved, cov, unidentifiable, noise_variance, criteria
 
 
-def _result(problem, carry: Carry, layout: Layout) -> tuple[FitResult, Array]:
+def _result(
+    problem, carry: Carry, layout: Layout, starts, stepper, max_steps
+) -> tuple[FitResult, Array]:
     num_fitted = num_scalars(carry.best_u)
-    model, y0s, loss, solved, cov, unidentifiable, noise_variance = _finish(
+    model, y0s, noise, loss, solved, cov, unidentifiable, noise_variance, criteria = _finish(
         problem, carry, num_fitted
     )
     result = RESULTS.where(
@@ -319,17 +508,23 @@ def _result(problem, carry: Carry, layout: Layout) -> tuple[FitResult, Array]:
         offset += value.size
     for path in problem.module_paths:
         params[path] = get_path(model, path)
+    rest = stderr[offset:]
     if problem.fit_y0:
-        y0_errors, rest = [], stderr[offset:]
+        y0_errors = []
         for y0 in y0s:
             y0_errors.append(rest[: y0.size].reshape(y0.shape))
             rest = rest[y0.size :]
     else:
         y0_errors = [jnp.full_like(y0, jnp.nan) for y0 in y0s]
+    for index, path in enumerate(problem.noise_paths):
+        params[f"noise.{path}"] = getattr(noise, path)
+        errors[f"noise.{path}"] = rest[index]
     experiments = tuple(
         eqx.tree_at(lambda e: e.y0, e, y) for e, y in zip(problem.experiments, y0s, strict=True)
     )
-    fitted = eqx.tree_at(lambda p: (p.model, p.experiments), problem, (model, experiments))
+    fitted = eqx.tree_at(
+        lambda p: (p.model, p.experiments, p.noise), problem, (model, experiments, noise)
+    )
     labels = covariance_labels(problem, getattr(model, "state_names", None))
     return FitResult(
         model=model,
@@ -343,8 +538,12 @@ def _result(problem, carry: Carry, layout: Layout) -> tuple[FitResult, Array]:
         num_steps=carry.step,
         result=result,
         noise_variance=noise_variance,
+        **criteria,
         covariance_labels=labels,
         problem=fitted,
+        starts=starts,
+        stepper=stepper,
+        max_steps=max_steps,
     ), unidentifiable
 
 

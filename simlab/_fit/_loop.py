@@ -24,6 +24,12 @@ from ..io import atomic_write
 from ._problem import FAILED_RESIDUAL, FitProblem
 
 FORWARD_MODE_MAX_PARAMETERS = 16
+VALUE_INFOS = (
+    optx.FunctionInfo.Eval,
+    optx.FunctionInfo.EvalGrad,
+    optx.FunctionInfo.EvalGradHessian,
+    optx.FunctionInfo.EvalGradHessianInv,
+)
 
 
 def num_scalars(tree) -> int:
@@ -73,8 +79,7 @@ class GradientStepper(AbstractStepper):
         forward = num_scalars(problem.initial_unconstrained()) <= FORWARD_MODE_MAX_PARAMETERS
 
         def loss_fn(u):
-            residuals, ok = problem.residuals(u, "forward" if forward else "checkpoint")
-            loss = 0.5 * jnp.sum(residuals**2)
+            loss, ok = problem.loss(u, "forward" if forward else "checkpoint")
             return loss, (loss, ok)
 
         if forward:
@@ -127,21 +132,30 @@ class GradientStepper(AbstractStepper):
         return None  # every entry of the state is an array
 
 
-class LeastSquaresStepper(AbstractStepper):
-    """Any Optimistix least-squares solver (Levenberg–Marquardt by default).
+class OptimistixStepper(AbstractStepper):
+    """Any Optimistix least-squares solver (Levenberg–Marquardt by default) on the
+    residuals, or minimiser (BFGS by default) on the negative log-likelihood.
 
-    Its Jacobian is built in forward mode (`jac="fwd"`, simulations with
-    `diffrax.ForwardMode`): one Jacobian costs about one solve per fitted parameter, which
-    beats reverse mode's one backward pass per residual when parameters are few and
-    residuals many, as in curve fitting.
+    Derivatives are taken in forward mode (`jac="fwd"` / `autodiff_mode="fwd"`,
+    simulations with `diffrax.ForwardMode`): one Jacobian costs about one solve per fitted
+    parameter, which beats reverse mode's one backward pass per residual when parameters
+    are few and residuals many, as in curve fitting.
     """
 
-    solver: optx.AbstractLeastSquaresSolver
+    solver: optx.AbstractLeastSquaresSolver | optx.AbstractMinimiser
     rtol: float
     atol: float
 
+    @property
+    def _options(self) -> dict[str, str]:
+        if isinstance(self.solver, optx.AbstractLeastSquaresSolver):
+            return {"jac": "fwd"}
+        return {"autodiff_mode": "fwd"}
+
     def objective(self, problem):
-        return lambda u, args: (problem.residuals(u, "forward")[0], None)
+        if isinstance(self.solver, optx.AbstractLeastSquaresSolver):
+            return lambda u, args: (problem.residuals(u, "forward")[0], None)
+        return lambda u, args: (problem.loss(u, "forward")[0], None)
 
     def _call(self, objective, u):
         # Optimistix solvers expect a closure-converted function, as `optx.least_squares`
@@ -151,24 +165,28 @@ class LeastSquaresStepper(AbstractStepper):
     def init(self, objective, u):
         fn = self._call(objective, u)
         f_struct, aux_struct = fn.out_struct
-        return self.solver.init(fn, u, None, {"jac": "fwd"}, f_struct, aux_struct, frozenset())
+        return self.solver.init(fn, u, None, self._options, f_struct, aux_struct, frozenset())
 
     def step(self, objective, u, state):
         fn = self._call(objective, u)
-        new_u, new_state, _ = self.solver.step(fn, u, None, {"jac": "fwd"}, state, frozenset())
-        done, result = self.solver.terminate(fn, u, None, {"jac": "fwd"}, new_state, frozenset())
+        new_u, new_state, _ = self.solver.step(fn, u, None, self._options, state, frozenset())
+        done, result = self.solver.terminate(fn, u, None, self._options, new_state, frozenset())
         loss = self._loss(objective, new_u, new_state)
         return new_u, new_state, loss, done, RESULTS.promote(result)
 
     def _loss(self, objective, u, state):
         # Gauss–Newton-family states (Levenberg–Marquardt included) hold the residual at
-        # the accepted point: reuse it rather than simulate once more.
+        # the accepted point, quasi-Newton ones the value: reuse it rather than simulate
+        # once more.
         f_info = getattr(state, "f_info", None)
         if isinstance(f_info, optx.FunctionInfo.ResidualJac):
-            residuals = f_info.residual
-        else:
-            residuals, _ = objective(u, None)
-        return 0.5 * jnp.sum(residuals**2)
+            return 0.5 * jnp.sum(f_info.residual**2)
+        if isinstance(f_info, VALUE_INFOS):
+            return f_info.f
+        value, _ = objective(u, None)
+        if isinstance(self.solver, optx.AbstractLeastSquaresSolver):
+            return 0.5 * jnp.sum(value**2)
+        return value
 
 
 class Carry(eqx.Module):
@@ -189,8 +207,7 @@ def start(problem: FitProblem, stepper: AbstractStepper, max_steps: int) -> Carr
     u = problem.initial_unconstrained()
     objective = stepper.objective(problem)
     state = stepper.init(objective, u)
-    residuals, _ = problem.residuals(u, "forward")
-    loss = 0.5 * jnp.sum(residuals**2)
+    loss, _ = problem.loss(u, "forward")
     history = jnp.full((max_steps + 1,), jnp.nan, loss.dtype).at[0].set(loss)
     return Carry(
         u=u,

@@ -16,20 +16,29 @@ from .._misc import is_concrete
 from .._options import SolveOptions, as_solve_options
 from .._simulate import checked_ts, simulate
 from ..models._base import AbstractModel
+from ._noise import AbstractLeastSquaresNoise, AbstractNoise, Gaussian, noise_parameters
 from ._transforms import IDENTITY, Transform, transform_for
 
 # A member whose solve fails contributes this residual everywhere: large enough that any
 # optimiser rejects the trial point, finite so that the fit itself never turns NaN.
 FAILED_RESIDUAL = 1e8
+GAUSSIAN = Gaussian()
 
 
 class Experiment(eqx.Module):
-    """Experiments sharing save times: observations `(batch, times, k)`, y0 `(batch, *state)`."""
+    """Experiments sharing save times: observations `(batch, times, k)`, y0 `(batch, *state)`.
+
+    `ts` are the simulation's save times: the observation times, preceded by the start
+    time `t0` when it comes before them (`skip=1`: that first row is not observed).
+    Missing observations are `False` in `observed` and hold a placeholder value (1.0).
+    """
 
     ts: Array
     observations: Array
     noise_scale: Array
     y0: Array
+    observed: Array
+    skip: int = eqx.field(static=True, default=0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,7 +63,11 @@ def get_path(tree: Any, path: str) -> Any:
     return tree
 
 
-def bounds_of(model: Any, path: str) -> Transform:
+def bounds_of(model: Any, path: str, overrides: tuple = ()) -> Transform:
+    """The transform of a parameter: onto `bounds=` given to the fit, else its declared range."""
+    for override_path, lower, upper in overrides:
+        if override_path == path:
+            return Transform(lower=lower, upper=upper)
     owner_path, _, name = path.rpartition(".")
     owner = get_path(model, owner_path) if owner_path else model
     if isinstance(owner, AbstractModel):
@@ -72,6 +85,9 @@ class FitProblem(eqx.Module):
     fit_y0: bool = eqx.field(static=True)
     observe: Callable = eqx.field(static=True)
     simulate_options: SolveOptions = eqx.field(static=True)
+    noise: AbstractNoise = GAUSSIAN
+    fit_noise: bool = eqx.field(static=True, default=False)
+    bounds: tuple[tuple[str, float, float], ...] = eqx.field(static=True, default=())
 
     @property
     def paths(self) -> tuple[str, ...]:
@@ -81,6 +97,29 @@ class FitProblem(eqx.Module):
     def observed_names(self) -> tuple[str, ...] | None:
         """The observed state components, when `observe=` named them; else None."""
         return self.observe.names if isinstance(self.observe, SelectComponents) else None
+
+    @property
+    def is_least_squares(self) -> bool:
+        """Whether the likelihood is Gaussian in some residual (fitted by least squares)."""
+        return isinstance(self.noise, AbstractLeastSquaresNoise)
+
+    @property
+    def noise_paths(self) -> tuple[str, ...]:
+        """The noise model's fitted parameters (none for least-squares noise)."""
+        return () if self.is_least_squares else tuple(noise_parameters(self.noise))
+
+    def transform(self, path: str) -> Transform:
+        return bounds_of(self.model, path, self.bounds)
+
+    def noise_at(self, u: dict[str, Any]) -> AbstractNoise:
+        """The noise model at the unconstrained point `u` (its parameters are $e^u$)."""
+        if not self.noise_paths:
+            return self.noise
+        return eqx.tree_at(
+            lambda n: [getattr(n, p) for p in self.noise_paths],
+            self.noise,
+            [jnp.exp(u["noise"][p]) for p in self.noise_paths],
+        )
 
     def _filter_spec(self):
         spec = jtu.tree_map(lambda _: False, self.model)
@@ -97,23 +136,21 @@ class FitProblem(eqx.Module):
         """The starting point `u0` of the optimiser (natural values pulled through $g^{-1}$)."""
         natural, _ = eqx.partition(self.model, self._filter_spec())
         inverse = [
-            bounds_of(self.model, p).to_unconstrained(get_path(natural, p))
-            for p in self.array_paths
+            self.transform(p).to_unconstrained(get_path(natural, p)) for p in self.array_paths
         ]
         if self.array_paths:
             natural = eqx.tree_at(
                 lambda m: [get_path(m, p) for p in self.array_paths], natural, inverse
             )
         y0s = tuple(e.y0 for e in self.experiments) if self.fit_y0 else None
-        return {"model": natural, "y0": y0s}
+        noise = {p: jnp.log(getattr(self.noise, p)) for p in self.noise_paths}
+        return {"model": natural, "y0": y0s, "noise": noise}
 
     def build(self, u: dict[str, Any]) -> tuple[Any, tuple[Array, ...]]:
         """The model and initial states at the unconstrained point `u`."""
         natural = u["model"]
         if self.array_paths:
-            values = [
-                bounds_of(self.model, p).to_natural(get_path(natural, p)) for p in self.array_paths
-            ]
+            values = [self.transform(p).to_natural(get_path(natural, p)) for p in self.array_paths]
             natural = eqx.tree_at(
                 lambda m: [get_path(m, p) for p in self.array_paths], natural, values
             )
@@ -123,11 +160,18 @@ class FitProblem(eqx.Module):
         return model, y0s
 
     def residuals_at(self, model, y0s, adjoint) -> tuple[Array, Array]:
-        """Weighted residuals of all experiments, flattened, and whether every solve succeeded."""
+        """Weighted residuals of all experiments, flattened, and whether every solve succeeded.
+
+        Missing observations contribute a residual of exactly zero (and no derivative).
+        """
         chunks, all_ok = [], jnp.array(True)
         for experiment, y0 in zip(self.experiments, y0s, strict=True):
-            residual, ok = self._experiment_residuals(model, experiment, y0, adjoint)
-            chunks.append(residual.reshape(-1))
+            predictions, ok, usable = self._experiment_predictions(model, experiment, y0, adjoint)
+            residual = self.noise.residuals(
+                predictions, experiment.observations, experiment.noise_scale
+            )
+            residual = jnp.where(usable, residual, jnp.where(ok, 0.0, FAILED_RESIDUAL))
+            chunks.append(jnp.where(experiment.observed, residual, 0.0).reshape(-1))
             all_ok = all_ok & jnp.all(ok)
         return jnp.concatenate(chunks), all_ok
 
@@ -135,27 +179,53 @@ class FitProblem(eqx.Module):
         model, y0s = self.build(u)
         return self.residuals_at(model, y0s, adjoint)
 
+    def negative_log_likelihood_at(self, model, y0s, noise, adjoint, noise_scale=1.0):
+        r"""$-\log L$ summed over the observed values (each noise scale times `noise_scale`),
+        and whether every solve succeeded; a failed member costs a large finite amount."""
+        total, all_ok = jnp.zeros(()), jnp.array(True)
+        for experiment, y0 in zip(self.experiments, y0s, strict=True):
+            predictions, ok, usable = self._experiment_predictions(model, experiment, y0, adjoint)
+            nll = noise.negative_log_likelihood(
+                predictions, experiment.observations, noise_scale * experiment.noise_scale
+            )
+            failed = 0.5 * FAILED_RESIDUAL**2 * experiment.observed
+            total = total + jnp.sum(jnp.where(usable, nll, jnp.where(ok, 0.0, failed)))
+            all_ok = all_ok & jnp.all(ok)
+        return total, all_ok
+
+    def loss(self, u, adjoint) -> tuple[Array, Array]:
+        r"""The objective the optimiser minimises at `u`: $\tfrac12\sum r^2$ for least-squares
+        noise, else the negative log-likelihood; and whether every solve succeeded."""
+        if self.is_least_squares:
+            residuals, ok = self.residuals(u, adjoint)
+            return 0.5 * jnp.sum(residuals**2), ok
+        model, y0s = self.build(u)
+        return self.negative_log_likelihood_at(model, y0s, self.noise_at(u), adjoint)
+
     def predict(self, model, y0, ts, adjoint):
         """Observed quantities along one trajectory, and whether its solve succeeded."""
         options = self.simulate_options.replace(adjoint=adjoint)
         trajectory = simulate(model, y0, ts, throw=False, options=options)
         return jax.vmap(self.observe)(trajectory.ys), trajectory.succeeded
 
-    def _experiment_residuals(self, model, experiment, y0, adjoint):
+    def _experiment_predictions(self, model, experiment, y0, adjoint):
+        """Predictions `(batch, times, k)` (the data's values where unusable), each member's
+        solve status `(batch, 1, 1)`, and which values are usable: observed and solved."""
+
         def predict(y0_member):
             return self.predict(model, y0_member, experiment.ts, adjoint)
 
         predictions, ok = jax.vmap(predict)(y0)
+        predictions = predictions[:, experiment.skip :]
         ok = ok[:, None, None]
+        usable = ok & experiment.observed
         # Double `where`: a failed member's predictions are inf, and must not reach the
         # arithmetic (or its derivatives) at all.
-        safe = jnp.where(ok, predictions, experiment.observations)
-        scaled = (safe - experiment.observations) / experiment.noise_scale
-        return jnp.where(ok, scaled, FAILED_RESIDUAL), ok
+        return jnp.where(usable, predictions, experiment.observations), ok, usable
 
-    @property
-    def num_residuals(self) -> int:
-        return sum(int(np.prod(e.observations.shape)) for e in self.experiments)
+    def num_observed(self) -> Array:
+        """How many values are observed (not NaN), over all experiments."""
+        return sum(jnp.sum(e.observed) for e in self.experiments)
 
 
 # ---------------------------------------------------------------------------------------
@@ -181,31 +251,39 @@ def make_problem(
     fit_y0: bool,
     noise_scale: Any,
     simulate_options: dict[str, Any] | None,
+    t0: Any = None,
+    noise: AbstractNoise = GAUSSIAN,
+    fit_noise: bool = False,
+    bounds: dict[str, Any] | None = None,
 ) -> tuple[FitProblem, Layout]:
-    array_paths, module_paths = _checked_params(model, params)
+    overrides = _checked_bounds(model, params, bounds)
+    array_paths, module_paths = _checked_params(model, params, overrides)
     is_list = isinstance(ts, list | tuple)
     if is_list:
         lengths = {len(ts), _length(observations, "observations"), _length(y0, "y0")}
         if not isinstance(noise_scale, list | tuple):
             noise_scale = [noise_scale] * len(ts)
+        if not isinstance(t0, list | tuple):
+            t0 = [t0] * len(ts)
         lengths.add(len(noise_scale))
+        lengths.add(len(t0))
         if len(lengths) != 1:
             raise ValueError(
                 "for several data sets pass lists of equal length for ts, observations, y0 "
-                f"(and noise_scale); got lengths {sorted(lengths)}."
+                f"(and noise_scale, t0); got lengths {sorted(lengths)}."
             )
         if len(ts) == 0:
             raise ValueError("the lists of data sets are empty; pass at least one data set.")
-        entries = list(zip(ts, observations, y0, noise_scale, strict=True))
+        entries = list(zip(ts, observations, y0, noise_scale, t0, strict=True))
     else:
-        entries = [(ts, observations, y0, noise_scale)]
+        entries = [(ts, observations, y0, noise_scale, t0)]
     state_shape = _state_shape(model, entries[0][2])
     observe_fn, num_observed = _checked_observe(model, observe, state_shape)
     experiments, batched = [], []
     for index, entry in enumerate(entries):
         where = f" (data set {index})" if is_list else ""
         experiment, is_batched = _checked_experiment(
-            *entry, state_shape=state_shape, num_observed=num_observed, where=where
+            *entry, state_shape=state_shape, num_observed=num_observed, where=where, noise=noise
         )
         experiments.append(experiment)
         batched.append(is_batched)
@@ -231,6 +309,9 @@ def make_problem(
         fit_y0=bool(fit_y0),
         observe=observe_fn,
         simulate_options=as_solve_options(simulate_options),
+        noise=noise,
+        fit_noise=bool(fit_noise),
+        bounds=overrides,
     )
     return problem, Layout(is_list=is_list, batched=tuple(batched))
 
@@ -244,7 +325,43 @@ def _length(value: Any, name: str) -> int:
     return len(value)
 
 
-def _checked_params(model: Any, params: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _checked_bounds(model: Any, params: Any, bounds: Any) -> tuple[tuple[str, float, float], ...]:
+    """`bounds=` as `(path, lower, upper)`, each inside the parameter's declared range."""
+    if bounds is None:
+        return ()
+    if not isinstance(bounds, dict):
+        raise TypeError(
+            f"bounds must be a dict of name -> (lower, upper), e.g. {{'rate': (0.1, 10.0)}}; got "
+            f"{type(bounds).__name__}."
+        )
+    checked = []
+    for path, pair in bounds.items():
+        if isinstance(params, list | tuple) and path not in params:
+            raise ValueError(f"bounds names {path!r}, which is not in params {list(params)}.")
+        try:
+            lower, upper = (float(v) for v in pair)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"bounds[{path!r}] must be a pair (lower, upper) of numbers; got {pair!r}."
+            ) from None
+        if not lower < upper:
+            raise ValueError(f"bounds[{path!r}] = {pair!r} must have lower < upper.")
+        try:
+            declared = bounds_of(model, path)
+        except AttributeError:
+            declared = IDENTITY  # an unknown name: reported with the other params checks
+        if lower < declared.lower or upper > declared.upper:
+            raise ValueError(
+                f"bounds[{path!r}] = ({lower:g}, {upper:g}) reaches outside the parameter's "
+                f"declared range {declared.describe()}; narrow it to lie inside."
+            )
+        checked.append((path, lower, upper))
+    return tuple(checked)
+
+
+def _checked_params(
+    model: Any, params: Any, overrides: tuple = ()
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
     if isinstance(params, str):
         raise TypeError(f"params must be a list of names, e.g. params=[{params!r}]; got a string.")
     params = list(params)
@@ -272,7 +389,7 @@ def _checked_params(model: Any, params: Any) -> tuple[tuple[str, ...], tuple[str
                 f"{list(known)} (nested ones are named by path, e.g. 'physics.alpha')."
             ) from None
         if eqx.is_inexact_array(value):
-            _check_start_inside(model, path, value)
+            _check_start_inside(model, path, value, overrides)
             array_paths.append(path)
         elif jtu.tree_leaves(eqx.filter(value, eqx.is_inexact_array)):
             module_paths.append(path)
@@ -284,10 +401,10 @@ def _checked_params(model: Any, params: Any) -> tuple[tuple[str, ...], tuple[str
     return tuple(array_paths), tuple(module_paths)
 
 
-def _check_start_inside(model: Any, path: str, value: Array) -> None:
+def _check_start_inside(model: Any, path: str, value: Array, overrides: tuple) -> None:
     if not is_concrete(value):
         return
-    transform = bounds_of(model, path)
+    transform = bounds_of(model, path, overrides)
     values = np.asarray(value)
     if not np.all(transform.strictly_inside(values)):
         raise ValueError(
@@ -330,7 +447,9 @@ def _checked_observe(model: Any, observe: Any, state_shape) -> tuple[Callable, i
     return SelectComponents(tuple(known.index(n) for n in names), tuple(names)), len(names)
 
 
-def _checked_experiment(ts, observations, y0, noise_scale, *, state_shape, num_observed, where):
+def _checked_experiment(
+    ts, observations, y0, noise_scale, t0, *, state_shape, num_observed, where, noise
+):
     ts = checked_ts(ts)
     observations = jnp.asarray(observations)
     if not jnp.issubdtype(observations.dtype, jnp.inexact):
@@ -344,9 +463,13 @@ def _checked_experiment(ts, observations, y0, noise_scale, *, state_shape, num_o
             f"({num_times}, {num_observed}), or (batch, {num_times}, {num_observed}) for "
             f"several experiments sharing ts; got {observations.shape}."
         )
-    _check_finite(observations, f"observations{where}", "drop or interpolate missing points")
+    observed = ~jnp.isnan(observations)
+    _check_observations(observations, observed, where, noise)
+    observations = jnp.where(observed, observations, 1.0)
+    ts, skip = _with_start(ts, t0, where)
     is_batched = observations.ndim == 3
     observations = observations if is_batched else observations[None]
+    observed = observed if is_batched else observed[None]
     y0 = jnp.asarray(y0)
     if not jnp.issubdtype(y0.dtype, jnp.inexact):
         y0 = y0.astype(float)
@@ -372,7 +495,43 @@ def _checked_experiment(ts, observations, y0, noise_scale, *, state_shape, num_o
         ) from None
     if is_concrete(scale) and not np.all(np.isfinite(scale) & (np.asarray(scale) > 0)):
         raise ValueError(f"noise_scale{where} must be positive and finite everywhere.")
-    return Experiment(ts=ts, observations=observations, noise_scale=scale, y0=y0), is_batched
+    experiment = Experiment(
+        ts=ts, observations=observations, noise_scale=scale, y0=y0, observed=observed, skip=skip
+    )
+    return experiment, is_batched
+
+
+def _with_start(ts: Array, t0: Any, where: str) -> tuple[Array, int]:
+    """The simulation's save times: `ts`, preceded by `t0` when it is given."""
+    if t0 is None:
+        return ts, 0
+    t0 = jnp.asarray(t0, dtype=ts.dtype)
+    if t0.ndim != 0:
+        raise ValueError(f"t0{where} must be a scalar time; got shape {t0.shape}.")
+    if is_concrete(t0) and is_concrete(ts) and not float(t0) < float(ts[0]):
+        raise ValueError(
+            f"t0{where} = {float(t0):g} must come before the first observation time "
+            f"ts[0] = {float(ts[0]):g}; leave t0 out to start the simulation at ts[0]."
+        )
+    return jnp.concatenate([t0[None], ts]), 1
+
+
+def _check_observations(observations: Array, observed: Array, where: str, noise) -> None:
+    """No inf; NaN means missing, but not everywhere; observed values suit the noise model."""
+    if not is_concrete(observations):
+        return
+    values, mask = np.asarray(observations), np.asarray(observed)
+    if np.any(np.isinf(values)):
+        raise ValueError(
+            f"observations{where} hold {int(np.sum(np.isinf(values)))} inf value(s); mark a "
+            "missing value with NaN, or drop the point."
+        )
+    if not np.any(mask):
+        raise ValueError(
+            f"observations{where} are all NaN: nothing is observed. NaN marks a missing value; "
+            "pass at least one measured value."
+        )
+    noise.check_observations(values[mask], where)
 
 
 def _check_finite(value: Array, name: str, fix: str) -> None:

@@ -1,4 +1,5 @@
-"""Standard errors from the Gauss–Newton approximation of the Hessian at the optimum."""
+"""Standard errors from the observed Fisher information at the optimum: the Gauss–Newton
+form $J^\top J$ for least-squares noise, the Hessian of the negative log-likelihood else."""
 
 import equinox as eqx
 import jax
@@ -31,6 +32,7 @@ def covariance_labels(problem: FitProblem, state_names) -> tuple[str, ...]:
             for b in range(batch):
                 prefix = "y0" + (f"[{g}]" if many_sets else "") + (f"[{b}]" if batch > 1 else "")
                 labels += [f"{prefix}.{name}" for name in names]
+    labels += [f"noise.{path}" for path in problem.noise_paths]
     return tuple(labels)
 
 
@@ -60,16 +62,16 @@ def with_natural_values(problem: FitProblem, model, y0s, theta: Array):
     return model, y0s
 
 
-def covariance(problem: FitProblem, model, y0s, loss: Array, num_fitted: int):
-    r"""$\hat\sigma^2 (J^\top J)^{-1}$ with $J = \partial r / \partial\theta$ in natural units.
+def covariance(problem: FitProblem, model, y0s, sigma2: Array):
+    r"""$\sigma^2 (J^\top J)^{-1}$ with $J = \partial r / \partial\theta$ in natural units.
 
     Differentiating with respect to $\theta$ itself is the chain rule through the transform
     done exactly: $\operatorname{Cov}_\theta = G\,\operatorname{Cov}_u G^\top$ with
-    $G = \mathrm{d}\theta/\mathrm{d}u$. $\hat\sigma^2 = 2\,\mathrm{loss}/(N - p)$ counts every
-    fitted scalar in $p$ (network weights included). Columns are scaled to unit norm before
-    the SVD so that the singular-value test does not depend on units. Entries along a
-    near-singular direction get variance `inf` (and `nan` covariances); the returned flags
-    say which.
+    $G = \mathrm{d}\theta/\mathrm{d}u$. `sigma2` is 1 when the noise scales are known, else
+    the estimated residual variance. Rows of missing observations are zero. Columns are
+    scaled to unit norm before the SVD so that the singular-value test does not depend on
+    units. Entries along a near-singular direction get variance `inf` (and `nan`
+    covariances); the returned flags say which.
     """
     theta = natural_values(problem, model, y0s)
 
@@ -77,20 +79,54 @@ def covariance(problem: FitProblem, model, y0s, loss: Array, num_fitted: int):
         return problem.residuals_at(*with_natural_values(problem, model, y0s, theta), "forward")[0]
 
     jacobian = jax.jacfwd(residuals_of)(theta)
-    num_residuals = jacobian.shape[0]
-    dof = num_residuals - num_fitted
-    sigma2 = jnp.where(dof > 0, 2 * loss / max(dof, 1), jnp.nan)
     column_norms = jnp.linalg.norm(jacobian, axis=0)
     safe_norms = jnp.where(column_norms > 0, column_norms, 1.0)
     _, singular, vh = jnp.linalg.svd(jacobian / safe_norms[None, :], full_matrices=False)
-    small = singular <= SINGULAR_RTOL * singular[0]
-    inverse_squares = jnp.where(small, 0.0, 1.0 / jnp.where(small, 1.0, singular) ** 2)
-    scaled_cov = (vh.T * inverse_squares[None, :]) @ vh
-    cov = sigma2 * scaled_cov / jnp.outer(safe_norms, safe_norms)
+    return _pseudo_inverse(singular**2, vh, safe_norms**2, column_norms == 0, sigma2)
+
+
+def hessian_covariance(problem: FitProblem, model, y0s, noise):
+    r"""$H^{-1}$, $H$ the Hessian of $-\log L$ in natural units: the fitted scalars, then the
+    noise model's parameters. Same scaling and singular-direction test as `covariance`."""
+    theta = jnp.concatenate(
+        [natural_values(problem, model, y0s)]
+        + [jnp.ravel(getattr(noise, p)) for p in problem.noise_paths]
+    )
+    num_fitted = theta.size - len(problem.noise_paths)
+
+    def nll_of(theta):
+        fitted_model, fitted_y0s = with_natural_values(problem, model, y0s, theta[:num_fitted])
+        fitted_noise = eqx.tree_at(
+            lambda n: [getattr(n, p) for p in problem.noise_paths],
+            noise,
+            list(theta[num_fitted:]),
+        )
+        nll, _ = problem.negative_log_likelihood_at(
+            fitted_model, fitted_y0s, fitted_noise, "forward"
+        )
+        return nll
+
+    hessian = jax.jacfwd(jax.jacfwd(nll_of))(theta)
+    hessian = 0.5 * (hessian + hessian.T)
+    diagonal = jnp.abs(jnp.diag(hessian))
+    safe = jnp.where(diagonal > 0, diagonal, 1.0)
+    scale = jnp.sqrt(safe)
+    eigenvalues, vectors = jnp.linalg.eigh(hessian / jnp.outer(scale, scale))
+    order = jnp.argsort(eigenvalues)[::-1]
+    return _pseudo_inverse(eigenvalues[order], vectors[:, order].T, safe, diagonal == 0, 1.0)
+
+
+def _pseudo_inverse(values, vh, squared_norms, zero_columns, sigma2):
+    """`sigma2 · V diag(1/values) Vᵀ / (n nᵀ)` over the informative directions (values in
+    decreasing order); flags the scalars that take part in an uninformative one."""
+    small = values <= SINGULAR_RTOL**2 * values[0]
+    inverse = jnp.where(small, 0.0, 1.0 / jnp.where(small, 1.0, values))
+    norms = jnp.sqrt(squared_norms)
+    cov = sigma2 * ((vh.T * inverse[None, :]) @ vh) / jnp.outer(norms, norms)
     # A parameter takes part in a singular direction when it has weight in that singular
     # vector; a parameter with no effect at all (zero column) is unidentifiable too.
     involvement = jnp.max(jnp.where(small[:, None], jnp.abs(vh), 0.0), axis=0)
-    unidentifiable = (involvement > 1e-3) | (column_norms == 0)
+    unidentifiable = (involvement > 1e-3) | zero_columns
     either = unidentifiable[:, None] | unidentifiable[None, :]
     cov = jnp.where(either, jnp.nan, cov)
     cov = jnp.where(jnp.diag(unidentifiable), jnp.inf, cov)

@@ -9,6 +9,7 @@ from ._fields import (
 )
 from ._fit import fit_curves as fit_curves
 from ._gallery import animate as animate, sweep_gallery as sweep_gallery
+from ._likelihood import corner as corner, profiles as profiles, waterfall as waterfall
 from ._loss import loss_curve as loss_curve
 from ._sensitivity import sensitivity as sensitivity
 from ._style import COLOURS as COLOURS, new_axes as new_axes, style as style

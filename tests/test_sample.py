@@ -1,0 +1,107 @@
+"""simlab.sample: NUTS posteriors against a closed form, diagnostics, priors, bad input."""
+
+from typing import ClassVar
+
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import pytest
+from jaxtyping import Array, Float
+
+import simlab
+import simlab.plot
+from simlab.models import AbstractODEModel, parameter
+
+
+class Drift(AbstractODEModel):
+    """dx/dt = slope: x(t) = x(0) + slope t, linear in the slope."""
+
+    slope: Float[Array, ""] = parameter()
+    state_names: ClassVar[tuple[str, ...]] = ("x",)
+
+    def __call__(self, t, y, args):
+        return jnp.broadcast_to(self.slope, y.shape)
+
+
+TS = jnp.linspace(0.0, 2.0, 10)
+SIGMA, PRIOR_MEAN, PRIOR_SD = 0.3, 0.0, 0.5
+FAST = dict(solver="rk4", adaptive=False, dt0=0.25)  # exact for a linear solution
+
+
+@pytest.fixture(scope="module")
+def drift_fit():
+    observations = 1.0 + 0.7 * TS + SIGMA * jr.normal(jr.key(0), TS.shape)
+    result = simlab.fit(
+        Drift(slope=0.1),
+        TS,
+        observations[:, None],
+        y0=jnp.array([1.0]),
+        params=["slope"],
+        noise_scale=SIGMA,
+        simulate_options=FAST,
+    )
+    return result, np.asarray(observations)
+
+
+@pytest.fixture(scope="module")
+def posterior(drift_fit):
+    result, _ = drift_fit
+    prior = jax.tree_util.Partial(jax.scipy.stats.norm.logpdf, loc=PRIOR_MEAN, scale=PRIOR_SD)
+    return simlab.sample(
+        result,
+        priors={"slope": prior},
+        num_samples=1000,
+        num_warmup=300,
+        num_chains=4,
+        key=jr.key(1),
+    )
+
+
+def test_posterior_matches_the_conjugate_closed_form(drift_fit, posterior):
+    _, observations = drift_fit
+    t = np.asarray(TS)
+    # Gaussian likelihood, linear in the slope, Gaussian prior: a Gaussian posterior.
+    precision = 1 / PRIOR_SD**2 + np.sum(t**2) / SIGMA**2
+    mean = (PRIOR_MEAN / PRIOR_SD**2 + np.sum(t * (observations - 1.0)) / SIGMA**2) / precision
+    sd = precision**-0.5
+    draws = posterior.flat_samples()["slope"]
+    summary = posterior.summary()
+    ess = float(summary.loc["slope", "ess_bulk"])
+    assert ess > 400 and float(summary.loc["slope", "r_hat"]) < 1.01
+    # Monte Carlo error of the mean is sd/√ESS; of the sd about sd/√(2 ESS).
+    assert abs(draws.mean() - mean) < 4 * sd / np.sqrt(ess)
+    assert abs(draws.std() - sd) < 4 * sd / np.sqrt(2 * ess)
+    # The 95% central interval of the draws matches the Gaussian's.
+    np.testing.assert_allclose(
+        np.percentile(draws, [2.5, 97.5]), mean + 1.96 * sd * np.array([-1, 1]), atol=0.15 * sd
+    )
+    assert posterior.samples["slope"].shape == (4, 1000)
+    assert int(jnp.sum(posterior.divergent)) == 0
+    data = posterior.to_arviz()
+    assert data.posterior["slope"].shape == (4, 1000)
+    figure = simlab.plot.corner(posterior)
+    assert len(figure.axes) == 1
+
+
+def test_priors_are_checked(drift_fit):
+    result, _ = drift_fit
+    with pytest.raises(ValueError, match="no default \\(uniform\\) prior"):
+        simlab.sample(result, key=jr.key(0))
+    bounded = simlab.fit(
+        simlab.models.DampedPendulum(length=1.0, damping=0.5),
+        TS,
+        jnp.stack([jnp.cos(3 * TS), -3 * jnp.sin(3 * TS)], axis=1),
+        y0=jnp.array([1.0, 0.0]),
+        params=["damping"],
+        bounds={"damping": (0.01, 2.0)},
+        throw=False,
+    )
+    with pytest.raises(
+        ValueError, match="reaches outside its range.*inside the parameter's bounds"
+    ):
+        simlab.sample(bounded, priors={"damping": (0.0, 5.0)}, key=jr.key(0))
+    with pytest.raises(ValueError, match="not sampled"):
+        simlab.sample(result, priors={"slope": (0, 1), "speed": np.log}, key=jr.key(0))
+    with pytest.raises(ValueError, match="pass key="):
+        simlab.sample(result, priors={"slope": np.log}, key=None)
