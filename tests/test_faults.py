@@ -1,0 +1,111 @@
+"""Bad, damaged and hostile input: each case is refused clearly or gives the right result.
+
+Real files, real processes: checkpoints and stores are damaged on disk the way a crash, a
+full disk or a careless edit would damage them.
+"""
+
+import os
+import pathlib
+from typing import ClassVar
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jaxtyping import Array, Float
+
+import simlab
+from simlab.models import AbstractODEModel, parameter
+
+HERE = pathlib.Path(__file__).parent
+ROOT = HERE.parent
+
+
+class TwoDecays(AbstractODEModel):
+    """Two independent decays, dx/dt = -a x, dy/dt = -b y: x(t) = x0 exp(-a t)."""
+
+    a: Float[Array, ""] = parameter(lower=0.0)
+    b: Float[Array, ""] = parameter(lower=0.0)
+    state_names: ClassVar[tuple[str, ...]] = ("x", "y")
+
+    def __call__(self, t, y, args):
+        return jnp.stack([-self.a * y[0], -self.b * y[1]])
+
+
+TS = jnp.linspace(0.0, 2.0, 9)
+Y0 = jnp.array([1.0, 2.0])
+
+
+def _data(a, b):
+    return jnp.stack([jnp.exp(-a * TS), 2.0 * jnp.exp(-b * TS)], axis=1)
+
+
+def _fit(observations, params=("a", "b"), **settings):
+    return simlab.fit(
+        TwoDecays(a=0.5, b=0.5),
+        TS,
+        observations,
+        y0=Y0,
+        params=list(params),
+        max_steps=30,
+        checkpoint_every=5,
+        **settings,
+    )
+
+
+# --- 1. fit checkpoints: resumed only by the fit that wrote them -------------------------
+
+
+def test_a_checkpoint_of_another_problem_is_refused(tmp_path):
+    path = tmp_path / "fit.npz"
+    data_a, data_b = _data(0.7, 1.3), _data(0.2, 0.4)
+    first = _fit(data_a, checkpoint=path)
+    np.testing.assert_allclose([first.params["a"], first.params["b"]], [0.7, 1.3], rtol=1e-6)
+    # The same fit resumes (to the same answer); other data, other names are refused.
+    again = _fit(data_a, checkpoint=path)
+    np.testing.assert_array_equal(again.params["a"], first.params["a"])
+    with pytest.raises(ValueError, match=r"different problem \(differs in: data\)"):
+        _fit(data_b, checkpoint=path)
+    with pytest.raises(ValueError, match=r"differs in: .*params"):
+        _fit(data_a, params=("b", "a"), checkpoint=path)
+    with pytest.raises(ValueError, match=r"differs in: .*observe"):
+        _fit(data_a[:, :1], observe=["x"], params=("a",), checkpoint=path)
+    # Without the checkpoint, data B gives B's answer: nothing of A leaked.
+    other = _fit(data_b, checkpoint=tmp_path / "other.npz")
+    np.testing.assert_allclose([other.params["a"], other.params["b"]], [0.2, 0.4], rtol=1e-6)
+
+
+@pytest.mark.parametrize("damage", ["random", "truncated", "empty", "folder"])
+def test_a_damaged_checkpoint_gets_one_clear_message(tmp_path, damage):
+    path = tmp_path / "fit.npz"
+    if damage == "folder":
+        path.mkdir()
+    else:
+        _fit(_data(0.7, 1.3), checkpoint=path)
+        content = path.read_bytes()
+        path.write_bytes(
+            {"random": os.urandom(2000), "truncated": content[: len(content) // 2], "empty": b""}[
+                damage
+            ]
+        )
+    with pytest.raises(ValueError) as caught:
+        _fit(_data(0.7, 1.3), checkpoint=path)
+    message = str(caught.value)
+    assert "fit.npz" in message and "allow_pickle" not in message
+    assert ("is a folder" if damage == "folder" else "cannot be read") in message
+    error = caught.value  # the traceback carries no chained NumPy error either
+    assert error.__cause__ is None and (error.__context__ is None or error.__suppress_context__)
+
+
+def test_an_unwritable_checkpoint_folder_is_refused_before_any_step(tmp_path):
+    with pytest.raises(ValueError, match="cannot write the checkpoint"):
+        _fit(_data(0.7, 1.3), checkpoint=tmp_path / "missing" / "fit.npz")
+    folder = tmp_path / "locked"
+    folder.mkdir()
+    folder.chmod(0o500)
+    try:
+        if os.access(folder, os.W_OK):
+            pytest.skip("running as a user who can write anywhere")
+        with pytest.raises(ValueError, match="cannot write the checkpoint"):
+            _fit(_data(0.7, 1.3), checkpoint=folder / "fit.npz")
+    finally:
+        folder.chmod(0o700)
