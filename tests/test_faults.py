@@ -4,6 +4,7 @@ Real files, real processes: checkpoints and stores are damaged on disk the way a
 full disk or a careless edit would damage them.
 """
 
+import json
 import os
 import pathlib
 from typing import ClassVar
@@ -109,3 +110,125 @@ def test_an_unwritable_checkpoint_folder_is_refused_before_any_step(tmp_path):
             _fit(_data(0.7, 1.3), checkpoint=folder / "fit.npz")
     finally:
         folder.chmod(0o700)
+
+
+# --- 3. the sweep store: mixed, missing, damaged and edited data are caught --------------
+
+
+@pytest.fixture(scope="module")
+def shared():
+    import _multihost_worker
+
+    return _multihost_worker
+
+
+@pytest.fixture(scope="module")
+def reference(shared):
+    return shared.run_sweep()
+
+
+def _stored(shared, tmp_path):
+    path = tmp_path / "sweep.zarr"
+    shared.run_sweep(store=path)
+    return path
+
+
+def test_two_different_lambdas_never_share_a_store(shared, tmp_path):
+    path = tmp_path / "sweep.zarr"
+    model = simlab.models.LotkaVolterra(alpha=0.55, beta=0.028, gamma=0.84, delta=0.026)
+    settings = dict(chunk_size=shared.CHUNK_SIZE, progress=False, store=path)
+    final = lambda trajectory: {"value": trajectory.ys[-1]}  # noqa: E731
+    simlab.sweep(model, shared.PARAMS, shared.Y0, shared.TS, observable=final, **settings)
+    first = lambda trajectory: {"value": trajectory.ys[0]}  # noqa: E731 (same qualname)
+    with pytest.raises(ValueError, match=r"differs in: observable"):
+        simlab.sweep(model, shared.PARAMS, shared.Y0, shared.TS, observable=first, **settings)
+    # An explicit name is the identity instead: the same name resumes, another is refused.
+    named = tmp_path / "named.zarr"
+    settings["store"] = named
+    simlab.sweep(
+        model,
+        shared.PARAMS,
+        shared.Y0,
+        shared.TS,
+        observable=final,
+        observable_name="v1",
+        **settings,
+    )
+    again = simlab.sweep(
+        model,
+        shared.PARAMS,
+        shared.Y0,
+        shared.TS,
+        observable=final,
+        observable_name="v1",
+        **settings,
+    )
+    assert again.stats["chunks_computed"] == 0
+    with pytest.raises(ValueError, match=r"differs in: observable"):
+        simlab.sweep(
+            model,
+            shared.PARAMS,
+            shared.Y0,
+            shared.TS,
+            observable=first,
+            observable_name="v2",
+            **settings,
+        )
+
+
+def _chunk_file(path, index):
+    return path / "final_state" / "c" / str(index) / "0"
+
+
+@pytest.mark.parametrize("damage", ["deleted", "truncated", "foreign"])
+def test_a_damaged_chunk_is_recomputed_on_resume_and_named_on_read(
+    shared, reference, tmp_path, damage
+):
+    path = _stored(shared, tmp_path)
+    chunk = _chunk_file(path, 1)
+    if damage == "deleted":
+        chunk.unlink()
+    elif damage == "truncated":
+        chunk.write_bytes(chunk.read_bytes()[:7])
+    else:  # chunk 0's file copied over chunk 1's: well-formed, but not this chunk's data
+        chunk.write_bytes(_chunk_file(path, 0).read_bytes())
+    store = simlab.io.SweepStore(path, _layout(shared, path))
+    with pytest.raises(ValueError, match=f"{chunk}"):
+        store.read()
+    with pytest.warns(UserWarning, match=f"{chunk}.*recomputing"):
+        resumed = shared.run_sweep(store=path)
+    assert resumed.stats["chunks_computed"] == 1
+    np.testing.assert_array_equal(
+        resumed.observables["final_state"], reference.observables["final_state"]
+    )
+    np.testing.assert_array_equal(resumed.status, reference.status)
+
+
+def _layout(shared, path):
+    """The layout of the shared sweep's store, as `sweep` builds it."""
+    import zarr
+
+    group = zarr.open_group(path, mode="r")
+    return simlab.io.StoreLayout(
+        num_members=group["status"].shape[0],
+        chunk_size=shared.CHUNK_SIZE,
+        variables={"final_state": simlab.io.VariableSpec((2,), np.dtype(float), ("d",))},
+        member_coords={},
+        extra_coords={},
+        units={},
+    )
+
+
+@pytest.mark.parametrize(
+    ("array", "key", "value"),
+    [("final_state", "shape", [4, 2]), ("status", "fill_value", 0)],
+)
+def test_edited_store_metadata_is_refused(shared, tmp_path, array, key, value):
+    path = _stored(shared, tmp_path)
+    metadata = path / array / "zarr.json"
+    content = json.loads(metadata.read_text())
+    content[key] = value
+    metadata.write_text(json.dumps(content))
+    (path / "status" / "c" / "1").unlink()  # with fill_value 0 it would read as success
+    with pytest.raises(ValueError, match=f"{metadata}.*does not match this sweep"):
+        shared.run_sweep(store=path)
