@@ -294,3 +294,263 @@ def test_lorenz_at_rho_zero_decays_to_the_origin():
         atol=1e-12,
     )
     np.testing.assert_allclose(trajectory.ys, reference.y.T, atol=1e-5)
+
+
+# --- 2, 5, 6. the command line: one clear line, exit 2; nothing outside the project -------
+
+CSV_TOML = """
+description = "a fit to a CSV file"
+
+[model]
+name = "LotkaVolterra"
+parameters = { alpha = 0.5, beta = 0.02, gamma = 0.8, delta = 0.02 }
+
+[initial_state]
+prey = 30.0
+predator = 4.0
+
+[time]
+stop = 2.0
+num_points = 5
+
+[data]
+csv = "CSV_PATH"
+
+[fit]
+parameters = ["alpha"]
+"""
+
+GOOD_CSV = "t,prey,predator\n0,30,4\n1,40,5\n2,50,7\n"
+
+
+@pytest.fixture
+def isolated(tmp_path, monkeypatch):
+    from simlab import cli
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(cli.CACHE_ENVIRONMENT, str(tmp_path / "cache"))
+    return tmp_path
+
+
+def _simlab(capsys, *arguments) -> tuple[int, str]:
+    from simlab import cli
+
+    code = cli.main(list(arguments))
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    if code == 2:
+        assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
+    return code, lines[0] if lines else captured.out
+
+
+def _experiment(folder, csv_path="data.csv", text=CSV_TOML):
+    path = folder / "fit.toml"
+    path.write_text(text.replace("CSV_PATH", str(csv_path)), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (GOOD_CSV.encode("utf-8"), None),
+        (b"t,prey,predator\n0,30,4\n1,\xff\xfe,5\n", "is not UTF-8 text"),
+        (b"t,prey,predator\n0,30,4\n1,40\n2,50,7\n", "data row 2 has a different number"),
+        (b"t,prey,predator\n0,30,4\n", "holds 1 data row(s); a fit needs at least 2"),
+        (b"t,prey,predator\n0,30,4\n1,SECRET,5\n", "holds a value that is not a number"),
+        (b"SECRET,x\n0,1\n1,2\n", "has no column 't' in its header"),
+    ],
+)
+def test_bad_csv_files_exit_2_without_echoing_them(isolated, capsys, content, message):
+    (isolated / "data.csv").write_bytes(content)
+    code, line = _simlab(capsys, "run", str(_experiment(isolated)), "--check")
+    if message is None:
+        assert code == 0 and "valid" in line
+        return
+    assert code == 2 and message in line and ("[data.csv]" in line or "[data.columns]" in line)
+    assert "SECRET" not in line
+
+
+def test_a_data_path_outside_the_project_is_refused(isolated, capsys, tmp_path_factory):
+    outside = tmp_path_factory.mktemp("elsewhere") / "secret.csv"
+    outside.write_text("SECRET,line\n", encoding="utf-8")
+    project = isolated / "project"
+    project.mkdir()
+    os.chdir(project)
+    for path in (outside, "../../" + outside.parent.name + "/secret.csv"):
+        code, line = _simlab(capsys, "run", str(_experiment(project, path)), "--check")
+        assert code == 2 and "outside the experiment's folder and the current project" in line
+        assert "SECRET" not in line
+
+
+@pytest.mark.parametrize(
+    ("change", "key", "needs"),
+    [
+        (("num_points = 5", "num_points = 100000000000"), "time.num_points", "GiB"),
+        (('csv = "CSV_PATH"', 'csv = "CSV_PATH"\n[solver]\nmax_steps = 1000000000000'),
+         "solver.max_steps", "at most"),
+        (('[fit]', '[sweep]\nparameters.alpha = { start = 0.1, stop = 1.0, num = 1000000 }\n'
+                   'parameters.gamma = { start = 0.1, stop = 1.0, num = 1000000 }\n[fit]'),
+         "sweep.parameters", "GiB"),
+    ],
+)  # fmt: skip
+def test_absurd_sizes_are_refused_at_check_with_the_memory_needed(
+    isolated, capsys, change, key, needs
+):
+    (isolated / "data.csv").write_text(GOOD_CSV, encoding="utf-8")
+    path = _experiment(isolated, text=CSV_TOML.replace(*change))
+    code, line = _simlab(capsys, "run", str(path), "--check")
+    assert code == 2 and f"[{key}]" in line and needs in line
+
+
+def test_an_absurd_grid_is_refused_before_any_array_is_made(isolated, capsys):
+    text = """
+[model]
+name = "Heat"
+parameters = { diffusivity = 0.1 }
+grid = { shape = [100000, 100000, 100000], extent = 1.0 }
+[initial_state]
+field = "gaussian"
+[time]
+stop = 1.0
+num_points = 3
+"""
+    path = isolated / "grid.toml"
+    path.write_text(text, encoding="utf-8")
+    code, line = _simlab(capsys, "run", str(path), "--check")
+    assert code == 2 and "[model.grid.shape]" in line and "GiB" in line
+
+
+def test_the_quick_table_is_checked_without_quick(isolated, capsys):
+    (isolated / "data.csv").write_text(GOOD_CSV, encoding="utf-8")
+    path = _experiment(isolated, text=CSV_TOML + "\n[quick]\ntime.num_points = 0\n")
+    code, line = _simlab(capsys, "run", str(path), "--check")
+    assert code == 2 and "[time.num_points]" in line and "with the [quick] table" in line
+
+
+def test_an_unwritable_out_exits_2(isolated, capsys):
+    (isolated / "data.csv").write_text(GOOD_CSV, encoding="utf-8")
+    blocker = isolated / "a-file"
+    blocker.write_text("not a folder", encoding="utf-8")
+    code, line = _simlab(
+        capsys, "run", str(_experiment(isolated)), "--out", str(blocker / "run"), "--quiet"
+    )
+    assert code == 2 and "cannot write the results folder" in line
+
+
+def _finished_run(folder: pathlib.Path, name="small", *, sweep=False) -> pathlib.Path:
+    """A results folder as `simlab run` leaves it (its files, completion marker last)."""
+    from simlab.experiment import _folder
+
+    folder.mkdir(parents=True)
+    _folder.write_text(folder / "config.toml", 'description = "x"\n[model]\nname = "Lorenz"\n')
+    metrics = {"experiment": name, "description": "d", "wall_seconds": {"total": 1.0}}
+    if sweep:
+        metrics["sweep"] = {"mode": "grid", "num_members": 1, "ranges": {}, "summary": "",
+                            "observables": {}}  # fmt: skip
+    _folder.write_json(folder / "metrics.json", metrics)
+    origin = {"created": "now", "devices": ["cpu"], "simlab_version": "0", "jax_version": "0"}
+    _folder.write_json(folder / "provenance.json", origin)
+    _folder.write_arrays(folder / "arrays.npz", {"ts": np.linspace(0.0, 1.0, 3)})
+    _folder.mark_complete(folder)
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("damage", "file"),
+    [
+        ("metrics_empty", "metrics.json"),
+        ("arrays_truncated", "arrays.npz"),
+        ("config_empty", "config.toml"),
+        ("sweep_missing", "sweep.zarr"),
+        ("unfinished", "complete.json"),
+    ],
+)
+def test_damaged_results_folders_exit_2_naming_the_file(isolated, capsys, damage, file):
+    run = _finished_run(isolated / "results" / "small" / "1", sweep=damage == "sweep_missing")
+    assert _simlab(capsys, "show", str(run))[0] == (0 if damage != "sweep_missing" else 2)
+    if damage == "metrics_empty":
+        (run / "metrics.json").write_text("{}", encoding="utf-8")
+    elif damage == "arrays_truncated":
+        (run / "arrays.npz").write_bytes((run / "arrays.npz").read_bytes()[:40])
+    elif damage == "config_empty":
+        (run / "config.toml").write_text("", encoding="utf-8")
+    elif damage == "unfinished":
+        (run / "complete.json").unlink()
+    for command in ("show", "plot"):
+        code, line = _simlab(capsys, command, str(run))
+        assert code == 2 and file in line
+
+
+def test_show_latest_finds_the_newest_run_and_text_is_stripped_of_escapes(isolated, capsys):
+    import time
+
+    _finished_run(isolated / "results" / "small" / "20260101-000000")
+    time.sleep(0.05)
+    newest = _finished_run(isolated / "results" / "other" / "20250101-000000", name="other")
+    metrics = json.loads((newest / "metrics.json").read_text())
+    metrics["description"] = "red \x1b[31malert\x1b[0m \x07bell"
+    (newest / "metrics.json").write_text(json.dumps(metrics))
+    from simlab import cli
+
+    assert cli.main(["show", "latest"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("other: red [31malert[0m bell") and "\x1b" not in printed
+    assert cli.main(["show", "small"]) == 0 and capsys.readouterr().out.startswith("small")
+
+
+PARTIAL_WORKER = """
+import sys, time
+import pathlib
+from simlab.experiment import _folder
+
+staging = _folder.staging_folder(pathlib.Path(sys.argv[1]))
+_folder.write_json(staging / "metrics.json", {"experiment": "x", "wall_seconds": {}})
+_folder.write_json(staging / "provenance.json", {"created": "now", "devices": []})
+print(staging, flush=True)
+time.sleep(60)  # drawing figures...
+"""
+
+
+def test_a_run_killed_mid_way_is_never_shown_and_clean_removes_it(isolated, capsys):
+    import signal
+    import subprocess
+    import sys
+
+    def start(target):
+        worker = subprocess.Popen(
+            [sys.executable, "-c", PARTIAL_WORKER, str(target)],
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        return worker, pathlib.Path(worker.stdout.readline().strip())
+
+    killed, killed_staging = start(isolated / "results" / "small" / "1")
+    alive, alive_staging = start(isolated / "results" / "small" / "2")
+    try:
+        killed.send_signal(signal.SIGKILL)
+        killed.wait(timeout=30)
+        code, line = _simlab(capsys, "show", str(killed_staging))
+        assert code == 2 and "not a finished simlab run" in line
+        user_file = isolated / "results" / "small" / "notes.txt"
+        user_file.write_text("mine", encoding="utf-8")
+        assert _simlab(capsys, "clean")[0] == 0
+        assert not killed_staging.exists()
+        assert alive_staging.exists() and user_file.exists()  # its process still runs
+    finally:
+        alive.kill()
+        alive.wait(timeout=30)
+
+
+def test_overwrite_moves_the_old_run_aside_with_the_users_files(isolated):
+    from simlab.experiment import _folder
+
+    target = _finished_run(isolated / "run")
+    (target / "my-notes.txt").write_text("keep me", encoding="utf-8")
+    staging = _folder.staging_folder(target)
+    _finished_run(staging / "new")
+    for path in (staging / "new").iterdir():
+        path.rename(staging / path.name)
+    previous = _folder.publish(staging, target)
+    assert (previous / "my-notes.txt").read_text(encoding="utf-8") == "keep me"
+    assert _folder.is_run(target) and not (target / "my-notes.txt").exists()
