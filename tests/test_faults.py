@@ -554,3 +554,48 @@ def test_overwrite_moves_the_old_run_aside_with_the_users_files(isolated):
     previous = _folder.publish(staging, target)
     assert (previous / "my-notes.txt").read_text(encoding="utf-8") == "keep me"
     assert _folder.is_run(target) and not (target / "my-notes.txt").exists()
+
+
+# --- 8. figures: the legend survives a plain savefig; bands say what they are ------------
+
+
+def test_fit_curves_keeps_its_legend_and_its_prediction_band_covers_new_data(tmp_path):
+    import io
+
+    import jax.random as jr
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    import simlab.plot
+    from simlab.plot._fit import bands
+
+    ts = jnp.linspace(0.0, 2.0, 41)
+    clean = jnp.stack([jnp.exp(-0.7 * ts), 2.0 * jnp.exp(-1.3 * ts)], axis=1)
+    sigma = 0.05
+    noisy = clean + sigma * jr.normal(jr.key(1), clean.shape)
+    result = simlab.fit(TwoDecays(a=0.5, b=0.5), ts, noisy, y0=Y0, params=["a", "b"])
+    with matplotlib.rc_context(matplotlib.rcParamsDefault):  # a plain savefig, no "tight"
+        ax = simlab.plot.fit_curves(result, ts, noisy)
+        ax.figure.savefig(io.BytesIO(), format="png")
+        renderer = ax.figure.canvas.get_renderer()
+        legend = ax.get_legend().get_window_extent(renderer)
+        figure_box = ax.figure.bbox
+        assert figure_box.x0 <= legend.x0 and legend.x1 <= figure_box.x1
+        assert figure_box.y0 <= legend.y0 and legend.y1 <= figure_box.y1
+    texts = [text.get_text() for text in ax.get_legend().get_texts()]
+    assert "95% confidence band of the mean" in texts
+    assert "95% prediction band (new observations)" in texts
+    plt.close(ax.figure)
+    # New observations at the data's times: about 95% inside the prediction band, far
+    # fewer inside the confidence band of the mean.
+    prediction, confidence, spread = bands(result, ts)
+    fresh = clean[None] + sigma * jr.normal(jr.key(2), (200, *clean.shape))
+    inside = np.abs(np.asarray(fresh) - prediction) <= spread
+    assert 0.93 < inside.mean() < 0.97
+    assert (np.abs(np.asarray(fresh) - prediction) <= confidence).mean() < 0.6
+
+
+def test_models_declare_state_units_and_datasets_their_time_unit():
+    assert simlab.models.DampedPendulum.state_units == ("rad", "rad/s")
+    assert simlab.models.LotkaVolterra.state_units == ("population", "population")
+    assert simlab.datasets.lynx_hare().time_unit == "years"

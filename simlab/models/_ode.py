@@ -43,6 +43,7 @@ class LotkaVolterra(AbstractODEModel):
     delta: Float[Array, ""] = parameter(lower=0.0, lower_inclusive=True, unit="1/(population·time)")
 
     state_names: ClassVar[tuple[str, ...]] = ("prey", "predator")
+    state_units: ClassVar[tuple[str, ...]] = ("population", "population")
 
     def __call__(self, t, y, args):
         prey, predator = y[0], y[1]
@@ -119,6 +120,7 @@ class SIR(AbstractODEModel):
     population: Float[Array, ""] = parameter(lower=0.0, unit="people")
 
     state_names: ClassVar[tuple[str, ...]] = ("S", "I", "R")
+    state_units: ClassVar[tuple[str, ...]] = ("people", "people", "people")
 
     def __call__(self, t, y, args):
         susceptible, infected = y[0], y[1]
@@ -157,6 +159,7 @@ class DampedPendulum(AbstractODEModel):
     )
 
     state_names: ClassVar[tuple[str, ...]] = ("angle", "angular_velocity")
+    state_units: ClassVar[tuple[str, ...]] = ("rad", "rad/s")
 
     def __call__(self, t, y, args):
         angle, angular_velocity = y[0], y[1]
