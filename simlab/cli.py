@@ -6,6 +6,7 @@ Exit codes: 0 success, 1 failure while running, 2 bad input (one line, no traceb
 import argparse
 import os
 import pathlib
+import re
 import sys
 
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
@@ -72,7 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Fitted parameters ± standard errors, sweep summary, "
         "wall times and figures of a results folder.",
     )
-    show.add_argument("run", type=pathlib.Path, help="a results folder written by `simlab run`")
+    show.add_argument(
+        "run",
+        help="a results folder written by `simlab run`, `latest` (the newest run under "
+        "results/), or an experiment name (its newest run)",
+    )
 
     plot = commands.add_parser(
         "plot",
@@ -80,8 +85,44 @@ def build_parser() -> argparse.ArgumentParser:
         description="Redraw the figures of a results folder from its "
         "stored arrays; nothing is recomputed.",
     )
-    plot.add_argument("run", type=pathlib.Path, help="a results folder written by `simlab run`")
+    plot.add_argument(
+        "run", help="a results folder written by `simlab run`, `latest`, or an experiment name"
+    )
+
+    clean = commands.add_parser(
+        "clean",
+        help="remove unfinished runs left by killed processes",
+        description="Remove the hidden unfinished run folders (.NAME.partial-*) under a "
+        "results folder whose process is gone; finished runs are never touched.",
+    )
+    clean.add_argument(
+        "root",
+        nargs="?",
+        type=pathlib.Path,
+        default=pathlib.Path("results"),
+        help="the results folder to clean (default: results)",
+    )
     return parser
+
+
+# C0 and C1 control characters (escape sequences among them), except tab and newline.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` without terminal control characters: a file cannot drive the terminal."""
+    return _CONTROL.sub("", text)
+
+
+def _run_folder(name: str) -> pathlib.Path:
+    """A results folder from the command line: a path, `latest`, or an experiment name."""
+    import simlab.experiment as experiments
+
+    path = pathlib.Path(name)
+    if path.exists() or os.sep in name:
+        return path
+    root = pathlib.Path("results")
+    return experiments.latest_run(root, None if name == "latest" else name)
 
 
 def _positive_int(text: str) -> int:
@@ -162,7 +203,7 @@ def _list(arguments) -> int:
             description = tomllib.loads(path.read_text(encoding="utf-8")).get("description", "")
         except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
             description = "(cannot be read; `simlab run --check` says why)"
-        print(f"{name:<{width}}  {description}")
+        print(printable(f"{name:<{width}}  {description}"))
     print(f"\nrun one with `simlab run NAME` (files in {next(iter(shipped.values())).parent}).")
     return EXIT_OK
 
@@ -170,19 +211,30 @@ def _list(arguments) -> int:
 def _show(arguments) -> int:
     import simlab.experiment as experiments
 
-    print(experiments.show(arguments.run))
+    print(printable(experiments.show(_run_folder(arguments.run))))
     return EXIT_OK
 
 
 def _plot(arguments) -> int:
     import simlab.experiment as experiments
 
-    written = experiments.redraw(arguments.run)
-    print(f"redrew {len(written)} file(s) in {arguments.run / 'figures'}")
+    folder = _run_folder(arguments.run)
+    written = experiments.redraw(folder)
+    print(printable(f"redrew {len(written)} file(s) in {folder / 'figures'}"))
     return EXIT_OK
 
 
-COMMANDS = {"run": _run, "list": _list, "show": _show, "plot": _plot}
+def _clean(arguments) -> int:
+    import simlab.experiment as experiments
+
+    removed = experiments.clean_partials(arguments.root)
+    for folder in removed:
+        print(printable(f"removed {folder}"))
+    print(f"{len(removed)} unfinished run folder(s) removed from {arguments.root}.")
+    return EXIT_OK
+
+
+COMMANDS = {"run": _run, "list": _list, "show": _show, "plot": _plot, "clean": _clean}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -193,14 +245,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return COMMANDS[arguments.command](arguments)
     except ExperimentError as error:
-        print(f"simlab: error: {error}", file=sys.stderr)
+        print(printable(f"simlab: error: {error}"), file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("simlab: interrupted; no results folder was written.", file=sys.stderr)
         return EXIT_FAILURE
     except Exception as error:  # a failure while running: say what, keep it to one line
         message = str(error).strip().splitlines()[0] if str(error).strip() else ""
-        print(f"simlab: failed: {type(error).__name__}: {message}", file=sys.stderr)
+        print(printable(f"simlab: failed: {type(error).__name__}: {message}"), file=sys.stderr)
         if os.environ.get("SIMLAB_TRACEBACK"):
             raise
         print("simlab: set SIMLAB_TRACEBACK=1 to see where.", file=sys.stderr)

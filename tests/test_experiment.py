@@ -221,7 +221,7 @@ BAD_CONFIGS = [
     (_with(model__parameters__alpha=None), r"\[model.parameters.alpha\] is missing"),
     (_with(model__parameters__alpha="fast"), r"\[model.parameters.alpha\] must be a number"),
     (_with(model__parameters__beta=-1.0), r"\[model.parameters.beta\] is -1.0, outside its "
-     r"valid range \(0, inf\)"),
+     r"valid range \[0, inf\)"),
     (_with(initial_state__prey=None), r"\[initial_state.prey\] is missing"),
     (_with(initial_state__wolves=3.0), r"\[initial_state.wolves\] is not a known key"),
     (_with(time__stop=-1.0), r"\[time.stop\] must be greater than time.start"),
@@ -385,7 +385,7 @@ def test_csv_data_are_parsed_not_executed(tmp_path):
     np.testing.assert_allclose(experiment.data.ts, [0.0, 1.0, 2.0])
     np.testing.assert_allclose(experiment.data.observations[:, 0], [30.0, 47.2, 70.2])
     (tmp_path / "counts.csv").write_text("t,prey,predator\n0,30,4\n1,__import__('os'),6\n")
-    with pytest.raises(ExperimentError, match=r"\[data.csv\] .* holds a non-number"):
+    with pytest.raises(ExperimentError, match=r"\[data.csv\] .* holds a value that is not a"):
         experiments.parse(config, tmp_path / "counts.toml")
     config = _with(data__csv="counts.csv", data__columns=["prey"], data__time_column="year")
     with pytest.raises(ExperimentError, match=r"\[data.columns\] .* has no column 'year'"):

@@ -32,7 +32,7 @@ def test_every_model_declares_state_and_parameters(name):
     ("cls", "kwargs", "bad"),
     [
         (models.LotkaVolterra, dict(alpha=-1.0, beta=0.1, gamma=0.1, delta=0.1), "alpha"),
-        (models.Lorenz, dict(sigma=10.0, rho=0.0, beta=1.0), "rho"),
+        (models.Lorenz, dict(sigma=10.0, rho=-1.0, beta=1.0), "rho"),
         (models.SIR, dict(beta=0.3, gamma=0.1, population=-5.0), "population"),
         (models.DampedPendulum, dict(length=1.0, damping=-0.1), "damping"),
         (models.DampedPendulum, dict(length=float("nan"), damping=0.1), "length"),

@@ -208,7 +208,7 @@ def test_members_that_blow_up_are_masked_and_reported():
         ({"alpha": []}, {}, ValueError, r"params\['alpha'\] is empty"),
         ({"alpha": [0.5, np.nan]}, {}, ValueError, "must be finite; entry 1 is nan"),
         ({"alpha": [[0.5]]}, {}, ValueError, "must be a 1-D array"),
-        ({"alpha": [0.5, -1.0]}, {}, ValueError, r"'alpha' must lie in \(0, inf\)"),
+        ({"alpha": [0.5, -1.0]}, {}, ValueError, r"'alpha' must lie in \[0, inf\)"),
         ({"alpha": ["a"]}, {}, TypeError, "must hold real numbers"),
         ({}, {}, ValueError, "params must be a non-empty mapping"),
         ({"alpha": [0.5, 0.6], "beta": [0.02]}, {"mode": "zip"}, ValueError, "same length"),

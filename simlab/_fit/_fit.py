@@ -457,14 +457,20 @@ def _finish(problem: FitProblem, carry: Carry, num_fitted: int):
     model, y0s = problem.build(carry.best_u)
     noise = problem.noise_at(carry.best_u)
     num_observed = problem.num_observed()
-    dof = num_observed - num_fitted
+    dof = num_observed - num_fitted  # an integer count: cast before dividing floats by it
     has_scalars = bool(problem.array_paths or problem.fit_y0 or problem.noise_paths)
     if problem.is_least_squares:
         residuals, solved = problem.residuals_at(model, y0s, "forward")
         loss = 0.5 * jnp.sum(residuals**2)
-        noise_variance = jnp.where(dof > 0, 2 * loss / jnp.maximum(dof, 1), jnp.nan)
+        noise_variance = jnp.where(
+            dof > 0, 2 * loss / jnp.maximum(dof, 1).astype(loss.dtype), jnp.nan
+        )
         # A fitted noise scale enters the likelihood at its maximum, 2·loss/N.
-        factor = jnp.sqrt(2 * loss / num_observed) if problem.fit_noise else 1.0
+        factor = (
+            jnp.sqrt(2 * loss / jnp.asarray(num_observed).astype(loss.dtype))
+            if problem.fit_noise
+            else 1.0
+        )
         nll, _ = problem.negative_log_likelihood_at(model, y0s, noise, "forward", factor)
         sigma2 = noise_variance if problem.fit_noise else jnp.ones(())
         if has_scalars:

@@ -6,8 +6,11 @@ host can show progress and write checkpoints between them, without recompiling.
 """
 
 import abc
+import json
 import os
 import pathlib
+import tempfile
+import zipfile
 from typing import Any
 
 import equinox as eqx
@@ -21,6 +24,7 @@ from jaxtyping import Array
 
 from .._results import RESULTS
 from ..io import atomic_write
+from ..io._fingerprint import callable_digest, tree_digest
 from ._problem import FAILED_RESIDUAL, FitProblem
 
 FORWARD_MODE_MAX_PARAMETERS = 16
@@ -254,8 +258,10 @@ def run(problem, stepper, *, max_steps, traced, progress, checkpoint, checkpoint
     """Runs the loop to the end; returns the final carry."""
     carry = None
     if checkpoint is not None:
+        check_checkpoint_path(checkpoint)
+        fingerprint = problem_fingerprint(problem, stepper, max_steps)
         expected = eqx.filter_eval_shape(start, problem, stepper, max_steps)
-        carry = load_checkpoint(checkpoint, expected)
+        carry = load_checkpoint(checkpoint, expected, fingerprint)
     if carry is None:
         carry = start(problem, stepper, max_steps)
         if not traced and float(carry.best_loss) >= 0.5 * FAILED_RESIDUAL**2:
@@ -277,7 +283,7 @@ def run(problem, stepper, *, max_steps, traced, progress, checkpoint, checkpoint
             bar.update(int(carry.step) - before)
             bar.set_postfix(loss=f"{float(carry.best_loss):.6g}")
             if checkpoint is not None:
-                save_checkpoint(checkpoint, carry)
+                save_checkpoint(checkpoint, carry, fingerprint)
             finished = bool(carry.done) or bool(carry.result != RESULTS.successful)
             if finished or int(carry.step) >= max_steps:
                 return carry
@@ -289,31 +295,102 @@ def _progress_bar(progress: bool, total: int):
     return tqdm(total=total, disable=not progress, desc="fit", unit="step", leave=False)
 
 
-def save_checkpoint(path: str | os.PathLike, carry: Carry) -> None:
-    """Writes the loop's arrays to `path` (`.npz`) whole or not at all."""
+def problem_fingerprint(problem: FitProblem, stepper: AbstractStepper, max_steps: int):
+    """Digests of everything that determines a fit's path, one per part (JSON-able).
+
+    A checkpoint is resumed only by the fit it was written for: same model (structure,
+    starting and frozen values), fitted names, data, observation map, solve settings,
+    optimiser and `max_steps`.
+    """
+    observe = problem.observe
+    return {
+        "model": tree_digest(problem.model),
+        "params": json.dumps([problem.array_paths, problem.module_paths, problem.fit_y0]),
+        "data": tree_digest(problem.experiments),
+        "observe": callable_digest(observe) if callable(observe) else repr(observe),
+        "simulate_options": json.dumps(problem.simulate_options.record(), default=str),
+        "optimiser": tree_digest(stepper),
+        "max_steps": str(max_steps),
+    }
+
+
+def check_checkpoint_path(path: str | os.PathLike) -> None:
+    """Refuses, before any work, a checkpoint path that cannot be written."""
+    path = pathlib.Path(path)
+    if path.is_dir():
+        raise ValueError(
+            f"the checkpoint path {str(path)!r} is a folder; pass a file path such as "
+            f"{str(path / 'fit.npz')!r}."
+        )
+    try:
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.probe-"):
+            pass
+    except OSError as error:
+        raise ValueError(
+            f"cannot write the checkpoint {str(path)!r} ({error.strerror or error}); pass "
+            "checkpoint= a path in an existing, writable folder."
+        ) from None
+
+
+def save_checkpoint(path: str | os.PathLike, carry: Carry, fingerprint: dict[str, str]) -> None:
+    """Writes the loop's arrays, and the fit's fingerprint, to `path` (`.npz`) whole or not
+    at all."""
     path = pathlib.Path(path)
     leaves = [np.asarray(leaf) for leaf in jtu.tree_leaves(carry)]
+    named = {FINGERPRINT_KEY: np.array(json.dumps(fingerprint))}
 
     def write(temporary: pathlib.Path) -> None:
         with temporary.open("wb") as file:  # a file, so that NumPy adds no `.npz` suffix
-            np.savez(file, *leaves)
+            np.savez(file, *leaves, **named)
 
     atomic_write(path, write)
 
 
-def load_checkpoint(path: str | os.PathLike, like: Carry) -> Carry | None:
-    """The carry saved at `path`, checked against the expected structure; None if absent."""
+FINGERPRINT_KEY = "simlab_fingerprint"
+
+
+def load_checkpoint(
+    path: str | os.PathLike, like: Carry, fingerprint: dict[str, str]
+) -> Carry | None:
+    """The carry saved at `path`, checked against the expected structure and the fit's
+    fingerprint; None if absent. Anything else is refused with a `ValueError`."""
     path = pathlib.Path(path)
     if not path.exists():
         return None
+    fix = "delete it or pass another checkpoint path"
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            names = [f"arr_{i}" for i in range(sum(k.startswith("arr_") for k in stored.files))]
+            leaves = [stored[name] for name in names]
+            recorded = (
+                json.loads(str(stored[FINGERPRINT_KEY])) if FINGERPRINT_KEY in stored else None
+            )
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as error:
+        # Never NumPy's own message: for arbitrary bytes it suggests `allow_pickle`.
+        reason = "it is a folder" if path.is_dir() else type(error).__name__
+        raise ValueError(
+            f"the checkpoint {str(path)!r} cannot be read: it is empty, truncated or not a "
+            f"simlab fit checkpoint ({reason}); {fix}."
+        ) from None
+    if not isinstance(recorded, dict):
+        raise ValueError(
+            f"the checkpoint {str(path)!r} records no fingerprint of its fit, so it cannot "
+            f"be told apart from another fit's; {fix}."
+        )
+    differing = sorted(
+        k for k in fingerprint.keys() | recorded.keys() if fingerprint.get(k) != recorded.get(k)
+    )
+    if differing:
+        raise ValueError(
+            f"the checkpoint {str(path)!r} does not match this fit: it was written for a "
+            f"different problem (differs in: {', '.join(differing)}); {fix}."
+        )
     expected, treedef = jtu.tree_flatten(like)
-    with np.load(path, allow_pickle=False) as stored:
-        leaves = [stored[f"arr_{i}"] for i in range(len(stored.files))]
     shapes = [(leaf.shape, leaf.dtype) for leaf in leaves]
     wanted = [(tuple(e.shape), np.dtype(e.dtype)) for e in expected]
     if shapes != wanted:
         raise ValueError(
             f"the checkpoint {str(path)!r} does not match this fit (different parameters, data, "
-            "optimiser or max_steps); delete it or pass another checkpoint path."
+            f"optimiser or max_steps); {fix}."
         )
     return jtu.tree_unflatten(treedef, [jnp.asarray(leaf) for leaf in leaves])

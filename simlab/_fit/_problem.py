@@ -2,6 +2,7 @@
 
 import dataclasses
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -258,7 +259,8 @@ def make_problem(
 ) -> tuple[FitProblem, Layout]:
     overrides = _checked_bounds(model, params, bounds)
     array_paths, module_paths = _checked_params(model, params, overrides)
-    is_list = isinstance(ts, list | tuple)
+    # A list of arrays is several data sets; a plain list of numbers is one time axis.
+    is_list = isinstance(ts, list | tuple) and any(np.ndim(t) > 0 for t in ts)
     if is_list:
         lengths = {len(ts), _length(observations, "observations"), _length(y0, "y0")}
         if not isinstance(noise_scale, list | tuple):
@@ -313,7 +315,27 @@ def make_problem(
         fit_noise=bool(fit_noise),
         bounds=overrides,
     )
+    _warn_if_underdetermined(problem)
     return problem, Layout(is_list=is_list, batched=tuple(batched))
+
+
+class UnderdeterminedWarning(UserWarning):
+    """A fit has fewer observed residuals than fitted unknowns."""
+
+
+def _warn_if_underdetermined(problem: FitProblem) -> None:
+    fitted = [get_path(problem.model, p) for p in problem.paths]
+    fitted += [e.y0 for e in problem.experiments] if problem.fit_y0 else []
+    unknowns = sum(leaf.size for leaf in jtu.tree_leaves(eqx.filter(fitted, eqx.is_inexact_array)))
+    if problem.num_residuals < unknowns:
+        warnings.warn(
+            f"the fit is underdetermined: {problem.num_residuals} observed residuals for "
+            f"{unknowns} fitted unknowns, so the data cannot determine them all; the standard "
+            "errors and noise variance are undefined (nan). Add observations, or fit fewer "
+            "parameters (leave some out of params, or fit_y0=False).",
+            UnderdeterminedWarning,
+            stacklevel=4,
+        )
 
 
 def _length(value: Any, name: str) -> int:

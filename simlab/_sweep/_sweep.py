@@ -1,6 +1,5 @@
 """`sweep`: run a model over many parameter values, chunk by chunk, on every device."""
 
-import hashlib
 import json
 import pathlib
 import sys
@@ -20,6 +19,7 @@ from .._options import DEFAULT_MAX_STEPS, SolveOptions, merged_options
 from .._provenance import provenance as simlab_provenance
 from .._simulate import checked_ts, checked_y0
 from ..io import StoreLayout, SweepStore
+from ..io._fingerprint import array_digest, callable_digest
 from ..io._store import NOT_COMPUTED
 from ..models._base import AbstractModel
 from ..parallel import gather_to_host, member_mesh, replicate, shard_rows
@@ -37,6 +37,7 @@ def sweep(
     *,
     mode: str = "grid",
     observable: Callable[[Any], Mapping[str, Any]] | None = None,
+    observable_name: str | None = None,
     num_samples: int | None = None,
     chunk_size: int | None = None,
     mesh: Mesh | None = None,
@@ -76,7 +77,12 @@ def sweep(
     - `observable`: maps a [`simlab.Trajectory`][] to a dict of named floating-point
       arrays to keep (e.g. the final state), so memory stays small; `None` keeps the
       whole trajectory as `"trajectory"`. Use a function defined once (not a new lambda
-      per call): it is part of the compiled function's cache key.
+      per call): it is part of the compiled function's cache key. A store records a digest
+      of its code (bytecode, constants, closed-over values), so a different function is
+      never mixed into a store.
+    - `observable_name`: a name that identifies `observable` in the store instead of its
+      code digest (e.g. `"final_z-v2"`): give it when the function's code changes without
+      changing what it computes, or to resume a store from another Python version.
     - `num_samples`: how many points `mode="samples"` draws.
     - `chunk_size`: members per chunk (rounded up to a multiple of the number of devices);
       `None` sizes chunks to a memory budget of 256 MiB.
@@ -124,6 +130,11 @@ def sweep(
         )
     ts = checked_ts(ts)
     y0 = checked_y0(model, y0)
+    if observable_name is not None and (
+        not isinstance(observable_name, str) or not observable_name.strip()
+    ):
+        raise ValueError(f"observable_name must be a non-empty string; got {observable_name!r}.")
+    observable_id = _observable_identity(observable, observable_name)
     members = build_members(model, params, mode=mode, key=key, num_samples=num_samples)
     mesh = _checked_mesh(mesh)
     settings = merged_options(
@@ -149,9 +160,12 @@ def sweep(
         extra_coords=_extra_coords(model, ts, observable),
         units=_units(model, members.names),
     )
-    provenance = _provenance(model, mesh, members, settings, observable)
+    provenance = _provenance(model, mesh, members, settings, observable_id)
     sweep_store = _open_store(
-        store, layout, _identity(model, y0, ts, members, layout, settings, observable), provenance
+        store,
+        layout,
+        _identity(model, y0, ts, members, layout, settings, observable_id),
+        provenance,
     )
     finished = _finished_chunks(sweep_store, layout)
 
@@ -327,19 +341,20 @@ def _progress_bar(progress: bool, layout: StoreLayout, finished: np.ndarray):
     )
 
 
-def _observable_name(observable) -> str:
+def _observable_identity(observable, name: str | None) -> str:
+    """What identifies the observable in a store: the user's name for it, or its qualified
+    name and a digest of its code (two lambdas never share an identity)."""
+    if name is not None:
+        return f"name:{name}"
     if observable is None:
         return "trajectory"
-    return f"{getattr(observable, '__module__', '?')}.{getattr(observable, '__qualname__', '?')}"
+    qualname = (
+        f"{getattr(observable, '__module__', '?')}.{getattr(observable, '__qualname__', '?')}"
+    )
+    return f"{qualname} code:{callable_digest(observable)[:16]}"
 
 
-def _digest(array) -> str:
-    array = np.ascontiguousarray(np.asarray(array))
-    header = str((array.shape, array.dtype.str)).encode()
-    return hashlib.sha256(header + array.tobytes()).hexdigest()
-
-
-def _identity(model, y0, ts, members: Members, layout: StoreLayout, settings, observable):
+def _identity(model, y0, ts, members: Members, layout: StoreLayout, settings, observable_id):
     """Everything that determines the results: a store is resumed only if this matches."""
     unswept = {
         name: np.asarray(value).tolist()
@@ -349,12 +364,12 @@ def _identity(model, y0, ts, members: Members, layout: StoreLayout, settings, ob
     return {
         "model": f"{type(model).__module__}.{type(model).__qualname__}",
         "unswept_parameters": unswept,
-        "y0": _digest(y0),
-        "ts": _digest(ts),
+        "y0": array_digest(y0),
+        "ts": array_digest(ts),
         "mode": members.mode,
         "swept_names": list(members.names),
-        "swept_values": _digest(members.values),
-        "observable": _observable_name(observable),
+        "swept_values": array_digest(members.values),
+        "observable": observable_id,
         "outputs": {name: [list(s.shape), s.dtype.str] for name, s in layout.variables.items()},
         "settings": settings.record(),
         "chunk_size": layout.chunk_size,
@@ -372,13 +387,13 @@ def _model_record(model: AbstractModel) -> str:
     return f"{type(model).__name__}({arguments})"
 
 
-def _provenance(model, mesh: Mesh, members: Members, settings, observable) -> dict[str, Any]:
+def _provenance(model, mesh: Mesh, members: Members, settings, observable_id) -> dict[str, Any]:
     return simlab_provenance(
         mesh.devices.flat,
         num_processes=jax.process_count(),
         model=_model_record(model),
         mode=members.mode,
         swept=list(members.names),
-        observable=_observable_name(observable),
+        observable=observable_id,
         solver_settings=json.dumps(settings.record()),
     )

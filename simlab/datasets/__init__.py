@@ -20,11 +20,14 @@ class LynxHare:
     - `ts`: years since the first record, as floats (the time axis for a fit).
     - `observations`: `(21, 2)` array of `(hare, lynx)`, in the state order of
       [`simlab.models.LotkaVolterra`][] (prey, predator).
+    - `time_unit`, `value_unit`: units of `ts` and `observations`, for axis labels.
     """
 
     year: np.ndarray
     hare: np.ndarray
     lynx: np.ndarray
+    time_unit: str = "years"
+    value_unit: str = "thousands of pelts"
 
     @property
     def ts(self) -> Array:

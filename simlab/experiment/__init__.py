@@ -20,7 +20,10 @@ from ._folder import (
     SWEEP_STORE,
     StoredRun as StoredRun,
     check_target,
+    clean_partials as clean_partials,
     default_folder,
+    latest_run as latest_run,
+    mark_complete,
     provenance,
     publish,
     read_run,
@@ -142,15 +145,18 @@ def run(
         write_json(staging / PROVENANCE, run_provenance)
         write_json(staging / METRICS, outcome.metrics)
         figures_started = time.perf_counter()
-        draw_all(read_run(staging))
+        draw_all(read_run(staging, finished=False))
         outcome.metrics["wall_seconds"]["figures"] = time.perf_counter() - figures_started
         outcome.metrics["wall_seconds"]["total"] = time.perf_counter() - started
         write_json(staging / METRICS, outcome.metrics)
-        publish(staging, target)
+        mark_complete(staging)
+        previous = publish(staging, target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     if not quiet:
+        if previous is not None:
+            print(f"the previous run in {target} was moved to {previous}")
         print(f"results written to {target}")
         print(f"figures: {target / 'figures'}")
     return target
@@ -167,6 +173,16 @@ def redraw(folder: str | pathlib.Path) -> list[pathlib.Path]:
 def show(folder: str | pathlib.Path) -> str:
     """A readable summary of a results folder: fit, sweep, wall times, figures."""
     stored = read_run(folder)
+    try:
+        return _summary(stored)
+    except (KeyError, TypeError, ValueError, IndexError) as error:
+        raise ExperimentError(
+            f"{stored.folder / METRICS}: damaged ({type(error).__name__}: {error}); rerun the "
+            "experiment."
+        ) from None
+
+
+def _summary(stored: StoredRun) -> str:
     metrics, origin = stored.metrics, stored.provenance
     lines = [f"{metrics['experiment']}: {metrics.get('description', '')}".rstrip(": ")]
     lines.append(

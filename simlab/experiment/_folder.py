@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tomllib
 import uuid
+import zipfile
 from typing import Any
 
 import numpy as np
@@ -26,12 +27,21 @@ PROVENANCE = "provenance.json"
 ARRAYS = "arrays.npz"
 SWEEP_STORE = "sweep.zarr"
 FIGURES = "figures"
-RUN_MARKERS = (METRICS, PROVENANCE)
+COMPLETE = "complete.json"  # written last: a folder without it is unfinished
+OWNER = ".simlab-owner"  # the process id building a staging folder
+RUN_MARKERS = (METRICS, PROVENANCE, COMPLETE)
 
 
 def is_run(folder: pathlib.Path) -> bool:
-    """Whether `folder` holds a finished simlab run."""
+    """Whether `folder` holds a finished simlab run (its completion marker is written last)."""
     return all((folder / name).is_file() for name in RUN_MARKERS)
+
+
+def mark_complete(folder: pathlib.Path) -> None:
+    """Writes the completion marker: the last file of a run."""
+    write_json(
+        folder / COMPLETE, {"complete": True, "files": sorted(p.name for p in folder.iterdir())}
+    )
 
 
 def default_folder(results_root: pathlib.Path, name: str) -> pathlib.Path:
@@ -66,22 +76,74 @@ def check_target(folder: pathlib.Path, *, overwrite: bool) -> None:
 
 
 def staging_folder(target: pathlib.Path) -> pathlib.Path:
-    """A fresh hidden folder next to `target` (same file system, so renaming is atomic)."""
-    target.parent.mkdir(parents=True, exist_ok=True)
+    """A fresh hidden folder next to `target` (same file system, so renaming is atomic),
+    holding the id of the process that builds it (see `clean_partials`)."""
     staging = target.parent / f".{target.name}.partial-{uuid.uuid4().hex[:8]}"
-    staging.mkdir()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging.mkdir()
+        (staging / OWNER).write_text(str(os.getpid()), encoding="utf-8")
+    except OSError as error:
+        raise ExperimentError(
+            f"{target}: cannot write the results folder there ({error.strerror or error}); "
+            "pass --out a folder you can write to."
+        ) from None
     return staging
 
 
-def publish(staging: pathlib.Path, target: pathlib.Path) -> None:
-    """Moves the finished `staging` folder to `target`, replacing an old run if one is there."""
+def publish(staging: pathlib.Path, target: pathlib.Path) -> pathlib.Path | None:
+    """Moves the finished `staging` folder to `target`. An old run there is moved aside,
+    whole (with any files added to it), to `target.previous-<timestamp>`, never deleted;
+    returns where it went (None if there was none)."""
+    (staging / OWNER).unlink(missing_ok=True)
     if not target.exists():
         os.rename(staging, target)
-        return
-    retired = target.parent / f".{target.name}.replaced-{uuid.uuid4().hex[:8]}"
+        return None
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%d-%H%M%S")
+    retired = target.parent / f"{target.name}.previous-{stamp}"
+    suffix = 2
+    while retired.exists():
+        retired = target.parent / f"{target.name}.previous-{stamp}-{suffix}"
+        suffix += 1
     os.rename(target, retired)
     os.rename(staging, target)
-    shutil.rmtree(retired, ignore_errors=True)
+    return retired
+
+
+def clean_partials(root: pathlib.Path) -> list[pathlib.Path]:
+    """Removes unfinished run folders under `root` whose process is gone; returns them.
+
+    A staging folder (`.NAME.partial-XXXX`) whose owner process still runs is kept.
+    """
+    removed = []
+    for folder in sorted(root.rglob(".*.partial-*")):
+        if folder.is_dir() and not _owner_alive(folder):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
+
+
+def _owner_alive(folder: pathlib.Path) -> bool:
+    try:
+        pid = int((folder / OWNER).read_text(encoding="utf-8"))
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except PermissionError:  # it exists, run by another user
+        return True
+    except (OSError, ValueError):  # no owner file, or no such process
+        return False
+    return True
+
+
+def latest_run(root: pathlib.Path, name: str | None = None) -> pathlib.Path:
+    """The newest finished run under `root` (of experiment `name`, if given)."""
+    folders = root.glob(f"{name}/*" if name else "*/*")
+    runs = [f for f in folders if f.is_dir() and not f.name.startswith(".") and is_run(f)]
+    if not runs:
+        where = f"{root / name}" if name else str(root)
+        raise ExperimentError(
+            f"{where}: holds no finished run; run one with `simlab run`, or pass a results folder."
+        )
+    return max(runs, key=lambda f: ((f / COMPLETE).stat().st_mtime, f.name))
 
 
 def write_json(path: pathlib.Path, content: Any) -> None:
@@ -192,24 +254,61 @@ class StoredRun:
         return self.folder / FIGURES
 
 
-def read_run(folder: str | pathlib.Path) -> StoredRun:
-    """Reads a results folder (parsing only); `ExperimentError` if it is not a finished run."""
+def read_run(folder: str | pathlib.Path, *, finished: bool = True) -> StoredRun:
+    """Reads a results folder (parsing only); `ExperimentError` if it is not a finished run
+    (`finished=False`: a run still being built, whose completion marker is not yet written)."""
     folder = pathlib.Path(folder)
     if not folder.is_dir():
         raise ExperimentError(
             f"{folder}: no such results folder; pass a folder `simlab run` wrote."
         )
-    if not is_run(folder):
+    if not (
+        is_run(folder) if finished else all((folder / n).is_file() for n in (METRICS, PROVENANCE))
+    ):
         raise ExperimentError(
-            f"{folder}: not a finished simlab run (no {METRICS} and {PROVENANCE}); pass a "
+            f"{folder}: not a finished simlab run (no {COMPLETE}: unfinished, interrupted or "
+            "not a run; `simlab clean` removes unfinished runs); pass a "
             "folder such as results/<experiment>/<timestamp>."
         )
-    try:
-        config = tomllib.loads((folder / CONFIG).read_text(encoding="utf-8"))
-        metrics = json.loads((folder / METRICS).read_text(encoding="utf-8"))
-        run_provenance = json.loads((folder / PROVENANCE).read_text(encoding="utf-8"))
-        with np.load(folder / ARRAYS, allow_pickle=False) as stored:
-            arrays = {name: stored[name] for name in stored.files}
-    except (OSError, ValueError, tomllib.TOMLDecodeError) as error:
-        raise ExperimentError(f"{folder}: a results file is damaged ({error}); rerun it.") from None
-    return StoredRun(folder, config, metrics, run_provenance, arrays)
+    readers = {
+        CONFIG: lambda path: tomllib.loads(path.read_text(encoding="utf-8")),
+        METRICS: lambda path: json.loads(path.read_text(encoding="utf-8")),
+        PROVENANCE: lambda path: json.loads(path.read_text(encoding="utf-8")),
+        ARRAYS: _read_arrays,
+    }
+    contents = {}
+    for name, reader in readers.items():
+        try:
+            contents[name] = reader(folder / name)
+        except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as error:
+            raise ExperimentError(
+                f"{folder / name}: damaged or missing ({type(error).__name__}); rerun the "
+                "experiment."
+            ) from None
+    required = {
+        CONFIG: ("model",),
+        METRICS: ("experiment", "wall_seconds"),
+        PROVENANCE: ("created", "devices"),
+    }
+    for name, keys in required.items():
+        missing = [
+            key for key in keys if not isinstance(contents[name], dict) or key not in contents[name]
+        ]
+        if missing:
+            raise ExperimentError(
+                f"{folder / name}: damaged (no {missing[0]!r}); rerun the experiment."
+            )
+    stored_run = StoredRun(
+        folder, contents[CONFIG], contents[METRICS], contents[PROVENANCE], contents[ARRAYS]
+    )
+    if "sweep" in stored_run.metrics and not (stored_run.sweep_store / "zarr.json").is_file():
+        raise ExperimentError(
+            f"{stored_run.sweep_store}: missing or damaged, though the run has a sweep; rerun "
+            "the experiment."
+        )
+    return stored_run
+
+
+def _read_arrays(path: pathlib.Path) -> dict[str, np.ndarray]:
+    with np.load(path, allow_pickle=False) as stored:
+        return {name: stored[name] for name in stored.files}

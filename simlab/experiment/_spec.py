@@ -6,6 +6,7 @@ a typo costs a second, not a compile.
 
 import csv
 import dataclasses
+import math
 import pathlib
 import tomllib
 from typing import Any
@@ -160,6 +161,11 @@ def parse(config: dict, path: pathlib.Path, *, quick: bool = False) -> Experimen
     resolved = {k: v for k, v in config.items() if k != "quick"}
     if quick:
         resolved = deep_merge(resolved, overrides)
+    elif overrides:  # the [quick] table is checked on every run, not only the first --quick
+        try:
+            parse(config, path, quick=True)
+        except ExperimentError as error:
+            raise ExperimentError(f"{error} (with the [quick] table applied)") from None
     description = check.string(resolved, "description", "description", default="")
     model = _model(check, resolved)
     y0 = _initial_state(check, resolved, model)
@@ -169,6 +175,7 @@ def parse(config: dict, path: pathlib.Path, *, quick: bool = False) -> Experimen
     fit = _fit(check, resolved, model, data)
     sweep = _sweep(check, resolved, model, fit)
     figures = _figures(check, resolved, model, fit, sweep)
+    _check_sizes(check, y0, time, sweep, fit, solver)
     return Experiment(
         name=path.stem,
         description=description,
@@ -237,6 +244,7 @@ def _grid(check: Checker, table: dict) -> Grid:
         or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 3 for n in shape)
     ):
         raise check.fail("model.grid.shape", f"must be a list of 1-3 integers >= 3; got {shape!r}.")
+    _check_memory(check, "model.grid.shape", "one field", math.prod(shape) * FLOAT_BYTES)
     extent = check.number(grid, "extent", "model.grid", positive=True)
     boundary = check.string(
         grid,
@@ -345,6 +353,7 @@ def _data(check: Checker, config: dict, model: AbstractModel) -> DataSpec | None
 def _csv_data(check: Checker, table: dict, model: AbstractModel) -> DataSpec:
     relative = pathlib.Path(check.string(table, "csv", "data"))
     csv_path = relative if relative.is_absolute() else check.path.parent / relative
+    _check_inside_project(check, csv_path)
     if not csv_path.is_file():
         raise check.fail(
             "data.csv",
@@ -353,26 +362,100 @@ def _csv_data(check: Checker, table: dict, model: AbstractModel) -> DataSpec:
     time_column = check.string(table, "time_column", "data", default="t")
     names = model.state_names
     columns = check.names(table, "columns", "data", names) if "columns" in table else names
-    with csv_path.open(newline="", encoding="utf-8") as handle:
-        rows = list(csv.DictReader(line for line in handle if not line.startswith("#")))
-    if not rows:
-        raise check.fail("data.csv", f"{str(csv_path)!r} holds no data rows.")
+    # No message below quotes the file: it may hold anything (never echo its content).
+    try:
+        with csv_path.open(newline="", encoding="utf-8") as handle:
+            rows = list(csv.DictReader(line for line in handle if not line.startswith("#")))
+    except UnicodeDecodeError:
+        raise check.fail(
+            "data.csv", f"{str(csv_path)!r} is not UTF-8 text; save it as UTF-8."
+        ) from None
+    except (OSError, csv.Error) as error:
+        raise check.fail(
+            "data.csv", f"{str(csv_path)!r} cannot be read as CSV ({type(error).__name__})."
+        ) from None
+    if len(rows) < 2:
+        raise check.fail(
+            "data.csv",
+            f"{str(csv_path)!r} holds {len(rows)} data row(s); a fit needs at least 2 times.",
+        )
     for column in (time_column, *columns):
         if column not in rows[0]:
             raise check.fail(
                 "data.columns",
-                f"{str(csv_path)!r} has no column {column!r}; its columns are {list(rows[0])}.",
+                f"{str(csv_path)!r} has no column {column!r} in its header; name the columns "
+                "with data.time_column and data.columns.",
+            )
+    for number, row in enumerate(rows, start=2):
+        if None in row or None in row.values():
+            raise check.fail(
+                "data.csv",
+                f"{str(csv_path)!r}: data row {number - 1} has a different number of values "
+                "than the header; give every row one value per column.",
             )
     try:
         ts = np.array([float(row[time_column]) for row in rows])
         values = np.array([[float(row[c]) for c in columns] for row in rows])
-    except ValueError as error:
-        raise check.fail("data.csv", f"{str(csv_path)!r} holds a non-number: {error}.") from None
+    except ValueError:
+        raise check.fail(
+            "data.csv",
+            f"{str(csv_path)!r} holds a value that is not a number in the columns "
+            f"{[time_column, *columns]}; use plain decimal numbers.",
+        ) from None
     if not np.all(np.isfinite(values)) or not np.all(np.diff(ts) > 0):
         raise check.fail(
             "data.csv", f"{str(csv_path)!r} needs finite values and strictly increasing times."
         )
     return DataSpec(f"csv:{csv_path}", ts, values, tuple(columns))
+
+
+def _check_inside_project(check: Checker, path: pathlib.Path) -> None:
+    """A data path read from a TOML file must stay in the experiment's folder or the project
+    (the current folder): an experiment file cannot make simlab read files elsewhere."""
+    resolved = path.resolve()
+    roots = (check.path.resolve().parent, pathlib.Path.cwd().resolve())
+    if not any(resolved.is_relative_to(root) for root in roots):
+        raise check.fail(
+            "data.csv",
+            f"{str(path)!r} lies outside the experiment's folder and the current project; copy "
+            "the data file next to the experiment file.",
+        )
+
+
+FLOAT_BYTES = 8
+MEMORY_LIMIT = 8 * 2**30  # the arrays one run may hold; more is refused at --check
+MAX_STEPS_LIMIT = 10**7
+
+
+def _check_memory(check: Checker, key: str, what: str, num_bytes: float) -> None:
+    if num_bytes > MEMORY_LIMIT:
+        raise check.fail(
+            key,
+            f"is too large: {what} would need {num_bytes / 2**30:.3g} GiB of memory, above the "
+            f"{MEMORY_LIMIT / 2**30:g} GiB a run may use; reduce it.",
+        )
+
+
+def _check_sizes(check: Checker, y0: np.ndarray, time, sweep, fit, solver) -> None:
+    """Refuses sizes a run could not hold, naming the memory they would need."""
+    _check_memory(
+        check, "time.num_points", "the saved trajectory", time.num_points * y0.size * FLOAT_BYTES
+    )
+    for key, steps in (
+        ("solver.max_steps", solver.get("max_steps")),
+        ("fit.max_steps", fit.max_steps if fit else None),
+    ):
+        if steps is not None and steps > MAX_STEPS_LIMIT:
+            raise check.fail(key, f"is {steps}; at most {MAX_STEPS_LIMIT:.0e} steps are allowed.")
+    if sweep is not None:
+        nums = [axis["num"] for axis in sweep.axes.values()]
+        members = math.prod(nums) if sweep.mode == "grid" else max(nums)
+        _check_memory(
+            check,
+            "sweep.parameters",
+            f"{members:.3g} members' results",
+            members * y0.size * FLOAT_BYTES,
+        )
 
 
 def _synthetic_data(check: Checker, table: dict, model: AbstractModel) -> DataSpec:

@@ -5,10 +5,16 @@ store writes to a temporary name and renames; we add `fsync`, so a finished writ
 a power cut too). Within a chunk, the `status` block is written last, so a chunk whose
 status is present is complete. And a new store is built in a temporary folder and renamed
 into place, so a store either exists with its identity or not at all.
+
+Damage after the fact is caught too: each chunk's blocks have a SHA-256 checksum (written
+before the status block), so a deleted, truncated, edited or foreign chunk file is found
+on resume (and recomputed) and on read (and reported with the file named); array metadata
+that differs from the sweep's layout (an edited `shape` or `fill_value`) is refused.
 """
 
 import asyncio
 import dataclasses
+import hashlib
 import json
 import os
 import pathlib
@@ -22,11 +28,12 @@ import zarr
 from zarr.storage import LocalStore
 
 from .._results import status_codes
-from ._atomic import fsync_file_and_folder
+from ._atomic import atomic_write, fsync_file_and_folder
 
 STATUS = "status"
 NOT_COMPUTED = -1
 IDENTITY_ATTR = "simlab_sweep_identity"
+CHECKSUMS = ".simlab-checksums"  # one small JSON file per finished chunk
 
 
 class _DurableLocalStore(LocalStore):
@@ -83,6 +90,7 @@ class SweepStore:
         self.path = path
         self.layout = layout
         self._group = zarr.open_group(_DurableLocalStore(path), mode="r+", use_consolidated=False)
+        self._check_metadata()
 
     @classmethod
     def open(
@@ -108,26 +116,136 @@ class SweepStore:
         return cls(path, layout)
 
     def finished_chunks(self) -> np.ndarray:
-        """Boolean per chunk: has it been written completely?"""
-        status = self._group[STATUS][:]
-        return np.array(
-            [
-                np.all(status[slice(*self.layout.chunk_bounds(i))] != NOT_COMPUTED)
-                for i in range(self.layout.num_chunks)
-            ]
-        )
+        """Boolean per chunk: has it been written completely, and is it intact?
+
+        A chunk whose files are missing, damaged or from another store is reported unfinished
+        (so a resumed sweep recomputes it), with a warning naming the files.
+        """
+        finished, damaged = [], []
+        for index in range(self.layout.num_chunks):
+            _, status, problems = self._read_chunk(index)
+            complete = status is not None and np.all(status != NOT_COMPUTED)
+            finished.append(complete and not problems)
+            if complete:  # an unfinished chunk is recomputed anyway: that is no damage
+                damaged += problems
+        if damaged:
+            warnings.warn(
+                f"the sweep store {str(self.path)!r} has missing or damaged chunk files "
+                f"({'; '.join(damaged)}); recomputing those chunks.",
+                stacklevel=3,
+            )
+        return np.array(finished, bool)
 
     def write_chunk(self, index: int, outputs: dict[str, np.ndarray], status: np.ndarray) -> None:
-        """Writes chunk `index` (observables first, `status` last: the completion mark)."""
+        """Writes chunk `index`: observables, their checksums, and `status` last (the
+        completion mark)."""
         region = slice(*self.layout.chunk_bounds(index))
+        blocks = {
+            name: np.asarray(outputs[name], self.layout.variables[name].dtype)
+            for name in self.layout.variables
+        }
+        blocks[STATUS] = np.asarray(status, np.int16)
         for name in self.layout.variables:
-            self._group[name][region] = outputs[name]
-        self._group[STATUS][region] = status
+            self._group[name][region] = blocks[name]
+        checksums = {name: _checksum(block) for name, block in blocks.items()}
+        folder = self.path / CHECKSUMS
+        folder.mkdir(exist_ok=True)
+        atomic_write(
+            folder / f"{index}.json",
+            lambda temporary: temporary.write_text(json.dumps(checksums), encoding="utf-8"),
+        )
+        self._group[STATUS][region] = blocks[STATUS]
 
     def read(self) -> tuple[dict[str, np.ndarray], np.ndarray]:
-        """All observables and the status, as NumPy arrays with a leading member axis."""
-        outputs = {name: self._group[name][:] for name in self.layout.variables}
-        return outputs, self._group[STATUS][:]
+        """All observables and the status, as NumPy arrays with a leading member axis.
+
+        Raises a `ValueError` naming the files of any chunk that is missing or damaged.
+        """
+        outputs = {
+            name: np.full((self.layout.num_members, *spec.shape), np.nan, spec.dtype)
+            for name, spec in self.layout.variables.items()
+        }
+        status = np.full(self.layout.num_members, NOT_COMPUTED, np.int16)
+        damaged = []
+        for index in range(self.layout.num_chunks):
+            chunk_outputs, chunk_status, problems = self._read_chunk(index)
+            complete = chunk_status is not None and np.all(chunk_status != NOT_COMPUTED)
+            if problems and complete:
+                damaged += problems
+                continue
+            region = slice(*self.layout.chunk_bounds(index))
+            for name, block in chunk_outputs.items():
+                outputs[name][region] = block
+            if chunk_status is not None:
+                status[region] = chunk_status
+            if problems and chunk_status is None:
+                damaged += problems
+        if damaged:
+            raise ValueError(
+                f"the sweep store {str(self.path)!r} has missing or damaged chunk files: "
+                f"{'; '.join(damaged)}. Rerun the sweep with the same store= to recompute them."
+            )
+        return outputs, status
+
+    def _read_chunk(self, index: int):
+        """`(outputs, status, problems)` of chunk `index`; `problems` lists each block that is
+        unreadable or does not match its recorded checksum, by file."""
+        region = slice(*self.layout.chunk_bounds(index))
+        try:
+            recorded = json.loads((self.path / CHECKSUMS / f"{index}.json").read_text("utf-8"))
+        except (OSError, ValueError):
+            recorded = {}
+        blocks, problems = {}, []
+        for name in [*self.layout.variables, STATUS]:
+            array = self._group[name]
+            key = array.metadata.encode_chunk_key((index,) + (0,) * (array.ndim - 1))
+            file = self.path / name / key
+            try:
+                block = array[region]
+            except Exception as error:  # a truncated or garbled file: zarr's codec fails
+                problems.append(f"{file} is unreadable ({type(error).__name__})")
+                continue
+            blocks[name] = block
+            if not file.is_file():
+                problems.append(f"{file} is missing")
+            elif recorded.get(name) != _checksum(block):
+                problems.append(f"{file} does not match its checksum")
+        status = blocks.pop(STATUS, None)
+        return blocks, status, problems
+
+    def _check_metadata(self) -> None:
+        """Refuses array metadata that differs from the layout (e.g. an edited `shape`)."""
+        layout = self.layout
+        expected = {
+            name: (
+                (layout.num_members, *spec.shape),
+                (layout.chunk_size, *spec.shape),
+                np.dtype(spec.dtype),
+                np.nan,
+            )
+            for name, spec in layout.variables.items()
+        }
+        expected[STATUS] = (
+            (layout.num_members,),
+            (layout.chunk_size,),
+            np.dtype(np.int16),
+            NOT_COMPUTED,
+        )
+        for name, (shape, chunks, dtype, fill) in expected.items():
+            try:
+                array = self._group[name]
+                found = (tuple(array.shape), tuple(array.chunks), np.dtype(array.dtype))
+                fill_ok = bool(
+                    np.isnan(array.fill_value) if np.isnan(fill) else array.fill_value == fill
+                )
+            except (KeyError, TypeError, ValueError):
+                found, fill_ok = None, False
+            if found != (shape, chunks, dtype) or not fill_ok:
+                raise ValueError(
+                    f"the metadata {str(self.path / name / 'zarr.json')!r} does not match this "
+                    f"sweep (expected shape {shape}, chunks {chunks}, dtype {dtype}, fill_value "
+                    f"{fill}); the store was edited or damaged. Pass store= a new path."
+                )
 
     def attrs(self) -> dict[str, Any]:
         return dict(self._group.attrs)
@@ -231,6 +349,12 @@ def _recorded_identity(path: pathlib.Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return attributes.get(IDENTITY_ATTR)
+
+
+def _checksum(block: np.ndarray) -> str:
+    block = np.ascontiguousarray(block)
+    header = str((block.shape, block.dtype.str)).encode()
+    return hashlib.sha256(header + block.tobytes()).hexdigest()
 
 
 def _as_json(value: Any) -> Any:

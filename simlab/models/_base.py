@@ -144,10 +144,12 @@ class AbstractODEModel(AbstractModel):
     """A model whose state is a vector of named components (`state_names`).
 
     Subclasses set the class variables `state_names` and, for stiff dynamics, `stiff = True`
-    (then `simulate(solver=None)` picks an implicit solver).
+    (then `simulate(solver=None)` picks an implicit solver); `state_units` gives the unit of
+    each component (`()`: dimensionless or unknown), which plots put on their axes.
     """
 
     state_names: ClassVar[tuple[str, ...]]
+    state_units: ClassVar[tuple[str, ...]] = ()
     stiff: ClassVar[bool] = False
 
     @property

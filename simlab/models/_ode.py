@@ -20,12 +20,12 @@ class LotkaVolterra(AbstractODEModel):
 
     with prey $x$ and predators $y$ (any consistent population unit, e.g. thousands).
 
-    **Arguments** (all positive, rates per unit time):
+    **Arguments** (all non-negative, rates per unit time; a zero rate switches a process off):
 
-    - `alpha`: prey birth rate $\alpha > 0$.
-    - `beta`: predation rate $\beta > 0$ (per predator).
-    - `gamma`: predator death rate $\gamma > 0$.
-    - `delta`: predator growth per prey eaten $\delta > 0$ (per prey).
+    - `alpha`: prey birth rate $\alpha \ge 0$.
+    - `beta`: predation rate $\beta \ge 0$ (per predator).
+    - `gamma`: predator death rate $\gamma \ge 0$.
+    - `delta`: predator growth per prey eaten $\delta \ge 0$ (per prey).
 
     The state is `(prey, predator)`; not stiff.
 
@@ -37,12 +37,13 @@ class LotkaVolterra(AbstractODEModel):
         ```
     """
 
-    alpha: Float[Array, ""] = parameter(lower=0.0, unit="1/time")
-    beta: Float[Array, ""] = parameter(lower=0.0, unit="1/(population·time)")
-    gamma: Float[Array, ""] = parameter(lower=0.0, unit="1/time")
-    delta: Float[Array, ""] = parameter(lower=0.0, unit="1/(population·time)")
+    alpha: Float[Array, ""] = parameter(lower=0.0, lower_inclusive=True, unit="1/time")
+    beta: Float[Array, ""] = parameter(lower=0.0, lower_inclusive=True, unit="1/(population·time)")
+    gamma: Float[Array, ""] = parameter(lower=0.0, lower_inclusive=True, unit="1/time")
+    delta: Float[Array, ""] = parameter(lower=0.0, lower_inclusive=True, unit="1/(population·time)")
 
     state_names: ClassVar[tuple[str, ...]] = ("prey", "predator")
+    state_units: ClassVar[tuple[str, ...]] = ("population", "population")
 
     def __call__(self, t, y, args):
         prey, predator = y[0], y[1]
@@ -61,8 +62,9 @@ class Lorenz(AbstractODEModel):
     \dot x = \sigma (y - x), \quad \dot y = x(\rho - z) - y, \quad \dot z = x y - \beta z.
     $$
 
-    **Arguments** (dimensionless, all positive): `sigma` (Prandtl number $\sigma > 0$),
-    `rho` (Rayleigh number ratio $\rho > 0$), `beta` (geometric factor $\beta > 0$).
+    **Arguments** (dimensionless): `sigma` (Prandtl number $\sigma > 0$),
+    `rho` (Rayleigh number ratio $\rho \ge 0$; $\rho = 0$ is no convection), `beta`
+    (geometric factor $\beta > 0$).
 
     The state is `(x, y, z)`; not stiff.
 
@@ -75,7 +77,7 @@ class Lorenz(AbstractODEModel):
     """
 
     sigma: Float[Array, ""] = parameter(lower=0.0)
-    rho: Float[Array, ""] = parameter(lower=0.0)
+    rho: Float[Array, ""] = parameter(lower=0.0, lower_inclusive=True)  # 0: no convection
     beta: Float[Array, ""] = parameter(lower=0.0)
 
     state_names: ClassVar[tuple[str, ...]] = ("x", "y", "z")
@@ -98,8 +100,8 @@ class SIR(AbstractODEModel):
 
     **Arguments:**
 
-    - `beta`: transmission rate $\beta > 0$, per day.
-    - `gamma`: recovery rate $\gamma > 0$, per day ($R_0 = \beta/\gamma$).
+    - `beta`: transmission rate $\beta \ge 0$, per day.
+    - `gamma`: recovery rate $\gamma \ge 0$, per day ($R_0 = \beta/\gamma$).
     - `population`: total population $N > 0$, people.
 
     The state is `(S, I, R)`; not stiff.
@@ -113,11 +115,12 @@ class SIR(AbstractODEModel):
         ```
     """
 
-    beta: Float[Array, ""] = parameter(lower=0.0, unit="1/day")
-    gamma: Float[Array, ""] = parameter(lower=0.0, unit="1/day")
+    beta: Float[Array, ""] = parameter(lower=0.0, lower_inclusive=True, unit="1/day")
+    gamma: Float[Array, ""] = parameter(lower=0.0, lower_inclusive=True, unit="1/day")
     population: Float[Array, ""] = parameter(lower=0.0, unit="people")
 
     state_names: ClassVar[tuple[str, ...]] = ("S", "I", "R")
+    state_units: ClassVar[tuple[str, ...]] = ("people", "people", "people")
 
     def __call__(self, t, y, args):
         susceptible, infected = y[0], y[1]
@@ -137,7 +140,7 @@ class DampedPendulum(AbstractODEModel):
 
     - `length`: $L > 0$, metres.
     - `damping`: $c \ge 0$, per second.
-    - `gravity`: $g > 0$, metres per second squared (default 9.81).
+    - `gravity`: $g \ge 0$, metres per second squared (default 9.81).
 
     The state is `(angle, angular_velocity)` in radians and radians per second; not stiff.
 
@@ -151,9 +154,12 @@ class DampedPendulum(AbstractODEModel):
 
     length: Float[Array, ""] = parameter(lower=0.0, unit="m")
     damping: Float[Array, ""] = parameter(lower=0.0, lower_inclusive=True, unit="1/s")
-    gravity: Float[Array, ""] = parameter(lower=0.0, unit="m/s²", default=9.81)
+    gravity: Float[Array, ""] = parameter(
+        lower=0.0, lower_inclusive=True, unit="m/s²", default=9.81
+    )
 
     state_names: ClassVar[tuple[str, ...]] = ("angle", "angular_velocity")
+    state_units: ClassVar[tuple[str, ...]] = ("rad", "rad/s")
 
     def __call__(self, t, y, args):
         angle, angular_velocity = y[0], y[1]
@@ -209,7 +215,7 @@ class Robertson(AbstractODEModel):
     with concentrations $y_i$ (their sum is conserved). The rate constants span nine
     orders of magnitude, so the default solver is implicit.
 
-    **Arguments:** `k1` $= 0.04$, `k2` $= 3\times10^7$, `k3` $= 10^4$ (all positive).
+    **Arguments:** `k1` $= 0.04$, `k2` $= 3\times10^7$, `k3` $= 10^4$ (all non-negative).
 
     !!! example
 
@@ -219,9 +225,9 @@ class Robertson(AbstractODEModel):
         ```
     """
 
-    k1: Float[Array, ""] = parameter(lower=0.0, default=0.04)
-    k2: Float[Array, ""] = parameter(lower=0.0, default=3e7)
-    k3: Float[Array, ""] = parameter(lower=0.0, default=1e4)
+    k1: Float[Array, ""] = parameter(lower=0.0, lower_inclusive=True, default=0.04)
+    k2: Float[Array, ""] = parameter(lower=0.0, lower_inclusive=True, default=3e7)
+    k3: Float[Array, ""] = parameter(lower=0.0, lower_inclusive=True, default=1e4)
 
     state_names: ClassVar[tuple[str, ...]] = ("y1", "y2", "y3")
     stiff: ClassVar[bool] = True

@@ -144,7 +144,7 @@ class Heat(AbstractGridModel):
 
     **Arguments:**
 
-    - `diffusivity`: $D > 0$ in length²/time: a scalar or a field of shape `grid.shape`.
+    - `diffusivity`: $D \ge 0$ in length²/time: a scalar or a field of shape `grid.shape`.
     - `grid`: the [`simlab.Grid`][] with its boundary conditions.
     - `order`: 2 or 4, the order of the Laplacian (4 needs a scalar diffusivity).
     - `impl`: `"auto"`, `"xla"` or `"pallas"` for the stencil.
@@ -163,7 +163,9 @@ class Heat(AbstractGridModel):
         ```
     """
 
-    diffusivity: Float[Array, "*grid"] = parameter(lower=0.0, unit="length²/time")
+    diffusivity: Float[Array, "*grid"] = parameter(
+        lower=0.0, lower_inclusive=True, unit="length²/time"
+    )
     grid: Grid = eqx.field(static=True)
     order: int = eqx.field(static=True, default=2)
     impl: str = eqx.field(static=True, default="auto")
@@ -261,7 +263,7 @@ class Wave(AbstractGridModel):
 
     **Arguments:**
 
-    - `wave_speed`: $c > 0$ in length/time (a scalar or a field of shape `grid.shape`).
+    - `wave_speed`: $c \ge 0$ in length/time (a scalar or a field of shape `grid.shape`).
     - `grid`: the [`simlab.Grid`][].
     - `order`: 2 or 4, the order of the Laplacian.
     - `impl`: `"auto"`, `"xla"` or `"pallas"`.
@@ -281,7 +283,9 @@ class Wave(AbstractGridModel):
         ```
     """
 
-    wave_speed: Float[Array, "*grid"] = parameter(lower=0.0, unit="length/time")
+    wave_speed: Float[Array, "*grid"] = parameter(
+        lower=0.0, lower_inclusive=True, unit="length/time"
+    )
     grid: Grid = eqx.field(static=True)
     order: int = eqx.field(static=True, default=2)
     impl: str = eqx.field(static=True, default="auto")
@@ -380,7 +384,7 @@ class GrayScott(AbstractGridModel):
     \end{aligned}
     $$
 
-    **Arguments** (dimensionless, all positive):
+    **Arguments** (dimensionless, all non-negative):
 
     - `feed_rate`: $F$, the rate at which $u$ is fed (and both are drained).
     - `kill_rate`: $k$, the extra removal rate of $v$.
@@ -405,10 +409,14 @@ class GrayScott(AbstractGridModel):
         ```
     """
 
-    feed_rate: Float[Array, ""] = parameter(lower=0.0, unit="1/time")
-    kill_rate: Float[Array, ""] = parameter(lower=0.0, unit="1/time")
-    diffusivity_u: Float[Array, "*grid"] = parameter(lower=0.0, unit="length²/time")
-    diffusivity_v: Float[Array, "*grid"] = parameter(lower=0.0, unit="length²/time")
+    feed_rate: Float[Array, ""] = parameter(lower=0.0, lower_inclusive=True, unit="1/time")
+    kill_rate: Float[Array, ""] = parameter(lower=0.0, lower_inclusive=True, unit="1/time")
+    diffusivity_u: Float[Array, "*grid"] = parameter(
+        lower=0.0, lower_inclusive=True, unit="length²/time"
+    )
+    diffusivity_v: Float[Array, "*grid"] = parameter(
+        lower=0.0, lower_inclusive=True, unit="length²/time"
+    )
     grid: Grid = eqx.field(static=True)
     impl: str = eqx.field(static=True, default="auto")
 
