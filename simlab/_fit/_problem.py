@@ -189,7 +189,7 @@ class FitProblem(eqx.Module):
             nll = noise.negative_log_likelihood(
                 predictions, experiment.observations, noise_scale * experiment.noise_scale
             )
-            failed = 0.5 * FAILED_RESIDUAL**2 * experiment.observed
+            failed = 0.5 * FAILED_RESIDUAL**2 * experiment.observed.astype(total.dtype)
             total = total + jnp.sum(jnp.where(usable, nll, jnp.where(ok, 0.0, failed)))
             all_ok = all_ok & jnp.all(ok)
         return total, all_ok
