@@ -121,6 +121,7 @@ def profiles(profiles, *, axes=None):
             ax.set_ylim(bottom=min(0.0, float(np.nanmin(nll))) - 0.05 * threshold)
         axes[0].set_ylabel("Δ negative log-likelihood")
         axes[0].legend(loc="upper center", fontsize=8)
+        axes[0].figure.tight_layout()
     return axes
 
 
