@@ -327,9 +327,12 @@ def _warn_if_underdetermined(problem: FitProblem) -> None:
     fitted = [get_path(problem.model, p) for p in problem.paths]
     fitted += [e.y0 for e in problem.experiments] if problem.fit_y0 else []
     unknowns = sum(leaf.size for leaf in jtu.tree_leaves(eqx.filter(fitted, eqx.is_inexact_array)))
-    if problem.num_residuals < unknowns:
+    observed = problem.num_observed()
+    if not is_concrete(observed):
+        return  # the observation mask is traced (fits under vmap): counted per member at run time
+    if int(observed) < unknowns:
         warnings.warn(
-            f"the fit is underdetermined: {problem.num_residuals} observed residuals for "
+            f"the fit is underdetermined: {int(observed)} observed values for "
             f"{unknowns} fitted unknowns, so the data cannot determine them all; the standard "
             "errors and noise variance are undefined (nan). Add observations, or fit fewer "
             "parameters (leave some out of params, or fit_y0=False).",
