@@ -10,11 +10,14 @@ from collections.abc import Callable
 from typing import Any
 
 import diffrax as dfx
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optimistix as optx
 from jaxtyping import Array, ArrayLike
 
+from ._events import Event, check_event
 from ._lean import fixed_steps_per_interval, lean_solve
 from ._misc import is_concrete
 from ._options import DEFAULT_MAX_STEPS, SolveOptions, merged_options
@@ -30,6 +33,7 @@ from .models._base import AbstractModel
 
 LEAN_ADJOINTS = (None, "checkpoint", "forward")  # plain JAX autodiff through the lean loop
 STABLE_STEP_SAFETY = 0.9  # a step at the exact limit leaves the fastest mode undamped
+EVENT_ROOT_TOLERANCE = 1e-12  # on the event time, relative and absolute (Newton on Diffrax)
 
 
 def simulate(
@@ -48,6 +52,7 @@ def simulate(
     throw: bool = True,
     args: Any = None,
     integrator: str = "auto",
+    event: Event | None = None,
 ) -> Trajectory:
     r"""Solves the initial value problem $\dot y = f(t, y)$, $y(t_0) = y_0$, saving at `ts`.
 
@@ -78,9 +83,13 @@ def simulate(
       on CPU, and everything else with `diffrax.diffeqsolve`; `"lean"` or `"diffrax"`
       force one. The lean loop lands steps on every save time and differentiates with
       plain JAX autodiff (`adjoint=None` or `"forward"`). See the performance page.
+    - `event`: a [`simlab.Event`][]: the first time its condition crosses zero is found by
+      root finding on the solution and returned as `.event_time` (differentiable), the
+      state there as `.event_state`; a terminating event stops the solve there (the save
+      times after it hold `NaN`). See the events page.
 
-    **Returns:** a [`simlab.Trajectory`][] with `.ts`, `.ys`, `.result`, `.stats`, and the
-    `solver` and `integrator` that ran.
+    **Returns:** a [`simlab.Trajectory`][] with `.ts`, `.ys`, `.result`, `.stats`, the
+    `solver` and `integrator` that ran, and `.event_time`, `.event_state` with an event.
 
     !!! example
 
@@ -109,6 +118,7 @@ def simulate(
     ts = checked_ts(ts)
     y0 = checked_y0(model, y0)
     _check_vector_field(model, ts, y0, args)
+    check_event(event, ts[0], y0, args)
     stiff = isinstance(model, AbstractModel) and model.is_stiff
     chosen = resolve_solver(options.solver, stiff=stiff)
     if options.adaptive and not has_error_estimate(chosen):
@@ -123,7 +133,7 @@ def simulate(
     rtol, atol = jnp.asarray(options.rtol), jnp.asarray(options.atol)
     dt0 = None if dt0 is None else jnp.asarray(dt0)
     if lean:
-        ys, result, stats = lean_solve(
+        ys, result, stats, found = lean_solve(
             model,
             chosen,
             ts,
@@ -136,12 +146,16 @@ def simulate(
             atol=atol,
             max_steps=options.max_steps,
             loop_kind=loop_kind,
+            event=event,
         )
     else:
-        ys, result, stats = _diffrax_solve(
-            model, chosen, ts, y0, args, options=options, dt0=dt0, rtol=rtol, atol=atol
+        ys, result, stats, found = _diffrax_solve(
+            model, chosen, ts, y0, args, options=options, dt0=dt0, rtol=rtol, atol=atol, event=event
         )
-    result = _checked_result(RESULTS.promote(result), model, ts, ys)
+    event_time, event_state = (None, None) if found is None else found
+    # Save times after a terminating event are never reached: their NaN is no failure.
+    unreached = ts > event_time if event is not None and event.terminate else None
+    result = _checked_result(RESULTS.promote(result), model, ts, ys, unreached)
     ys = _raise_on_failure(ys, result) if throw else ys
     return Trajectory(
         ts=ts,
@@ -151,29 +165,70 @@ def simulate(
         state_names=getattr(model, "state_names", None),
         solver=solver_name(chosen),
         integrator="lean" if lean else "diffrax",
+        event_time=event_time,
+        event_state=event_state,
     )
 
 
-def _diffrax_solve(model, solver, ts, y0, args, *, options: SolveOptions, dt0, rtol, atol):
-    """Solves with `diffrax.diffeqsolve`; returns `(ys, result, stats)` as the lean loop does."""
+def _diffrax_solve(
+    model, solver, ts, y0, args, *, options: SolveOptions, dt0, rtol, atol, event=None
+):
+    """Solves with `diffrax.diffeqsolve`; returns `(ys, result, stats, found)` as the lean
+    loop does.
+
+    An event becomes a `diffrax.Event` whose time an Optimistix root finder locates on
+    Diffrax's dense output (and differentiates implicitly). Diffrax events always stop the
+    solve, so a non-terminating event takes a second solve, without the event, for `ys`.
+    """
     controller = (
         dfx.PIDController(rtol=rtol, atol=atol) if options.adaptive else dfx.ConstantStepSize()
     )
-    solution = dfx.diffeqsolve(
-        dfx.ODETerm(model),
-        solver,
-        t0=ts[0],
-        t1=ts[-1],
-        dt0=dt0,
-        y0=y0,
-        args=args,
-        saveat=dfx.SaveAt(ts=ts),
-        stepsize_controller=controller,
-        max_steps=options.max_steps,
-        adjoint=resolve_adjoint(options.adjoint),
-        throw=False,
-    )
-    return solution.ys, solution.result, solution.stats
+
+    def solve(diffrax_event):
+        return dfx.diffeqsolve(
+            dfx.ODETerm(model),
+            solver,
+            t0=ts[0],
+            t1=ts[-1],
+            dt0=dt0,
+            y0=y0,
+            args=args,
+            # With an event, a second save holds the event time and state (its `t1`).
+            saveat=dfx.SaveAt(ts=ts)
+            if diffrax_event is None
+            else dfx.SaveAt(subs=(dfx.SubSaveAt(ts=ts), dfx.SubSaveAt(t1=True))),
+            stepsize_controller=controller,
+            max_steps=options.max_steps,
+            adjoint=resolve_adjoint(options.adjoint),
+            event=diffrax_event,
+            throw=False,
+        )
+
+    if event is None:
+        solution = solve(None)
+        return solution.ys, solution.result, solution.stats, None
+    root_finder = optx.Newton(rtol=EVENT_ROOT_TOLERANCE, atol=EVENT_ROOT_TOLERANCE)
+    direction = {1: True, -1: False, 0: None}[event.direction]
+    stopping = solve(dfx.Event(_DiffraxCondition(event.condition), root_finder, direction))
+    fired = stopping.result == dfx.RESULTS.event_occurred
+    (ys, at_stop), (_, stop_time) = stopping.ys, stopping.ts
+    found = (jnp.where(fired, stop_time[0], jnp.nan), jnp.where(fired, at_stop[0], jnp.nan))
+    result = dfx.RESULTS.where(fired, dfx.RESULTS.successful, stopping.result)
+    if not event.terminate:
+        solution = solve(None)
+        return solution.ys, solution.result, solution.stats, found
+    after = (ts > found[0]).reshape(-1, *(1,) * y0.ndim)
+    return jnp.where(after, jnp.nan, ys), result, stopping.stats, found
+
+
+class _DiffraxCondition(eqx.Module):
+    """An event condition as `diffrax.Event` calls it (with keyword extras); equal for
+    equal conditions, so the compiled solve is reused."""
+
+    condition: Callable = eqx.field(static=True)
+
+    def __call__(self, t, y, args, **kwargs):
+        return self.condition(t, y, args)
 
 
 def checked_ts(ts: ArrayLike) -> Array:
@@ -309,10 +364,16 @@ def _use_lean(options: SolveOptions, solver: Any) -> bool:
     return plain_adjoint and is_lean_solver(solver)
 
 
-def _checked_result(result: RESULTS, model: Any, ts: Array, ys: Array) -> RESULTS:
-    """The solve's status, with what only the run-time values can show: non-finite states,
-    save times that are not increasing, parameters outside their declared ranges."""
-    all_finite = jnp.all(jnp.isfinite(ys))
+def _checked_result(
+    result: RESULTS, model: Any, ts: Array, ys: Array, unreached: Array | None = None
+) -> RESULTS:
+    """The solve's status, with what only the run-time values can show: non-finite states
+    (at the save times reached: `unreached` marks those after a terminating event), save
+    times that are not increasing, parameters outside their declared ranges."""
+    finite = jnp.isfinite(ys)
+    if unreached is not None:
+        finite = finite | unreached.reshape(-1, *(1,) * (ys.ndim - 1))
+    all_finite = jnp.all(finite)
     result = RESULTS.where(
         (result == RESULTS.successful) & ~all_finite, RESULTS.nonfinite_state, result
     )
