@@ -121,11 +121,11 @@ def _solve_fixed(
 
     def interval(carry, xs):
         t_start, t_end, num_steps = xs if not uniform else (*xs, steps_per_interval)
-        h = (t_end - t_start) / num_steps
+        h = (t_end - t_start) / jnp.asarray(num_steps, t_end.dtype)
 
         def step(i, state):
             y, f, bracket = state
-            t = t_start + i * h
+            t = t_start + jnp.asarray(i, h.dtype) * h
             y1, _, f1 = _runge_kutta_step(vector_field, tableau, t, y, f, h)
             if tracker is None:
                 return y1, f1, None
@@ -279,7 +279,7 @@ def _solve_adaptive(
             jnp.where(accept, f1, f),
             h_next.astype(h.dtype),
             num_steps + 1,
-            num_rejected + (~accept),
+            num_rejected + (~accept).astype(num_rejected.dtype),
             bracket,
         )
 

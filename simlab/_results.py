@@ -5,6 +5,7 @@ from typing import Any
 import diffrax as dfx
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float, Int
 
 
@@ -28,6 +29,11 @@ class RESULTS(dfx.RESULTS):
     parameter_out_of_range = (
         "A model parameter lies outside its declared valid range (see the model's "
         "parameter_bounds()); under jax.vmap or jax.jit the range is checked per member."
+    )
+    singular_jacobian = (
+        "The implicit solver's iteration matrix I/(h*gamma) - J was singular or not finite "
+        "(J is the Jacobian of the vector field). Check the model for NaN or infinite "
+        "derivatives at the state reached (e.g. sqrt or log at zero) or rescale the problem."
     )
 
 
@@ -80,8 +86,8 @@ class Trajectory(eqx.Module):
     - `event_state`: the state $y(\tau)$ there (`NaN` if the event never fired).
     """
 
-    ts: Float[Array, " num_times"]
-    ys: Float[Array, " num_times *state"]
+    ts: Float[Array | np.ndarray, " num_times"]  # NumPy when read back from a store
+    ys: Float[Array | np.ndarray, " num_times *state"]
     result: RESULTS
     stats: dict[str, Any]
     state_names: tuple[str, ...] | None = eqx.field(static=True, default=None)

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optimistix as optx
-from jaxtyping import Array, ArrayLike
+from jaxtyping import Array, ArrayLike, Real
 
 from ._events import Event, check_event
 from ._lean import fixed_steps_per_interval, lean_solve
@@ -30,6 +30,7 @@ from ._solvers import (
     solver_name,
 )
 from .models._base import AbstractModel
+from .models._pde import AbstractGridModel
 
 LEAN_ADJOINTS = (None, "checkpoint", "forward")  # plain JAX autodiff through the lean loop
 STABLE_STEP_SAFETY = 0.9  # a step at the exact limit leaves the fastest mode undamped
@@ -45,7 +46,7 @@ def simulate(
     solver: str | dfx.AbstractSolver | None = None,
     rtol: float = 1e-6,
     atol: float = 1e-9,
-    dt0: float | None = None,
+    dt0: Real[ArrayLike, ""] | None = None,
     adaptive: bool = True,
     max_steps: int = DEFAULT_MAX_STEPS,
     adjoint: str | dfx.AbstractAdjoint | None = None,
@@ -127,6 +128,8 @@ def simulate(
             "adaptive=False with dt0=..., or an adaptive solver such as solver='tsit5'."
         )
     dt0 = options.dt0 if options.adaptive else _fixed_step(model, chosen, y0, ts, options)
+    if options.adjoint == "forward" and isinstance(model, AbstractGridModel):
+        model = model.with_forward_mode_stencils()  # Pallas kernels are reverse-mode only
     lean = _use_lean(options, chosen)
     loop_kind = "lax" if options.adjoint == "forward" else "checkpointed"
     # As arrays these are traced by the compiled solve, so new values never recompile it.

@@ -17,15 +17,15 @@ TS = np.linspace(0.0, 20.0, 3)
 
 def gray_scott_problem(mesh=None):
     """The model (split over `mesh` when given) and its global initial state, as NumPy."""
+    from helpers import GRAY_SCOTT_PARAMETERS
+
     import simlab
     from simlab.decomposition import Decomposed
 
     grid = simlab.Grid(
         GRID_SHAPE, extent=(16.0, 12.0), boundary=["periodic", (simlab.Dirichlet(1.0), "neumann")]
     )
-    model = simlab.models.GrayScott(
-        feed_rate=0.035, kill_rate=0.065, diffusivity_u=0.2, diffusivity_v=0.1, grid=grid
-    )
+    model = simlab.models.GrayScott(**GRAY_SCOTT_PARAMETERS, grid=grid)
     x, y = (np.asarray(c) for c in grid.mesh())
     seed = np.exp(-((x - 6.0) ** 2 + (y - 5.0) ** 2) / 4.0)
     y0 = np.stack([1.0 - 0.5 * seed, 0.25 * seed + 0.01 * np.sin(x)])

@@ -21,11 +21,12 @@ def final_state(trajectory):
 
 
 def run_sweep(**kwargs):
+    from helpers import LOTKA_VOLTERRA
+
     import simlab
 
-    model = simlab.models.LotkaVolterra(alpha=0.55, beta=0.028, gamma=0.84, delta=0.026)
     return simlab.sweep(
-        model,
+        LOTKA_VOLTERRA,
         PARAMS,
         Y0,
         TS,

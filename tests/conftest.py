@@ -1,4 +1,4 @@
-"""Test configuration: float64, four simulated CPU devices, headless matplotlib."""
+"""Test configuration: float64, strict promotion, four simulated CPU devices, headless plots."""
 
 import os
 
@@ -7,6 +7,8 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_numpy_dtype_promotion", "strict")
+jax.config.update("jax_numpy_rank_promotion", "raise")
 jax.config.update("jax_num_cpu_devices", 4)
 
 import matplotlib  # noqa: E402

@@ -6,6 +6,7 @@ import jax
 import jax.monitoring
 import jax.numpy as jnp
 import pytest
+from helpers import lorenz
 
 import simlab
 
@@ -29,8 +30,7 @@ def count_compilations():
 
 
 def _solve(rho, y0, ts, **settings):
-    model = simlab.models.Lorenz(sigma=10.0, rho=rho, beta=8 / 3)
-    return simlab.simulate(model, y0, ts, throw=False, **settings).ys
+    return simlab.simulate(lorenz(rho), y0, ts, throw=False, **settings).ys
 
 
 def _inputs(rho, y0, ts):

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import GRAY_SCOTT_PARAMETERS as GRAY_SCOTT, with_dtype
 
 import simlab
 import simlab.kernels as sk
@@ -224,7 +225,6 @@ def test_forward_mode_needs_the_xla_stencils():
 
 # Reaction–diffusion: the fused kernel with the Gray–Scott reaction against the reference
 # and against the model's vector field.
-GRAY_SCOTT = dict(feed_rate=0.035, kill_rate=0.065, diffusivity_u=0.2, diffusivity_v=0.1)
 DIFFUSIVITIES = (GRAY_SCOTT["diffusivity_u"], GRAY_SCOTT["diffusivity_v"])
 RATES = (GRAY_SCOTT["feed_rate"], GRAY_SCOTT["kill_rate"])
 REACTION = simlab.models.GrayScott.reaction
@@ -240,7 +240,7 @@ def _gray_scott_state(shape, dtype=jnp.float64, seed=0):
 )
 def test_reaction_diffusion_equals_the_gray_scott_model(boundary, dtype):
     grid = simlab.Grid((11, 9), spacing=(1.0, 0.8), boundary=boundary)
-    model = simlab.models.GrayScott(**GRAY_SCOTT, grid=grid, impl="xla")
+    model = with_dtype(simlab.models.GrayScott(**GRAY_SCOTT, grid=grid, impl="xla"), dtype)
     state = _gray_scott_state(grid.shape, dtype)
     padded = simlab.grid.pad(state, grid, 1)
     fused = sk.reaction_diffusion(

@@ -7,11 +7,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import LORENZ, lorenz, with_dtype
 
 import simlab
 import simlab._simulate as simulate_module
 
-LORENZ = simlab.models.Lorenz(sigma=10.0, rho=28.0, beta=8 / 3)
 LORENZ_Y0 = jnp.array([1.0, 1.0, 1.0])
 TS = jnp.linspace(0.0, 1.0, 6)
 
@@ -113,9 +113,8 @@ def test_fixed_steps_land_on_uneven_save_times():
 
 def _lorenz_batch(integrator, adaptive):
     def one(rho, y0):
-        model = simlab.models.Lorenz(sigma=10.0, rho=rho, beta=8 / 3)
         return simlab.simulate(
-            model,
+            lorenz(rho),
             y0,
             TS,
             adaptive=adaptive,
@@ -132,7 +131,7 @@ def _lorenz_batch(integrator, adaptive):
 @pytest.mark.parametrize("adaptive", [False, True])
 def test_vmapped_members_equal_separate_solves(adaptive):
     rhos = jnp.array([5.0, 14.0, 28.0, 99.0])
-    y0s = LORENZ_Y0 * jnp.arange(1.0, 5.0)[:, None]
+    y0s = LORENZ_Y0[None] * jnp.arange(1.0, 5.0)[:, None]
     one = _lorenz_batch("lean", adaptive)
     batch = jax.jit(jax.vmap(one))(rhos, y0s)
     for i in range(rhos.shape[0]):
@@ -264,7 +263,7 @@ def test_float32_stays_float32():
     ts = jnp.linspace(0.0, 1.0, 6, dtype=jnp.float32)
     for adaptive in (False, True):
         trajectory = simlab.simulate(
-            LORENZ,
+            with_dtype(LORENZ, jnp.float32),
             LORENZ_Y0.astype(jnp.float32),
             ts,
             adaptive=adaptive,

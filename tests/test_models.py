@@ -3,13 +3,14 @@
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import LORENZ, LOTKA_VOLTERRA
 
 import simlab
 from simlab import models
 
 VALID_MODELS = {
-    "LotkaVolterra": models.LotkaVolterra(alpha=0.55, beta=0.028, gamma=0.84, delta=0.026),
-    "Lorenz": models.Lorenz(sigma=10.0, rho=28.0, beta=8 / 3),
+    "LotkaVolterra": LOTKA_VOLTERRA,
+    "Lorenz": LORENZ,
     "SIR": models.SIR(beta=0.3, gamma=0.1, population=1000.0),
     "DampedPendulum": models.DampedPendulum(length=1.0, damping=0.2),
     "VanDerPol": models.VanDerPol(mu=1.0),

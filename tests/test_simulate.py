@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.integrate
+from helpers import LORENZ, lorenz
 
 import simlab
 from simlab import models
@@ -42,7 +43,7 @@ def test_robertson_at_t40_matches_hairer_wanner_with_the_automatic_solver():
 
 
 def test_lorenz_matches_scipy_dop853():
-    model = models.Lorenz(sigma=10.0, rho=28.0, beta=8 / 3)
+    model = LORENZ
     y0, ts = np.array([1.0, 1.0, 1.0]), np.linspace(0.0, 1.0, 11)
     reference = scipy.integrate.solve_ivp(
         lambda t, y: np.asarray(model(t, jnp.asarray(y), None)),
@@ -103,7 +104,7 @@ def test_gradient_of_a_loss_matches_central_finite_differences(name):
     @jax.jit
     def loss(p):
         trajectory = simlab.simulate(cls(**p), jnp.asarray(y0), ts, rtol=1e-11, atol=1e-13)
-        scale = jnp.maximum(jnp.max(jnp.abs(trajectory.ys), axis=0), 1e-30)
+        scale = jnp.maximum(jnp.max(jnp.abs(trajectory.ys), axis=0, keepdims=True), 1e-30)
         return jnp.sum(jnp.sin(trajectory.ys / scale))
 
     params = {k: jnp.asarray(v) for k, v in params.items()}
@@ -120,7 +121,7 @@ def test_forward_mode_matches_reverse_mode():
     ts = jnp.linspace(0.0, 0.5, 5)
 
     def final_state(rho, adjoint):
-        model = models.Lorenz(sigma=10.0, rho=rho, beta=8 / 3)
+        model = lorenz(rho)
         return simlab.simulate(model, jnp.ones(3), ts, adjoint=adjoint).ys[-1]
 
     forward = jax.jacfwd(final_state)(jnp.asarray(28.0), "forward")
@@ -134,7 +135,7 @@ def test_vmap_over_sixteen_parameter_sets_equals_a_python_loop():
 
     @jax.jit
     def solve(rho):
-        return simlab.simulate(models.Lorenz(sigma=10.0, rho=rho, beta=8 / 3), jnp.ones(3), ts).ys
+        return simlab.simulate(lorenz(rho), jnp.ones(3), ts).ys
 
     batched = jax.vmap(solve)(rhos)
     looped = jnp.stack([solve(rho) for rho in rhos])

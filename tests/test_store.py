@@ -10,6 +10,7 @@ import jax
 import numpy as np
 import pytest
 import xarray as xr
+from helpers import LOTKA_VOLTERRA, LOTKA_VOLTERRA_PARAMETERS
 
 import simlab
 
@@ -97,8 +98,8 @@ def test_a_sweep_killed_with_sigkill_resumes_to_the_same_result(shared, uninterr
 
 def test_a_store_of_another_sweep_is_refused(shared, stored):
     path, _ = stored
-    model = simlab.models.LotkaVolterra(alpha=0.55, beta=0.028, gamma=0.84, delta=0.026)
-    other_model = simlab.models.LotkaVolterra(alpha=0.55, beta=0.028, gamma=0.9, delta=0.026)
+    model = LOTKA_VOLTERRA
+    other_model = simlab.models.LotkaVolterra(**{**LOTKA_VOLTERRA_PARAMETERS, "gamma": 0.9})
     other_grid = {**shared.PARAMS, "beta": shared.PARAMS["beta"] + 0.001}
     cases = [
         (model, other_grid, {}, "swept_values"),

@@ -1,5 +1,6 @@
 """`fit`: parameters of a model from observations, with their uncertainty."""
 
+import os
 import sys
 import warnings
 from collections.abc import Callable, Sequence
@@ -114,7 +115,7 @@ def fit(
     simulate_options: SolveOptions | dict[str, Any] | None = None,
     devices: Sequence[jax.Device] | None = None,
     progress: bool | None = None,
-    checkpoint: str | None = None,
+    checkpoint: str | os.PathLike | None = None,
     checkpoint_every: int = 100,
     throw: bool = True,
 ) -> FitResult:

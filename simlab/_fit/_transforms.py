@@ -66,7 +66,7 @@ class Transform:
 
     def strictly_inside(self, theta: np.ndarray) -> np.ndarray:
         """Whether a starting value maps to a finite $u$ (open range, bounds excluded)."""
-        return (theta > self.lower) & (theta < self.upper)
+        return np.asarray((theta > self.lower) & (theta < self.upper))
 
     def describe(self) -> str:
         return f"({self.lower:g}, {self.upper:g})"

@@ -82,10 +82,10 @@ def covariance(problem: FitProblem, model, y0s, loss: Array, num_fitted: int):
     sigma2 = jnp.where(dof > 0, 2 * loss / max(dof, 1), jnp.nan)
     column_norms = jnp.linalg.norm(jacobian, axis=0)
     safe_norms = jnp.where(column_norms > 0, column_norms, 1.0)
-    _, singular, vh = jnp.linalg.svd(jacobian / safe_norms, full_matrices=False)
+    _, singular, vh = jnp.linalg.svd(jacobian / safe_norms[None, :], full_matrices=False)
     small = singular <= SINGULAR_RTOL * singular[0]
     inverse_squares = jnp.where(small, 0.0, 1.0 / jnp.where(small, 1.0, singular) ** 2)
-    scaled_cov = (vh.T * inverse_squares) @ vh
+    scaled_cov = (vh.T * inverse_squares[None, :]) @ vh
     cov = sigma2 * scaled_cov / jnp.outer(safe_norms, safe_norms)
     # A parameter takes part in a singular direction when it has weight in that singular
     # vector; a parameter with no effect at all (zero column) is unidentifiable too.

@@ -215,7 +215,7 @@ def _run_unfinished_chunks(
     }
     status = np.full(layout.num_members, NOT_COMPUTED, np.int16)
     bar = _progress_bar(progress, layout, finished)
-    for index in np.flatnonzero(~finished):
+    for index in np.flatnonzero(~finished).tolist():
         begin, end = layout.chunk_bounds(index)
         rows = shard_rows(_padded(members.values[begin:end], layout.chunk_size), mesh)
         chunk_outputs, chunk_status = gather_to_host(

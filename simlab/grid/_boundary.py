@@ -31,7 +31,7 @@ def mirror_cells(field: Array, axis: int, side: Side, width: int) -> Array:
 
 def _distance_to_mirror(width: int, side: Side, spacing: float, ndim: int, axis: int) -> Array:
     """Distance between each ghost cell centre and its mirror cell centre, $(2k - 1) h$."""
-    distances = spacing * (2.0 * jnp.arange(1, width + 1) - 1.0)
+    distances = spacing * (2.0 * jnp.arange(1.0, width + 1.0) - 1.0)
     if side == "low":
         distances = distances[::-1]  # the ghost cell farthest out comes first
     shape = [1] * ndim

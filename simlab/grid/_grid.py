@@ -114,7 +114,7 @@ class Grid(eqx.Module):
     def coordinates(self, dtype: Any = None) -> tuple[Array, ...]:
         """The cell-centre coordinates along each axis, one 1-D array per axis."""
         return tuple(
-            x0 + h * (jnp.arange(n, dtype=dtype) + 0.5)
+            x0 + h * jnp.arange(0.5, n, dtype=dtype)
             for n, h, x0 in zip(self.shape, self.spacing, self.origin, strict=True)
         )
 

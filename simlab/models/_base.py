@@ -26,7 +26,7 @@ class Bounds:
 
     def contains(self, value: np.ndarray) -> np.ndarray:
         above = value >= self.lower if self.lower_inclusive else value > self.lower
-        return above & (value < self.upper)
+        return np.asarray(above & (value < self.upper))
 
     def describe(self) -> str:
         left = "[" if self.lower_inclusive else "("

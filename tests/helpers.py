@@ -1,0 +1,42 @@
+"""Models that many test files build, with the parameters they share."""
+
+import contextlib
+
+import equinox as eqx
+import jax
+import jaxtyping
+
+import simlab
+
+LOTKA_VOLTERRA_PARAMETERS = dict(alpha=0.55, beta=0.028, gamma=0.84, delta=0.026)
+LOTKA_VOLTERRA = simlab.models.LotkaVolterra(**LOTKA_VOLTERRA_PARAMETERS)
+
+GRAY_SCOTT_PARAMETERS = dict(feed_rate=0.035, kill_rate=0.065, diffusivity_u=0.2, diffusivity_v=0.1)
+
+
+def lorenz(rho: float = 28.0) -> simlab.models.Lorenz:
+    """Lorenz's system with $\\sigma = 10$, $\\beta = 8/3$; the default $\\rho = 28$ is chaotic."""
+    return simlab.models.Lorenz(sigma=10.0, rho=rho, beta=8 / 3)
+
+
+LORENZ = lorenz()
+
+
+def with_dtype(model, dtype):
+    """`model` with its floating-point parameters cast to `dtype`.
+
+    Under strict dtype promotion a float32 state needs float32 parameters.
+    """
+    return jax.tree.map(lambda x: x.astype(dtype) if eqx.is_inexact_array(x) else x, model)
+
+
+@contextlib.contextmanager
+def without_type_checks():
+    """Switches off jaxtyping's runtime checks, to reach the library's own validation of wrongly
+    typed input, which is what callers who do not run those checks meet."""
+    previous = jaxtyping.config.jaxtyping_disable
+    jaxtyping.config.update("jaxtyping_disable", True)
+    try:
+        yield
+    finally:
+        jaxtyping.config.update("jaxtyping_disable", previous)

@@ -1,0 +1,260 @@
+"""Rodas5P and Radau5 against the Test Set for IVP Solvers, analytic solutions, their
+theoretical orders, finite differences and a Python loop."""
+
+import diffrax as dfx
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import lineax as lx
+import numpy as np
+import pytest
+from stiff_problems import PROBLEMS
+
+from simlab._results import RESULTS
+from simlab._stiff import Radau5, Rodas5P
+from simlab._stiff._loop import Tolerances
+from simlab._stiff._radau import NODES, TI, T
+
+SOLVERS = {"rodas5p": Rodas5P(), "radau5": Radau5()}
+
+
+@eqx.filter_jit
+def _solve_test_set(solver, name, y0, rtol, atol):
+    problem = PROBLEMS[name]
+    ts = jnp.array([0.0, problem.t1])
+    return solver.solve(problem.vector_field, ts, y0, rtol=rtol, atol=atol, max_steps=100_000)
+
+
+@pytest.mark.parametrize("solver_name", sorted(SOLVERS))
+@pytest.mark.parametrize("name", sorted(PROBLEMS))
+def test_test_set_reference_solutions(name, solver_name):
+    problem = PROBLEMS[name]
+    rtol = 1e-10
+    ys, result, stats = _solve_test_set(
+        SOLVERS[solver_name], name, jnp.asarray(problem.y0), rtol, rtol * problem.atol_over_rtol
+    )
+    assert result == RESULTS.successful
+    assert np.array_equal(np.asarray(ys[0]), problem.y0)
+    assert int(stats["num_accepted_steps"]) + int(stats["num_rejected_steps"]) == int(
+        stats["num_steps"]
+    )
+    if name == "e5":
+        # E5's components fall to 1e-22 by t = 1e13 while the linear invariant
+        # y2 - y3 - y4 = 0 carries float64 roundoff of the initial 1.76e-3: relative digits
+        # are out of reach in double precision (SciPy's Radau, BDF and LSODA also give
+        # scd < 0 here), so E5 is scored by the test set's mixed error (mescd).
+        assert problem.mescd(ys[-1]) >= 5
+    else:
+        assert problem.scd(ys[-1]) >= 6
+
+
+def _fixed_step_solve(solver, vector_field, y0, t1, num_steps):
+    """Take `num_steps` equal steps of the solver's step map (each from a fresh solver state,
+    with a fresh Jacobian, and accepted whatever its error estimate)."""
+    tols = Tolerances(jnp.asarray(1e-13), jnp.asarray(1e-13), "lax")
+    h = t1 / num_steps
+
+    def body(i, y):
+        state = solver.init(vector_field, i * h, y, tols)
+        return solver.attempt(vector_field, i * h, y, jnp.asarray(h), state, tols).y1
+
+    return jax.lax.fori_loop(0, num_steps, body, y0)
+
+
+def _prothero_robinson(t, y):
+    # y1: Prothero–Robinson with solution sin(t); y2' = -y2^2 with solution 1 / (1 + t).
+    return jnp.stack([-2.0 * (y[0] - jnp.sin(t)) + jnp.cos(t), -(y[1] ** 2)])
+
+
+_fixed_step = eqx.filter_jit(_fixed_step_solve)
+
+
+@pytest.mark.parametrize("solver_name", sorted(SOLVERS))
+def test_convergence_order(solver_name):
+    solver = SOLVERS[solver_name]
+    t1 = 2.0
+    exact = np.array([np.sin(t1), 1 / (1 + t1)])
+    num_steps = [12, 24, 48, 96]
+    errors = [
+        np.max(np.abs(np.asarray(_fixed_step(solver, _prothero_robinson, jnp.array([0.0, 1.0]),
+                                             t1, n)) - exact))
+        for n in num_steps
+    ]  # fmt: skip
+    slope = -np.polyfit(np.log(num_steps), np.log(errors), 1)[0]
+    assert abs(slope - solver.order) < 0.3, (errors, slope)
+
+
+def test_radau_transformation_diagonalises_the_collocation_matrix():
+    # A_ij = int_0^{c_i} l_j(s) ds for the Lagrange basis on the Radau IIA nodes.
+    a = np.empty((3, 3))
+    for j in range(3):
+        others = [NODES[m] for m in range(3) if m != j]
+        basis = np.poly1d(np.poly(others) / np.prod([NODES[j] - o for o in others]))
+        a[:, j] = [basis.integ()(c) for c in NODES]
+    block = TI @ np.linalg.inv(a) @ T
+    np.testing.assert_allclose(TI @ T, np.eye(3), atol=1e-14)
+    assert abs(block[0, 1]) + abs(block[0, 2]) + abs(block[1, 0]) + abs(block[2, 0]) < 1e-12
+    np.testing.assert_allclose(block[1, 1], block[2, 2], rtol=1e-13)
+    np.testing.assert_allclose(block[1, 2], -block[2, 1], rtol=1e-13)
+
+
+def _forced(t, y):
+    # y' = lambda (y - g(t)) + g'(t) with g = sin(t) + t^2: solution g(t) from y(0) = 0.
+    return -1e4 * (y - jnp.sin(t) - t**2) + jnp.cos(t) + 2 * t
+
+
+@eqx.filter_jit
+def _solve_forced(solver, ts):
+    return solver.solve(_forced, ts, jnp.zeros(2), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("solver_name", sorted(SOLVERS))
+def test_non_autonomous_linear_problem(solver_name):
+    ts = jnp.linspace(0.0, 3.0, 31)
+    ys, result, _ = _solve_forced(SOLVERS[solver_name], ts)
+    assert result == RESULTS.successful
+    exact = np.sin(np.asarray(ts)) + np.asarray(ts) ** 2
+    exact = np.stack([exact, exact], 1)
+    # The last save time is a step end; the others come from the dense output, of order 4
+    # for Rodas5P and of order 3 (the collocation polynomial) for Radau5.
+    np.testing.assert_allclose(np.asarray(ys[-1]), exact[-1], rtol=1e-8)
+    dense_rtol = {"rodas5p": 1e-8, "radau5": 1e-5}[solver_name]
+    np.testing.assert_allclose(np.asarray(ys), exact, rtol=dense_rtol, atol=1e-12)
+
+
+def _rober_rates(t, y, k):
+    del t
+    return jnp.stack(
+        [
+            -k[0] * y[0] + k[2] * y[1] * y[2],
+            k[0] * y[0] - k[2] * y[1] * y[2] - k[1] * y[1] ** 2,
+            k[1] * y[1] ** 2,
+        ]
+    )
+
+
+_ROBER_TS = jnp.array([0.0, 1.0, 10.0, 40.0])
+
+
+def _rober_final(solver, k, adjoint):
+    ys, _, _ = solver.solve(
+        lambda t, y: _rober_rates(t, y, k),
+        _ROBER_TS,
+        jnp.array([1.0, 0.0, 0.0]),
+        rtol=1e-10,
+        atol=1e-14,
+        adjoint=adjoint,
+    )
+    return ys
+
+
+def _loss(solver, log_k, adjoint):
+    ys = _rober_final(solver, jnp.exp(log_k), adjoint)
+    return ys[-1, 0] + 1e4 * ys[-1, 1] + 0.5 * ys[2, 2]
+
+
+_grad = eqx.filter_jit(jax.grad(_loss, argnums=1))
+_jacfwd = eqx.filter_jit(jax.jacfwd(_loss, argnums=1))
+_loss_jit = eqx.filter_jit(_loss)
+
+
+@pytest.mark.parametrize("solver_name", sorted(SOLVERS))
+def test_gradients_against_central_differences(solver_name):
+    solver = SOLVERS[solver_name]
+    log_k = jnp.log(jnp.array([0.04, 3e7, 1e4]))
+    reverse = np.asarray(_grad(solver, log_k, dfx.RecursiveCheckpointAdjoint()))
+    forward = np.asarray(_jacfwd(solver, log_k, dfx.ForwardMode()))
+    eps = 1e-5
+    central = np.array(
+        [
+            (
+                _loss_jit(solver, log_k.at[i].add(eps), None)
+                - _loss_jit(solver, log_k.at[i].add(-eps), None)
+            )
+            / (2 * eps)
+            for i in range(3)
+        ]
+    )
+    np.testing.assert_allclose(reverse, central, rtol=1e-5, atol=1e-9)
+    np.testing.assert_allclose(forward, reverse, rtol=1e-8, atol=1e-12)
+
+
+_batched = eqx.filter_jit(jax.vmap(_rober_final, in_axes=(None, 0, None)))
+_single = eqx.filter_jit(_rober_final)
+
+
+@pytest.mark.parametrize("solver_name", sorted(SOLVERS))
+def test_vmap_over_parameters_equals_a_loop(solver_name):
+    solver = SOLVERS[solver_name]
+    ks = jnp.array([[0.04, 3e7, 1e4], [0.4, 3e6, 1e4], [0.004, 3e7, 1e3]])
+    batched = np.asarray(_batched(solver, ks, None))
+    looped = np.stack([np.asarray(_single(solver, k, None)) for k in ks])
+    np.testing.assert_allclose(batched, looped, rtol=1e-9, atol=1e-16)
+
+
+@eqx.filter_jit
+def _solve_field(solver, vector_field, y0, ts, dt0, max_steps):
+    return solver.solve(vector_field, ts, y0, rtol=1e-6, atol=1e-9, dt0=dt0, max_steps=max_steps)
+
+
+@pytest.mark.parametrize("solver_name", sorted(SOLVERS))
+def test_infinite_jacobian_gives_a_status_not_nan(solver_name):
+    ys, result, _ = _solve_field(
+        SOLVERS[solver_name], lambda t, y: jnp.sqrt(jnp.abs(y)), jnp.zeros(2), jnp.array([0, 1.0]),
+        None, 100,
+    )  # fmt: skip
+    assert result == RESULTS.singular_jacobian
+    assert not np.any(np.isnan(np.asarray(ys)))
+
+
+def test_exactly_singular_iteration_matrix():
+    from simlab._stiff._rosenbrock import GAMMA
+
+    # With dt0 = 1 the Rosenbrock matrix I / (h gamma) - J vanishes for J = I / gamma.
+    ys, result, _ = _solve_field(
+        Rodas5P(), lambda t, y: y / GAMMA, jnp.ones(1), jnp.array([0.0, 2.0]), 1.0, 100
+    )
+    assert result == RESULTS.singular_jacobian
+    assert np.isinf(np.asarray(ys[-1])).all()
+
+
+@pytest.mark.parametrize("solver_name", sorted(SOLVERS))
+def test_matrix_state_and_max_steps(solver_name):
+    solver = SOLVERS[solver_name]
+    rates = jnp.array([[1.0, 10.0], [100.0, 1000.0]])
+    ts = jnp.array([0.0, 0.5, 1.0])
+    ys, result, _ = _solve_field(solver, lambda t, y: -rates * y, jnp.ones((2, 2)), ts, None, 4096)
+    assert result == RESULTS.successful and ys.shape == (3, 2, 2)
+    exact = np.exp(-np.asarray(rates)[None] * np.asarray(ts)[:, None, None])
+    np.testing.assert_allclose(np.asarray(ys), exact, rtol=1e-4, atol=1e-9)
+    _, result, stats = _solve_field(solver, lambda t, y: -rates * y, jnp.ones((2, 2)), ts, None, 3)
+    assert result == RESULTS.max_steps_reached and int(stats["num_steps"]) == 3
+
+
+def test_bad_adjoint_is_refused():
+    with pytest.raises(ValueError, match="RecursiveCheckpointAdjoint"):
+        Rodas5P().solve(
+            lambda t, y: -y, jnp.array([0.0, 1.0]), jnp.ones(1), adjoint=dfx.BacksolveAdjoint()
+        )
+
+
+def _fisher_kpp(t, u):
+    # u_t = D Laplacian(u) + u (1 - u) on a periodic 12 x 12 grid, spacing 1/12 (stiff diffusion).
+    laplacian = sum(jnp.roll(u, shift, axis) for shift in (1, -1) for axis in (0, 1)) - 4 * u
+    return 1.0 * 144.0 * laplacian + u * (1 - u)
+
+
+@eqx.filter_jit
+def _solve_grid(solver, u0):
+    return solver.solve(_fisher_kpp, jnp.array([0.0, 0.05, 0.2]), u0, rtol=1e-8, atol=1e-10)
+
+
+def test_matrix_free_rodas_matches_the_dense_one():
+    x = jnp.linspace(0.0, 1.0, 12, endpoint=False)
+    u0 = 0.5 + 0.4 * jnp.sin(2 * jnp.pi * x)[:, None] * jnp.cos(4 * jnp.pi * x)[None, :]
+    dense, dense_result, dense_stats = _solve_grid(Rodas5P(), u0)
+    krylov = Rodas5P(linear_solver=lx.GMRES(rtol=1e-12, atol=1e-14, restart=40))
+    free, free_result, free_stats = _solve_grid(krylov, u0)
+    assert dense_result == RESULTS.successful and free_result == RESULTS.successful
+    assert int(free_stats["num_lu"]) == 0 and int(dense_stats["num_lu"]) > 0
+    np.testing.assert_allclose(np.asarray(free), np.asarray(dense), rtol=1e-8, atol=1e-10)
