@@ -24,9 +24,11 @@ class Bounds:
     upper: float = math.inf
     lower_inclusive: bool = False
 
-    def contains(self, value: np.ndarray) -> np.ndarray:
+    def contains(self, value: ArrayLike) -> ArrayLike:
+        """Elementwise `lower < value < upper`: NumPy for concrete values, JAX for traced."""
         above = value >= self.lower if self.lower_inclusive else value > self.lower
-        return np.asarray(above & (value < self.upper))
+        inside = above & (value < self.upper)
+        return np.asarray(inside) if is_concrete(inside) else inside
 
     def describe(self) -> str:
         left = "[" if self.lower_inclusive else "("
