@@ -31,6 +31,7 @@ import numpy as np
 from jaxtyping import Array
 
 from ._events import Event, advance_bracket, locate_event, start_bracket, stopped
+from ._results import RESULTS
 from ._solvers import error_order
 
 # Diffrax's default PID controller settings, which the adaptive lean path reproduces.
@@ -326,7 +327,7 @@ def lean_solve(
     max_steps: int,
     loop_kind: str,
     event: Event | None = None,
-) -> tuple[Array, dfx.RESULTS, dict[str, Array], tuple[Array, Array] | None]:
+) -> tuple[Array, RESULTS, dict[str, Array], tuple[Array, Array] | None]:
     """Solves with the lean integrator; returns `(ys, result, stats, found)`.
 
     `(ys, result, stats)` are as `diffeqsolve` returns them; `found` is `None` without an
@@ -368,7 +369,7 @@ def lean_solve(
         ys, result, stats, bracket = _solve_fixed(
             vector_field, solver.tableau, ts, y0, steps_per_interval, max_steps, loop_kind, tracker
         )
-    stats = {**stats, "max_steps": jnp.asarray(max_steps)}
+    result, stats = RESULTS.promote(result), {**stats, "max_steps": jnp.asarray(max_steps)}
     if event is None:
         return ys, result, stats, None
 

@@ -14,6 +14,7 @@ import diffrax as dfx
 
 from ._misc import is_concrete
 from ._solvers import ADJOINTS, SOLVERS, solver_name
+from ._stiff import AbstractStiffSolver
 
 DEFAULT_MAX_STEPS = 16_384
 INTEGRATORS = ("auto", "diffrax", "lean")
@@ -25,8 +26,9 @@ class SolveOptions:
 
     **Arguments** (all keyword, all optional):
 
-    - `solver`: a name from `simlab.SOLVERS`, a solver instance, or `None` (Tsit5, or an
-      implicit solver for models that declare themselves stiff).
+    - `solver`: a name from `simlab.SOLVERS`, a solver instance, or `None` (Tsit5, or
+      for models that declare themselves stiff Rodas5P, matrix-free Kvaerno5 above 256
+      state components).
     - `rtol`, `atol`: tolerances of the adaptive step-size controller, $0 < \text{rtol} < 0.5$,
       $\text{atol} > 0$.
     - `dt0`: the initial (or, with `adaptive=False`, the fixed) step; `None` chooses one
@@ -35,8 +37,9 @@ class SolveOptions:
     - `max_steps`: the most steps before the solve reports failure.
     - `adjoint`: `None` (reverse mode), `"forward"`, `"checkpoint"`, `"direct"`,
       `"backsolve"` or a Diffrax adjoint.
-    - `integrator`: `"auto"` (the lean loop for explicit Runge–Kutta solvers, Diffrax for
-      the rest), `"lean"` or `"diffrax"`.
+    - `integrator`: `"auto"` (the lean loop for explicit Runge–Kutta solvers, simlab's
+      stiff loop for `"rodas5p"` and `"radau5"`, Diffrax for the rest), `"lean"` or
+      `"diffrax"`.
 
     !!! example
 
@@ -137,7 +140,7 @@ def _is_default(value: Any, defaults: SolveOptions, name: str) -> bool:
 def _check_solver(solver: Any) -> None:
     if isinstance(solver, str) and solver.lower() not in SOLVERS:
         raise ValueError(f"unknown solver {solver!r}; use one of {sorted(SOLVERS)}.")
-    if not (solver is None or isinstance(solver, str | dfx.AbstractSolver)):
+    if not (solver is None or isinstance(solver, str | dfx.AbstractSolver | AbstractStiffSolver)):
         raise ValueError(
             f"unknown solver {solver!r}; use one of {sorted(SOLVERS)} or a diffrax solver "
             "instance such as diffrax.Tsit5()."
@@ -168,6 +171,6 @@ def _check_adjoint(adjoint: Any) -> None:
 def _describe(value: Any) -> Any:
     if value is None or isinstance(value, str):
         return value
-    if isinstance(value, dfx.AbstractSolver):
+    if isinstance(value, dfx.AbstractSolver | AbstractStiffSolver):
         return solver_name(value)
     return type(value).__name__

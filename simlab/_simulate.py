@@ -1,9 +1,11 @@
 """`simulate`: checks the inputs, decides how to solve, and hands over to one integrator.
 
 The decisions (solver, integrator, fixed step, loop kind) follow from static information
-only: the model's class, shapes, dtypes and the `SolveOptions`. Two integrators return the
-same `(ys, result, stats)`: the lean explicit Runge–Kutta loop (`simlab._lean`) and
-`diffrax.diffeqsolve` (`_diffrax_solve`, the one place that calls it).
+only: the model's class, shapes, dtypes and the `SolveOptions`. Three integrators return
+the same `(ys, result, stats)`: the lean explicit Runge–Kutta loop (`simlab._lean`),
+simlab's stiff loop for Rosenbrock and Radau methods (`simlab._stiff`, through
+`_stiff_solve`) and `diffrax.diffeqsolve` (`_diffrax_solve`, the one place that calls it).
+The lean loop and Diffrax also locate events (`simlab._events`) and return what they found.
 """
 
 from collections.abc import Callable
@@ -25,6 +27,7 @@ from ._results import RESULTS, SimulationError, Trajectory
 from ._solvers import (
     has_error_estimate,
     is_lean_solver,
+    is_stiff_solver,
     resolve_adjoint,
     resolve_solver,
     solver_name,
@@ -65,8 +68,10 @@ def simulate(
     - `options`: all the solve settings below as one [`simlab.SolveOptions`][]; pass
       either `options` or the individual keywords.
     - `solver`: a Diffrax solver or one of the names in `simlab.SOLVERS`. `None` picks
-      `Tsit5` for non-stiff models and the implicit `Kvaerno5` for models whose class
-      declares them stiff (`stiff = True`): a static choice, the same under `jit` and `vmap`.
+      `Tsit5` for non-stiff models; for models whose class declares them stiff
+      (`stiff = True`) the Rosenbrock method `Rodas5P` (dense Jacobian, one LU per step),
+      or above 256 state components `Kvaerno5` with matrix-free Newton–GMRES. The choice
+      is static: the same directly and under `jit` and `vmap`.
     - `rtol`, `atol`: tolerances of the adaptive step-size controller.
     - `dt0`: the initial step (`None`: chosen automatically). With `adaptive=False` it is
       the fixed step; grid models then check it against their stability limit, and pick a
@@ -81,16 +86,20 @@ def simulate(
     - `args`: passed through to `model(t, y, args)`.
     - `integrator`: `"auto"` (default) solves explicit Runge–Kutta methods (fixed or
       adaptive steps) with simlab's lean loop, 7–20x faster than Diffrax under `jax.vmap`
-      on CPU, and everything else with `diffrax.diffeqsolve`; `"lean"` or `"diffrax"`
-      force one. The lean loop lands steps on every save time and differentiates with
-      plain JAX autodiff (`adjoint=None` or `"forward"`). See the performance page.
+      on CPU, `"rodas5p"` and `"radau5"` with simlab's stiff integrator, and everything
+      else with `diffrax.diffeqsolve`; `"lean"` or `"diffrax"` force one. The lean loop
+      lands steps on every save time and differentiates with plain JAX autodiff
+      (`adjoint=None` or `"forward"`). See the performance page.
+
     - `event`: a [`simlab.Event`][]: the first time its condition crosses zero is found by
       root finding on the solution and returned as `.event_time` (differentiable), the
       state there as `.event_state`; a terminating event stops the solve there (the save
-      times after it hold `NaN`). See the events page.
+      times after it hold `NaN`). Events run on the lean loop and on Diffrax (pass
+      `solver="kvaerno5"` for a stiff model). See the events page.
 
     **Returns:** a [`simlab.Trajectory`][] with `.ts`, `.ys`, `.result`, `.stats`, the
-    `solver` and `integrator` that ran, and `.event_time`, `.event_state` with an event.
+    `solver` and `integrator` (`"lean"`, `"stiff"` or `"diffrax"`) that ran, and
+    `.event_time`, `.event_state` with an event.
 
     !!! example
 
@@ -121,7 +130,7 @@ def simulate(
     _check_vector_field(model, ts, y0, args)
     check_event(event, ts[0], y0, args)
     stiff = isinstance(model, AbstractModel) and model.is_stiff
-    chosen = resolve_solver(options.solver, stiff=stiff)
+    chosen = resolve_solver(options.solver, stiff=stiff, state_size=y0.size)
     if options.adaptive and not has_error_estimate(chosen):
         raise ValueError(
             f"{type(chosen).__name__} has no error estimate for adaptive steps; pass "
@@ -130,12 +139,17 @@ def simulate(
     dt0 = options.dt0 if options.adaptive else _fixed_step(model, chosen, y0, ts, options)
     if options.adjoint == "forward" and isinstance(model, AbstractGridModel):
         model = model.with_forward_mode_stencils()  # Pallas kernels are reverse-mode only
-    lean = _use_lean(options, chosen)
+    integrator = _chosen_integrator(options, chosen)
+    if event is not None and integrator == "stiff":
+        raise ValueError(
+            f"events run on the lean loop and on Diffrax, not yet on simlab's stiff integrator "
+            f"({solver_name(chosen)}); for a stiff model with an event pass solver='kvaerno5'."
+        )
     loop_kind = "lax" if options.adjoint == "forward" else "checkpointed"
     # As arrays these are traced by the compiled solve, so new values never recompile it.
     rtol, atol = jnp.asarray(options.rtol), jnp.asarray(options.atol)
     dt0 = None if dt0 is None else jnp.asarray(dt0)
-    if lean:
+    if integrator == "lean":
         ys, result, stats, found = lean_solve(
             model,
             chosen,
@@ -151,6 +165,20 @@ def simulate(
             loop_kind=loop_kind,
             event=event,
         )
+    elif integrator == "stiff":
+        found = None
+        ys, result, stats = _stiff_solve(
+            model,
+            chosen,
+            ts,
+            y0,
+            args,
+            rtol=rtol,
+            atol=atol,
+            dt0=dt0,
+            max_steps=options.max_steps,
+            adjoint=resolve_adjoint(options.adjoint),
+        )
     else:
         ys, result, stats, found = _diffrax_solve(
             model, chosen, ts, y0, args, options=options, dt0=dt0, rtol=rtol, atol=atol, event=event
@@ -158,7 +186,7 @@ def simulate(
     event_time, event_state = (None, None) if found is None else found
     # Save times after a terminating event are never reached: their NaN is no failure.
     unreached = ts > event_time if event is not None and event.terminate else None
-    result = _checked_result(RESULTS.promote(result), model, ts, ys, unreached)
+    result = _checked_result(result, model, ts, ys, unreached)
     ys = _raise_on_failure(ys, result) if throw else ys
     return Trajectory(
         ts=ts,
@@ -167,9 +195,21 @@ def simulate(
         stats=stats,
         state_names=getattr(model, "state_names", None),
         solver=solver_name(chosen),
-        integrator="lean" if lean else "diffrax",
+        integrator=integrator,
         event_time=event_time,
         event_state=event_state,
+    )
+
+
+@eqx.filter_jit
+def _stiff_solve(model, solver, ts, y0, args, *, rtol, atol, dt0, max_steps: int, adjoint):
+    """Solves with simlab's stiff loop (Rodas5P, Radau5), compiled once per structure."""
+
+    def vector_field(t, y):
+        return jnp.asarray(model(t, y, args), dtype=y.dtype)
+
+    return solver.solve(
+        vector_field, ts, y0, rtol=rtol, atol=atol, dt0=dt0, max_steps=max_steps, adjoint=adjoint
     )
 
 
@@ -209,17 +249,17 @@ def _diffrax_solve(
 
     if event is None:
         solution = solve(None)
-        return solution.ys, solution.result, solution.stats, None
+        return solution.ys, RESULTS.promote(solution.result), solution.stats, None
     root_finder = optx.Newton(rtol=EVENT_ROOT_TOLERANCE, atol=EVENT_ROOT_TOLERANCE)
     direction = {1: True, -1: False, 0: None}[event.direction]
     stopping = solve(dfx.Event(_DiffraxCondition(event.condition), root_finder, direction))
     fired = stopping.result == dfx.RESULTS.event_occurred
     (ys, at_stop), (_, stop_time) = stopping.ys, stopping.ts
     found = (jnp.where(fired, stop_time[0], jnp.nan), jnp.where(fired, at_stop[0], jnp.nan))
-    result = dfx.RESULTS.where(fired, dfx.RESULTS.successful, stopping.result)
+    result = RESULTS.where(fired, RESULTS.successful, RESULTS.promote(stopping.result))
     if not event.terminate:
         solution = solve(None)
-        return solution.ys, solution.result, solution.stats, found
+        return solution.ys, RESULTS.promote(solution.result), solution.stats, found
     after = (ts > found[0]).reshape(-1, *(1,) * y0.ndim)
     return jnp.where(after, jnp.nan, ys), result, stopping.stats, found
 
@@ -347,11 +387,19 @@ def _stable_step(model: Any, solver: Any, y0: Any, dt0: Any) -> Any:
     return dt0
 
 
-def _use_lean(options: SolveOptions, solver: Any) -> bool:
-    """Whether to solve with the lean loop (see `integrator` in `simulate`)."""
+def _chosen_integrator(options: SolveOptions, solver: Any) -> str:
+    """`"lean"`, `"stiff"` or `"diffrax"`: which integrator runs `solver` (see `integrator`
+    in `simulate`)."""
     plain_adjoint = options.adjoint in LEAN_ADJOINTS
+    if is_stiff_solver(solver):
+        if options.integrator != "auto":
+            raise ValueError(
+                f"{solver_name(solver)} runs on simlab's own stiff integrator; drop "
+                f"integrator={options.integrator!r} (or pass integrator='auto')."
+            )
+        return "stiff"
     if options.integrator == "diffrax":
-        return False
+        return "diffrax"
     if options.integrator == "lean":
         if not is_lean_solver(solver):
             raise ValueError(
@@ -363,8 +411,8 @@ def _use_lean(options: SolveOptions, solver: Any) -> bool:
                 f"integrator='lean' differentiates with plain JAX autodiff: pass adjoint=None "
                 f"(reverse mode) or 'forward'; got {options.adjoint!r}."
             )
-        return True
-    return plain_adjoint and is_lean_solver(solver)
+        return "lean"
+    return "lean" if plain_adjoint and is_lean_solver(solver) else "diffrax"
 
 
 def _checked_result(

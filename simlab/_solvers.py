@@ -4,8 +4,9 @@ Every other module asks here: `simulate` to resolve a name and pick the integrat
 lean loop for the Butcher tableau, grid models for the stability function of an explicit
 step, and `fit`, `sweep` and experiment files for the names they accept.
 
-A solver is *lean* when it is an explicit Runge–Kutta method, which simlab's lean loop
-(`simlab._lean`) runs; every other solver runs on Diffrax.
+Three integrators run them: simlab's lean loop (`simlab._lean`) runs every explicit
+Runge–Kutta method (a *lean* solver), simlab's stiff loop (`simlab._stiff`) runs its
+Rosenbrock and Radau methods, and Diffrax runs the rest.
 """
 
 import dataclasses
@@ -16,6 +17,8 @@ import diffrax as dfx
 import lineax as lx
 import numpy as np
 import optimistix as optx
+
+from ._stiff import AbstractStiffSolver, Radau5, Rodas5P
 
 _rk4_tableau = dfx.ButcherTableau(
     c=np.array([0.5, 0.5, 1.0]),
@@ -75,11 +78,16 @@ SOLVERS: dict[str, SolverSpec] = {
         SolverSpec("kvaerno3", dfx.Kvaerno3, 3, adaptive=True, implicit=True),
         SolverSpec("kvaerno4", dfx.Kvaerno4, 4, adaptive=True, implicit=True),
         SolverSpec("kvaerno5", dfx.Kvaerno5, 5, adaptive=True, implicit=True),
+        SolverSpec("rodas5p", Rodas5P, 5, adaptive=True, implicit=True),
+        SolverSpec("radau5", Radau5, 5, adaptive=True, implicit=True),
     )
 }
 
 DEFAULT_SOLVER = "tsit5"
-DEFAULT_STIFF_SOLVER = "kvaerno5"
+DEFAULT_STIFF_SOLVER = "rodas5p"
+# Above this many state components a dense Jacobian and its LU cost more than Krylov
+# solves with Jacobian-vector products: stiff defaults turn matrix-free.
+DENSE_JACOBIAN_LIMIT = 256
 
 ADJOINTS: dict[str, Callable[[], dfx.AbstractAdjoint]] = {
     "checkpoint": dfx.RecursiveCheckpointAdjoint,
@@ -89,14 +97,22 @@ ADJOINTS: dict[str, Callable[[], dfx.AbstractAdjoint]] = {
 }
 
 
-def resolve_solver(solver: Any, *, stiff: bool) -> Any:
-    """The solver object for `simulate(solver=...)`: a name, an instance, or `None` (the
-    default for a model that is `stiff` or not)."""
+def resolve_solver(solver: Any, *, stiff: bool, state_size: int) -> Any:
+    """The solver object for `simulate(solver=...)`: a name, an instance, or `None`.
+
+    `None` picks from static information: Tsit5 for a model that is not `stiff`; for a
+    stiff one Rodas5P (dense Jacobian, one LU per step) up to `DENSE_JACOBIAN_LIMIT` state
+    components, and above it Kvaerno5 with matrix-free Newton–GMRES (`implicit_solver`).
+    """
     if solver is None:
-        return SOLVERS[DEFAULT_STIFF_SOLVER if stiff else DEFAULT_SOLVER].build()
+        if not stiff:
+            return SOLVERS[DEFAULT_SOLVER].build()
+        if state_size > DENSE_JACOBIAN_LIMIT:
+            return implicit_solver()
+        return SOLVERS[DEFAULT_STIFF_SOLVER].build()
     if isinstance(solver, str) and solver.lower() in SOLVERS:
         return SOLVERS[solver.lower()].build()
-    if isinstance(solver, dfx.AbstractSolver):
+    if isinstance(solver, dfx.AbstractSolver | AbstractStiffSolver):
         return solver
     raise ValueError(
         f"unknown solver {solver!r}; use one of {sorted(SOLVERS)} or a diffrax solver "
@@ -117,16 +133,23 @@ def is_lean_solver(solver: Any) -> bool:
     return isinstance(solver, dfx.AbstractERK) and not solver.tableau.implicit
 
 
+def is_stiff_solver(solver: Any) -> bool:
+    """Whether simlab's stiff loop runs `solver` (Rodas5P, Radau5)."""
+    return isinstance(solver, AbstractStiffSolver)
+
+
 def has_error_estimate(solver: Any) -> bool:
     """Whether `solver` carries an embedded error estimate (needed for adaptive steps)."""
+    if is_stiff_solver(solver):
+        return True
     if isinstance(solver, dfx.AbstractRungeKutta):
         return bool(np.any(np.asarray(solver.tableau.b_error) != 0))
     return isinstance(solver, dfx.AbstractAdaptiveSolver)
 
 
 def is_implicit(solver: Any) -> bool:
-    """Whether each step of `solver` solves a nonlinear system."""
-    return isinstance(solver, dfx.AbstractImplicitSolver)
+    """Whether each step of `solver` solves a (non)linear system."""
+    return is_stiff_solver(solver) or isinstance(solver, dfx.AbstractImplicitSolver)
 
 
 def error_order(solver: Any) -> int:

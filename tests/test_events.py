@@ -333,6 +333,8 @@ def test_bad_events_are_refused():
         simlab.simulate(projectile, y0, ts, event=simlab.Event(above))
     with pytest.raises(ValueError, match="direction must be"):
         simlab.Event(height, direction=2)
+    with pytest.raises(ValueError, match="solver='kvaerno5'"):
+        simlab.simulate(projectile, y0, ts, solver="rodas5p", event=LANDING)
     # What callers without runtime type checks meet:
     with without_type_checks():
         with pytest.raises(ValueError, match="callable condition"):

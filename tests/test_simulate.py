@@ -193,8 +193,8 @@ def test_the_same_call_decides_the_same_directly_under_jit_and_under_vmap():
     direct = simlab.simulate(model, y0, ts)
     jitted = jax.jit(solve)(2.0, ts)
     batched = jax.vmap(solve, in_axes=(0, None))(jnp.array([2.0, 2.0]), ts)
-    assert direct.solver == jitted.solver == batched.solver == "kvaerno5"
-    assert direct.integrator == jitted.integrator == batched.integrator == "diffrax"
+    assert direct.solver == jitted.solver == batched.solver == "rodas5p"
+    assert direct.integrator == jitted.integrator == batched.integrator == "stiff"
     np.testing.assert_allclose(jitted.ys, direct.ys, rtol=1e-10)
     np.testing.assert_allclose(batched.ys[1], direct.ys, rtol=1e-10)
     explicit = dict(solver="tsit5", adaptive=False, dt0=0.01)
@@ -204,3 +204,26 @@ def test_the_same_call_decides_the_same_directly_under_jit_and_under_vmap():
     )(2.0, ts)
     assert fixed.integrator == fixed_jitted.integrator == "lean"
     np.testing.assert_allclose(fixed_jitted.ys, fixed.ys, rtol=1e-12)
+
+
+def test_stiff_defaults_follow_the_state_size():
+    """Rodas5P for small dense systems; matrix-free Kvaerno5 above the dense limit."""
+    from simlab._solvers import DENSE_JACOBIAN_LIMIT, resolve_solver
+
+    assert simlab._solvers.solver_name(resolve_solver(None, stiff=True, state_size=3)) == (
+        "rodas5p"
+    )
+    large = resolve_solver(None, stiff=True, state_size=DENSE_JACOBIAN_LIMIT + 1)
+    assert simlab._solvers.solver_name(large) == "kvaerno5"
+    assert simlab._solvers.solver_name(resolve_solver(None, stiff=False, state_size=3)) == ("tsit5")
+    robertson = simlab.simulate(
+        models.Robertson(),
+        jnp.array([1.0, 0.0, 0.0]),
+        jnp.array([0.0, 40.0]),
+        rtol=1e-8,
+        atol=1e-12,
+    )
+    # Reference at t = 40 (the widely tabulated values; SciPy Radau at rtol 1e-12 agrees).
+    np.testing.assert_allclose(
+        robertson.ys[-1], [0.7158270687, 9.185534764e-06, 0.2841637457], rtol=1e-6
+    )

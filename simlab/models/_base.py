@@ -24,11 +24,12 @@ class Bounds:
     upper: float = math.inf
     lower_inclusive: bool = False
 
-    def contains(self, value: ArrayLike) -> ArrayLike:
-        """Elementwise `lower < value < upper`: NumPy for concrete values, JAX for traced."""
+    def contains(self, value: np.ndarray | Array) -> np.ndarray | Array:
+        """Elementwise membership, as a NumPy array for NumPy input and a JAX array (which
+        may be traced) for JAX input."""
         above = value >= self.lower if self.lower_inclusive else value > self.lower
         inside = above & (value < self.upper)
-        return np.asarray(inside) if is_concrete(inside) else inside
+        return np.asarray(inside) if isinstance(value, np.ndarray | float | int) else inside
 
     def describe(self) -> str:
         left = "[" if self.lower_inclusive else "("
