@@ -5,7 +5,7 @@ event machinery of the lean loop (`simlab._lean`), which runs in three parts:
 
 1. While stepping, `advance_bracket` evaluates $g$ at the end of every accepted step and
    keeps the first step across which $g$ changes sign (in the requested direction): its
-   start time, state, vector field and length. Under `jax.vmap` this costs one condition
+   start time, state and length. Under `jax.vmap` this costs one condition
    evaluation and a few selects per step, so members without an event pay almost nothing.
 2. After the solve, `locate_event` finds the root *on the solution*, not on the step grid:
    the Illinois variant of regula falsi on $u \mapsto g(t_b + u, \Phi(t_b, y_b, u))$, where
@@ -151,23 +151,22 @@ def _crossed(direction: int, before: Array, after: Array) -> Array:
 
 
 class Bracket(NamedTuple):
-    """The lean loop's event state: the condition's last value and the bracketing step."""
+    """The lean loop's event state: the condition's last value and the bracketing step.
+
+    Kept small, as it rides in the step loop's carry: the vector field and the condition
+    at the step's ends are recomputed once, after the solve.
+    """
 
     value: Array  # g at the last accepted state
     fired: Array  # whether a step has bracketed a crossing yet
-    t: Array  # the bracketing step: start time, state, vector field, length,
+    t: Array  # the bracketing step: start time, state and length
     y: Array
-    f: Array
     h: Array
-    value_start: Array  # and g at its two ends
-    value_end: Array
 
 
-def start_bracket(value_fn: Callable, t0: Array, y0: Array, f0: Array) -> Bracket:
+def start_bracket(value_fn: Callable, t0: Array, y0: Array) -> Bracket:
     """The event state before the first step (no step has bracketed a crossing)."""
-    value = jnp.asarray(value_fn(t0, y0))
-    minus_one = -jnp.ones_like(value)
-    return Bracket(value, jnp.asarray(False), t0, y0, f0, jnp.zeros_like(t0), minus_one, -minus_one)
+    return Bracket(jnp.asarray(value_fn(t0, y0)), jnp.asarray(False), t0, y0, jnp.zeros_like(t0))
 
 
 def advance_bracket(
@@ -177,26 +176,18 @@ def advance_bracket(
     accept: Array,
     t: Array,
     y: Array,
-    f: Array,
     h: Array,
     y1: Array,
 ) -> Bracket:
     """The event state after a step attempt from `(t, y)` of length `h` to `y1`."""
     value = jnp.asarray(value_fn(t + h, y1))
     first = accept & ~bracket.fired & _crossed(event.direction, bracket.value, value)
-
-    def pick(new, old):
-        return jnp.where(first, new, old)
-
     return Bracket(
         value=jnp.where(accept, value, bracket.value),
         fired=bracket.fired | first,
-        t=pick(t, bracket.t),
-        y=pick(y, bracket.y),
-        f=pick(f, bracket.f),
-        h=pick(h, bracket.h),
-        value_start=pick(bracket.value, bracket.value_start),
-        value_end=pick(value, bracket.value_end),
+        t=jnp.where(first, t, bracket.t),
+        y=jnp.where(first, y, bracket.y),
+        h=jnp.where(first, h, bracket.h),
     )
 
 
@@ -205,7 +196,9 @@ def stopped(event: Event, bracket: Bracket) -> Array:
     return bracket.fired if event.terminate else jnp.asarray(False)
 
 
-def _illinois_offset(value_at: Callable, bracket: Bracket) -> Array:
+def _illinois_offset(
+    value_at: Callable, bracket: Bracket, value_start: Array, value_end: Array
+) -> Array:
     """The offset $u \\in [0, h]$ of the root of `value_at` in the bracketing step.
 
     Illinois regula falsi: a secant step inside the bracket, halving the retained end's
@@ -234,7 +227,7 @@ def _illinois_offset(value_at: Callable, bracket: Bracket) -> Array:
         a, value_a = jnp.where(swap, b, a), jnp.where(swap, value_b, value_a / 2)
         return a, value_a, c, value_c, c - b, iteration + 1
 
-    init = (zero, bracket.value_start, bracket.h, bracket.value_end, bracket.h, 0)
+    init = (zero, value_start, bracket.h, value_end, bracket.h, 0)
     return lax.while_loop(unfinished, iterate, init)[2]
 
 
@@ -247,13 +240,17 @@ def locate_event(
     `stop_gradient`; one Newton correction from it carries the derivatives.
     """
     frozen = jax.tree.map(lax.stop_gradient, bracket)
+    frozen_f = vector_field(frozen.t, frozen.y)
 
     def value_at(offset):
-        return value_fn(frozen.t + offset, step_fn(frozen.t, frozen.y, frozen.f, offset))
+        return value_fn(frozen.t + offset, step_fn(frozen.t, frozen.y, frozen_f, offset))
 
-    offset = jnp.where(frozen.fired, _illinois_offset(value_at, frozen), 0.0)
+    value_start, value_end = value_fn(frozen.t, frozen.y), value_at(frozen.h)
+    offset = _illinois_offset(value_at, frozen, value_start, value_end)
+    offset = jnp.where(frozen.fired, offset, 0.0)
     root = lax.stop_gradient(frozen.t + offset)
-    state_at_root = step_fn(bracket.t, bracket.y, bracket.f, root - bracket.t)
+    f_start = vector_field(bracket.t, bracket.y)  # differentiable, unlike frozen_f
+    state_at_root = step_fn(bracket.t, bracket.y, f_start, root - bracket.t)
     value = value_fn(root, state_at_root)
     frozen_state = lax.stop_gradient(state_at_root)
     _, slope = jax.jvp(
@@ -262,5 +259,5 @@ def locate_event(
     slope = lax.stop_gradient(slope)
     usable = frozen.fired & (slope != 0)
     time = root - jnp.where(usable, value / jnp.where(usable, slope, 1), 0)
-    state = step_fn(bracket.t, bracket.y, bracket.f, time - bracket.t)
+    state = step_fn(bracket.t, bracket.y, f_start, time - bracket.t)
     return jnp.where(frozen.fired, time, jnp.nan), jnp.where(frozen.fired, state, jnp.nan)

@@ -132,7 +132,7 @@ def _solve_fixed(
                 return y1, f1, None
             event, value_fn = tracker
             running = ~stopped(event, bracket)
-            bracket = advance_bracket(event, value_fn, bracket, running, t, y, f, h, y1)
+            bracket = advance_bracket(event, value_fn, bracket, running, t, y, h, y1)
             return jnp.where(running, y1, y), jnp.where(running, f1, f), bracket
 
         if uniform:
@@ -149,7 +149,7 @@ def _solve_fixed(
 
     xs = (ts[:-1], ts[1:]) if uniform else (ts[:-1], ts[1:], jnp.asarray(steps_per_interval))
     f0 = vector_field(ts[0], y0)
-    bracket = None if tracker is None else start_bracket(tracker[1], ts[0], y0, f0)
+    bracket = None if tracker is None else start_bracket(tracker[1], ts[0], y0)
     (_, _, bracket), ys = lax.scan(interval, (y0, f0, bracket), xs)
     total = jnp.sum(jnp.asarray(steps_per_interval) * jnp.ones(ts.shape[0] - 1, jnp.int32))
     stats = {"num_steps": total, "num_accepted_steps": total, "num_rejected_steps": total * 0}
@@ -273,7 +273,7 @@ def _solve_adaptive(
         h_next = jnp.where(accept & clipped, jnp.maximum(h_next, h), h_next)
         if tracker is not None:
             event, value_fn = tracker
-            bracket = advance_bracket(event, value_fn, bracket, accept, t, y, f, h_step, y1)
+            bracket = advance_bracket(event, value_fn, bracket, accept, t, y, h_step, y1)
         return (
             jnp.where(accept, jnp.where(clipped, target, t + h_step), t),
             jnp.where(accept, y1, y),
@@ -296,7 +296,7 @@ def _solve_adaptive(
         reached = carry[0] >= target
         return carry, jnp.where(reached, carry[1], jnp.inf)
 
-    bracket = None if tracker is None else start_bracket(tracker[1], ts[0], y0, f0)
+    bracket = None if tracker is None else start_bracket(tracker[1], ts[0], y0)
     init = (ts[0], y0, f0, h0.astype(ts.dtype), zero, zero, bracket)
     (t_final, _, _, _, num_steps, num_rejected, bracket), ys = lax.scan(interval, init, ts[1:])
     unfinished = t_final < ts[-1]
