@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
+from ._events import Event, advance_bracket, locate_event, start_bracket, stopped
 from ._results import RESULTS
 from ._solvers import error_order
 
@@ -109,37 +110,50 @@ def checkpointed_loop(step, num_steps: int, state):
     return lax.fori_loop(0, remainder, lambda j, s: step(done + j, s), state)
 
 
-def _solve_fixed(vector_field, tableau, ts, y0, steps_per_interval, max_steps, loop_kind):
-    """Equal steps inside each save interval, landing exactly on every save time."""
+def _solve_fixed(
+    vector_field, tableau, ts, y0, steps_per_interval, max_steps, loop_kind, tracker=None
+):
+    """Equal steps inside each save interval, landing exactly on every save time.
+
+    With an event (`tracker = (event, value_fn)`), steps after a terminating event keep
+    the state where it stopped; the caller locates the event in the returned bracket.
+    """
     uniform = isinstance(steps_per_interval, int)
 
     def interval(carry, xs):
-        y, f = carry
         t_start, t_end, num_steps = xs if not uniform else (*xs, steps_per_interval)
         h = (t_end - t_start) / jnp.asarray(num_steps, t_end.dtype)
 
         def step(i, state):
+            y, f, bracket = state
             t = t_start + jnp.asarray(i, h.dtype) * h
-            y1, _, f1 = _runge_kutta_step(vector_field, tableau, t, *state, h)
-            return y1, f1
+            y1, _, f1 = _runge_kutta_step(vector_field, tableau, t, y, f, h)
+            if tracker is None:
+                return y1, f1, None
+            event, value_fn = tracker
+            running = ~stopped(event, bracket)
+            bracket = advance_bracket(event, value_fn, bracket, running, t, y, h, y1)
+            return jnp.where(running, y1, y), jnp.where(running, f1, f), bracket
 
         if uniform:
-            y, f = checkpointed_loop(step, num_steps, (y, f))
+            carry = checkpointed_loop(step, num_steps, carry)
         else:
-            _, y, f = eqxi.while_loop(
+            carry = eqxi.while_loop(
                 lambda state: state[0] < num_steps,
                 lambda state: (state[0] + 1, *step(state[0], state[1:])),
-                (jnp.asarray(0, jnp.int32), y, f),
+                (jnp.asarray(0, jnp.int32), *carry),
                 max_steps=max_steps,
                 kind=loop_kind,
-            )
-        return (y, f), y
+            )[1:]
+        return carry, carry[0]
 
     xs = (ts[:-1], ts[1:]) if uniform else (ts[:-1], ts[1:], jnp.asarray(steps_per_interval))
-    _, ys = lax.scan(interval, (y0, vector_field(ts[0], y0)), xs)
+    f0 = vector_field(ts[0], y0)
+    bracket = None if tracker is None else start_bracket(tracker[1], ts[0], y0)
+    (_, _, bracket), ys = lax.scan(interval, (y0, f0, bracket), xs)
     total = jnp.sum(jnp.asarray(steps_per_interval) * jnp.ones(ts.shape[0] - 1, jnp.int32))
     stats = {"num_steps": total, "num_accepted_steps": total, "num_rejected_steps": total * 0}
-    return jnp.concatenate([y0[None], ys]), dfx.RESULTS.successful, stats
+    return jnp.concatenate([y0[None], ys]), dfx.RESULTS.successful, stats, bracket
 
 
 def _mean_square(x: Array) -> Array:
@@ -206,13 +220,25 @@ def _initial_step(vector_field, t0, y0, f0, error_order, rtol, atol):
 
 
 def _solve_adaptive(
-    vector_field, tableau, error_order, ts, y0, dt0, rtol, atol, max_steps, loop_kind
+    vector_field,
+    tableau,
+    error_order,
+    ts,
+    y0,
+    dt0,
+    rtol,
+    atol,
+    max_steps,
+    loop_kind,
+    tracker=None,
 ):
     """Per-trajectory adaptive steps (I-controller), clipped to land on every save time.
 
     The save intervals are an outer `scan` and the steps inside one an inner `while_loop`,
     so under `jax.vmap` only the small step state is batched in the loop (the saved states
-    leave through the scan instead of being scattered into a buffer at every step).
+    leave through the scan instead of being scattered into a buffer at every step). With
+    an event (`tracker = (event, value_fn)`), every accepted step updates its bracket, and
+    a terminating event ends the loop after the step that brackets it.
     """
     f0 = vector_field(ts[0], y0)
     if dt0 is None:
@@ -222,7 +248,7 @@ def _solve_adaptive(
     zero = jnp.asarray(0, jnp.int32)
 
     def attempt(target, carry):
-        t, y, f, h, num_steps, num_rejected = carry
+        t, y, f, h, num_steps, num_rejected, bracket = carry
         clipped = h >= target - t
         h_step = jnp.where(clipped, target - t, h)
         y1, error, f1 = _runge_kutta_step(vector_field, tableau, t, y, f, h_step)
@@ -245,6 +271,9 @@ def _solve_adaptive(
         h_next = h_step * factor
         # A step shortened to hit a save time says little about the step size to use next.
         h_next = jnp.where(accept & clipped, jnp.maximum(h_next, h), h_next)
+        if tracker is not None:
+            event, value_fn = tracker
+            bracket = advance_bracket(event, value_fn, bracket, accept, t, y, h_step, y1)
         return (
             jnp.where(accept, jnp.where(clipped, target, t + h_step), t),
             jnp.where(accept, y1, y),
@@ -252,12 +281,14 @@ def _solve_adaptive(
             h_next.astype(h.dtype),
             num_steps + 1,
             num_rejected + (~accept).astype(num_rejected.dtype),
+            bracket,
         )
 
     def interval(carry, target):
         def unfinished(carry):
-            t, num_steps = carry[0], carry[4]
-            return (t < target) & (num_steps < max_steps)
+            t, num_steps, bracket = carry[0], carry[4], carry[6]
+            running = (t < target) & (num_steps < max_steps)
+            return running if tracker is None else running & ~stopped(tracker[0], bracket)
 
         carry = eqxi.while_loop(
             unfinished, ft.partial(attempt, target), carry, max_steps=max_steps, kind=loop_kind
@@ -265,17 +296,19 @@ def _solve_adaptive(
         reached = carry[0] >= target
         return carry, jnp.where(reached, carry[1], jnp.inf)
 
-    init = (ts[0], y0, f0, h0.astype(ts.dtype), zero, zero)
-    (t_final, _, _, _, num_steps, num_rejected), ys = lax.scan(interval, init, ts[1:])
-    result = dfx.RESULTS.where(
-        t_final < ts[-1], dfx.RESULTS.max_steps_reached, dfx.RESULTS.successful
-    )
+    bracket = None if tracker is None else start_bracket(tracker[1], ts[0], y0)
+    init = (ts[0], y0, f0, h0.astype(ts.dtype), zero, zero, bracket)
+    (t_final, _, _, _, num_steps, num_rejected, bracket), ys = lax.scan(interval, init, ts[1:])
+    unfinished = t_final < ts[-1]
+    if tracker is not None:
+        unfinished = unfinished & ~stopped(tracker[0], bracket)
+    result = dfx.RESULTS.where(unfinished, dfx.RESULTS.max_steps_reached, dfx.RESULTS.successful)
     stats = {
         "num_steps": num_steps,
         "num_accepted_steps": num_steps - num_rejected,
         "num_rejected_steps": num_rejected,
     }
-    return jnp.concatenate([y0[None], ys]), result, stats
+    return jnp.concatenate([y0[None], ys]), result, stats, bracket
 
 
 @eqx.filter_jit
@@ -293,20 +326,33 @@ def lean_solve(
     atol: Array,
     max_steps: int,
     loop_kind: str,
-) -> tuple[Array, RESULTS, dict[str, Array]]:
-    """Solves with the lean integrator; returns `(ys, result, stats)` like `diffeqsolve`.
+    event: Event | None = None,
+) -> tuple[Array, RESULTS, dict[str, Array], tuple[Array, Array] | None]:
+    """Solves with the lean integrator; returns `(ys, result, stats, found)`.
 
-    Compiled once per model structure, solver, shapes and step layout: parameter values,
-    `y0`, `ts`, `dt0` and the tolerances are traced, so changing them never recompiles.
-    `loop_kind` is `"checkpointed"` (reverse-mode autodiff) or `"lax"` (forward mode).
+    `(ys, result, stats)` are as `diffeqsolve` returns them; `found` is `None` without an
+    event, else its `(time, state)` (`NaN` where it never fired). After a terminating
+    event the save times past it hold `NaN`.
+
+    Compiled once per model structure, solver, shapes, step layout and event: parameter
+    values, `y0`, `ts`, `dt0` and the tolerances are traced, so changing them never
+    recompiles. `loop_kind` is `"checkpointed"` (reverse-mode autodiff) or `"lax"`
+    (forward mode).
     """
 
     def vector_field(t, y):
         # The state's dtype rules: float32 states stay float32 under float64 parameters.
         return jnp.asarray(model(t, y, args), dtype=y.dtype)
 
+    tracker = None
+    if event is not None:
+
+        def value_fn(t, y):
+            return event.condition(t, y, args)
+
+        tracker = (event, value_fn)
     if adaptive:
-        ys, result, stats = _solve_adaptive(
+        ys, result, stats, bracket = _solve_adaptive(
             vector_field,
             solver.tableau,
             error_order(solver),
@@ -317,9 +363,21 @@ def lean_solve(
             atol,
             max_steps,
             loop_kind,
+            tracker,
         )
     else:
-        ys, result, stats = _solve_fixed(
-            vector_field, solver.tableau, ts, y0, steps_per_interval, max_steps, loop_kind
+        ys, result, stats, bracket = _solve_fixed(
+            vector_field, solver.tableau, ts, y0, steps_per_interval, max_steps, loop_kind, tracker
         )
-    return ys, RESULTS.promote(result), {**stats, "max_steps": jnp.asarray(max_steps)}
+    result, stats = RESULTS.promote(result), {**stats, "max_steps": jnp.asarray(max_steps)}
+    if event is None:
+        return ys, result, stats, None
+
+    def step_fn(t, y, f, h):
+        return _runge_kutta_step(vector_field, solver.tableau, t, y, f, h)[0]
+
+    time, state = locate_event(value_fn, vector_field, step_fn, bracket)
+    if event.terminate:
+        after = (ts > time).reshape(-1, *(1,) * y0.ndim)
+        ys = jnp.where(after, jnp.nan, ys)
+    return ys, result, stats, (time, state)

@@ -81,6 +81,9 @@ class Trajectory(eqx.Module):
     - `state_names`: names of the state components, when the model declares them.
     - `solver`: the name of the solver that ran (e.g. `"tsit5"`), static metadata.
     - `integrator`: `"lean"` or `"diffrax"`, the integrator that ran, static metadata.
+    - `event_time`: with `simulate(..., event=...)`, the time $\tau$ at which the event's
+      condition first crossed zero (`NaN` if it never did); `None` without an event.
+    - `event_state`: the state $y(\tau)$ there (`NaN` if the event never fired).
     """
 
     ts: Float[Array | np.ndarray, " num_times"]  # NumPy when read back from a store
@@ -90,6 +93,8 @@ class Trajectory(eqx.Module):
     state_names: tuple[str, ...] | None = eqx.field(static=True, default=None)
     solver: str | None = eqx.field(static=True, default=None)
     integrator: str | None = eqx.field(static=True, default=None)
+    event_time: Float[Array, ""] | None = None
+    event_state: Float[Array, " *state"] | None = None
 
     @property
     def succeeded(self):

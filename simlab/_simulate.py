@@ -5,6 +5,7 @@ only: the model's class, shapes, dtypes and the `SolveOptions`. Three integrator
 the same `(ys, result, stats)`: the lean explicit Runge–Kutta loop (`simlab._lean`),
 simlab's stiff loop for Rosenbrock and Radau methods (`simlab._stiff`, through
 `_stiff_solve`) and `diffrax.diffeqsolve` (`_diffrax_solve`, the one place that calls it).
+The lean loop and Diffrax also locate events (`simlab._events`) and return what they found.
 """
 
 from collections.abc import Callable
@@ -15,8 +16,10 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optimistix as optx
 from jaxtyping import Array, ArrayLike, Real
 
+from ._events import Event, check_event
 from ._imex import imex_solve
 from ._lean import fixed_steps_per_interval, lean_solve
 from ._misc import is_concrete
@@ -38,6 +41,7 @@ from .models._pde import AbstractGridModel
 
 LEAN_ADJOINTS = (None, "checkpoint", "forward")  # plain JAX autodiff through the lean loop
 STABLE_STEP_SAFETY = 0.9  # a step at the exact limit leaves the fastest mode undamped
+EVENT_ROOT_TOLERANCE = 1e-12  # on the event time, relative and absolute (Newton on Diffrax)
 
 
 def simulate(
@@ -56,6 +60,7 @@ def simulate(
     throw: bool = True,
     args: Any = None,
     integrator: str = "auto",
+    event: Event | None = None,
 ) -> Trajectory:
     r"""Solves the initial value problem $\dot y = f(t, y)$, $y(t_0) = y_0$, saving at `ts`.
 
@@ -92,9 +97,16 @@ def simulate(
       lands steps on every save time and differentiates with plain JAX autodiff
       (`adjoint=None` or `"forward"`). See the performance page.
 
-    **Returns:** a [`simlab.Trajectory`][] with `.ts`, `.ys`, `.result`, `.stats`, and the
+    - `event`: a [`simlab.Event`][]: the first time its condition crosses zero is found by
+      root finding on the solution and returned as `.event_time` (differentiable), the
+      state there as `.event_state`; a terminating event stops the solve there (the save
+      times after it hold `NaN`). Events run on the lean loop and on Diffrax (pass
+      `solver="kvaerno5"` for a stiff model). See the events page.
+
+    **Returns:** a [`simlab.Trajectory`][] with `.ts`, `.ys`, `.result`, `.stats`, the
     `solver` and `integrator` that ran (`"lean"`, `"stiff"`, `"exponential"` for ETDRK4,
-    `"imex"` for KenCarp on a split model, or `"diffrax"`).
+    `"imex"` for KenCarp on a split model, or `"diffrax"`), and `.event_time`,
+    `.event_state` with an event.
 
     !!! example
 
@@ -123,6 +135,7 @@ def simulate(
     ts = checked_ts(ts)
     y0 = checked_y0(model, y0)
     _check_vector_field(model, ts, y0, args)
+    check_event(event, ts[0], y0, args)
     stiff = isinstance(model, AbstractModel) and model.is_stiff
     chosen = resolve_solver(
         options.solver, stiff=stiff, state_size=y0.size, rtol=options.rtol, atol=options.atol
@@ -136,12 +149,18 @@ def simulate(
     if options.adjoint == "forward" and isinstance(model, AbstractGridModel):
         model = model.with_forward_mode_stencils()  # Pallas kernels are reverse-mode only
     integrator = _chosen_integrator(options, chosen)
+    if event is not None and integrator not in ("lean", "diffrax"):
+        raise ValueError(
+            f"events run on the lean loop and on Diffrax, not yet on simlab's {integrator} "
+            f"integrator ({solver_name(chosen)}); for a stiff model with an event pass "
+            "solver='kvaerno5'."
+        )
     loop_kind = "lax" if options.adjoint == "forward" else "checkpointed"
     # As arrays these are traced by the compiled solve, so new values never recompile it.
     rtol, atol = jnp.asarray(options.rtol), jnp.asarray(options.atol)
     dt0 = None if dt0 is None else jnp.asarray(dt0)
     if integrator == "lean":
-        ys, result, stats = lean_solve(
+        ys, result, stats, found = lean_solve(
             model,
             chosen,
             ts,
@@ -154,10 +173,13 @@ def simulate(
             atol=atol,
             max_steps=options.max_steps,
             loop_kind=loop_kind,
+            event=event,
         )
     elif integrator == "exponential":
+        found = None
         ys, result, stats = chosen.solve(model, ts, y0, args, dt0=dt0, max_steps=options.max_steps)
     elif integrator == "imex":
+        found = None
         ys, result, stats = imex_solve(
             model,
             ts,
@@ -172,6 +194,7 @@ def simulate(
             adaptive=options.adaptive,
         )
     elif integrator == "stiff":
+        found = None
         ys, result, stats = _stiff_solve(
             model,
             chosen,
@@ -185,10 +208,13 @@ def simulate(
             adjoint=resolve_adjoint(options.adjoint),
         )
     else:
-        ys, result, stats = _diffrax_solve(
-            model, chosen, ts, y0, args, options=options, dt0=dt0, rtol=rtol, atol=atol
+        ys, result, stats, found = _diffrax_solve(
+            model, chosen, ts, y0, args, options=options, dt0=dt0, rtol=rtol, atol=atol, event=event
         )
-    result = _checked_result(result, model, ts, ys)
+    event_time, event_state = (None, None) if found is None else found
+    # Save times after a terminating event are never reached: their NaN is no failure.
+    unreached = ts > event_time if event is not None and event.terminate else None
+    result = _checked_result(result, model, ts, ys, unreached)
     ys = _raise_on_failure(ys, result, _failure_hint(chosen)) if throw else ys
     return Trajectory(
         ts=ts,
@@ -198,6 +224,8 @@ def simulate(
         state_names=getattr(model, "state_names", None),
         solver=solver_name(chosen),
         integrator=integrator,
+        event_time=event_time,
+        event_state=event_state,
     )
 
 
@@ -213,26 +241,65 @@ def _stiff_solve(model, solver, ts, y0, args, *, rtol, atol, dt0, max_steps: int
     )
 
 
-def _diffrax_solve(model, solver, ts, y0, args, *, options: SolveOptions, dt0, rtol, atol):
-    """Solves with `diffrax.diffeqsolve`; returns `(ys, result, stats)` as the lean loop does."""
+def _diffrax_solve(
+    model, solver, ts, y0, args, *, options: SolveOptions, dt0, rtol, atol, event=None
+):
+    """Solves with `diffrax.diffeqsolve`; returns `(ys, result, stats, found)` as the lean
+    loop does.
+
+    An event becomes a `diffrax.Event` whose time an Optimistix root finder locates on
+    Diffrax's dense output (and differentiates implicitly). Diffrax events always stop the
+    solve, so a non-terminating event takes a second solve, without the event, for `ys`.
+    """
     controller = (
         dfx.PIDController(rtol=rtol, atol=atol) if options.adaptive else dfx.ConstantStepSize()
     )
-    solution = dfx.diffeqsolve(
-        dfx.ODETerm(model),
-        solver,
-        t0=ts[0],
-        t1=ts[-1],
-        dt0=dt0,
-        y0=y0,
-        args=args,
-        saveat=dfx.SaveAt(ts=ts),
-        stepsize_controller=controller,
-        max_steps=options.max_steps,
-        adjoint=resolve_adjoint(options.adjoint),
-        throw=False,
-    )
-    return solution.ys, RESULTS.promote(solution.result), solution.stats
+
+    def solve(diffrax_event):
+        return dfx.diffeqsolve(
+            dfx.ODETerm(model),
+            solver,
+            t0=ts[0],
+            t1=ts[-1],
+            dt0=dt0,
+            y0=y0,
+            args=args,
+            # With an event, a second save holds the event time and state (its `t1`).
+            saveat=dfx.SaveAt(ts=ts)
+            if diffrax_event is None
+            else dfx.SaveAt(subs=(dfx.SubSaveAt(ts=ts), dfx.SubSaveAt(t1=True))),
+            stepsize_controller=controller,
+            max_steps=options.max_steps,
+            adjoint=resolve_adjoint(options.adjoint),
+            event=diffrax_event,
+            throw=False,
+        )
+
+    if event is None:
+        solution = solve(None)
+        return solution.ys, RESULTS.promote(solution.result), solution.stats, None
+    root_finder = optx.Newton(rtol=EVENT_ROOT_TOLERANCE, atol=EVENT_ROOT_TOLERANCE)
+    direction = {1: True, -1: False, 0: None}[event.direction]
+    stopping = solve(dfx.Event(_DiffraxCondition(event.condition), root_finder, direction))
+    fired = stopping.result == dfx.RESULTS.event_occurred
+    (ys, at_stop), (_, stop_time) = stopping.ys, stopping.ts
+    found = (jnp.where(fired, stop_time[0], jnp.nan), jnp.where(fired, at_stop[0], jnp.nan))
+    result = RESULTS.where(fired, RESULTS.successful, RESULTS.promote(stopping.result))
+    if not event.terminate:
+        solution = solve(None)
+        return solution.ys, RESULTS.promote(solution.result), solution.stats, found
+    after = (ts > found[0]).reshape(-1, *(1,) * y0.ndim)
+    return jnp.where(after, jnp.nan, ys), result, stopping.stats, found
+
+
+class _DiffraxCondition(eqx.Module):
+    """An event condition as `diffrax.Event` calls it (with keyword extras); equal for
+    equal conditions, so the compiled solve is reused."""
+
+    condition: Callable = eqx.field(static=True)
+
+    def __call__(self, t, y, args, **kwargs):
+        return self.condition(t, y, args)
 
 
 def checked_ts(ts: ArrayLike) -> Array:
@@ -389,10 +456,16 @@ def _own_integrator(solver: Any) -> str | None:
     return None
 
 
-def _checked_result(result: RESULTS, model: Any, ts: Array, ys: Array) -> RESULTS:
-    """The solve's status, with what only the run-time values can show: non-finite states,
-    save times that are not increasing, parameters outside their declared ranges."""
-    all_finite = jnp.all(jnp.isfinite(ys))
+def _checked_result(
+    result: RESULTS, model: Any, ts: Array, ys: Array, unreached: Array | None = None
+) -> RESULTS:
+    """The solve's status, with what only the run-time values can show: non-finite states
+    (at the save times reached: `unreached` marks those after a terminating event), save
+    times that are not increasing, parameters outside their declared ranges."""
+    finite = jnp.isfinite(ys)
+    if unreached is not None:
+        finite = finite | unreached.reshape(-1, *(1,) * (ys.ndim - 1))
+    all_finite = jnp.all(finite)
     result = RESULTS.where(
         (result == RESULTS.successful) & ~all_finite, RESULTS.nonfinite_state, result
     )

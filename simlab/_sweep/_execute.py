@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
+from .._events import Event
 from .._options import SolveOptions
 from .._results import status_code
 from .._simulate import simulate
@@ -34,10 +35,15 @@ def member_outputs(
     names: tuple[str, ...],
     observable: Callable | None,
     settings: SolveOptions,
+    event: Event | Callable[[AbstractModel], Event] | None = None,
 ) -> tuple[dict[str, jax.Array], jax.Array]:
-    """Simulates one member; returns its observables (NaN where it failed) and status code."""
+    """Simulates one member; returns its observables (NaN where it failed) and status code.
+
+    `event` is an `Event`, or a function of the member's model that builds one (for a
+    condition that reads the swept parameters)."""
     model, y0 = _with_values(model, y0, names, values)
-    trajectory = simulate(model, y0, ts, throw=False, options=settings)
+    member_event = event(model) if callable(event) else event
+    trajectory = simulate(model, y0, ts, throw=False, options=settings, event=member_event)
     outputs = _observe(trajectory, observable)
     failed = ~trajectory.succeeded
     outputs = {name: jnp.where(failed, jnp.nan, value) for name, value in outputs.items()}
@@ -87,14 +93,21 @@ def _observe(trajectory, observable):
 
 
 @eqx.filter_jit
-def run_chunk(model, y0, ts, values, *, mesh: Mesh, names, observable, settings):
+def run_chunk(model, y0, ts, values, *, mesh: Mesh, names, observable, settings, event):
     """Runs the members `values` (rows, already split over `mesh`); compiled once per shape."""
     dynamic, static = eqx.partition((model, y0, ts), eqx.is_array)
 
     def run_shard(dynamic, values):
         model, y0, ts = eqx.combine(dynamic, static)
         member = ft.partial(
-            member_outputs, model, y0, ts, names=names, observable=observable, settings=settings
+            member_outputs,
+            model,
+            y0,
+            ts,
+            names=names,
+            observable=observable,
+            settings=settings,
+            event=event,
         )
         return jax.vmap(member)(values)
 
@@ -107,18 +120,19 @@ def run_chunk(model, y0, ts, values, *, mesh: Mesh, names, observable, settings)
     return sharded(dynamic, values)
 
 
-def output_specs(model, y0, ts, values_dtype, *, names, observable, settings) -> dict:
+def output_specs(model, y0, ts, values_dtype, *, names, observable, settings, event) -> dict:
     """The shape and dtype of each observable of one member, found without running it.
 
     Tracing a solve takes longer than running a small chunk of it, so the answer is cached
-    on the static structure: the shapes and dtypes of the inputs, names, observable, settings.
+    on the static structure: the shapes and dtypes of the inputs, names, observable, settings
+    and event.
     """
     leaves, treedef = jax.tree.flatten((model, y0, ts))
     abstract = tuple(
         jax.ShapeDtypeStruct(jnp.shape(leaf), jnp.result_type(leaf)) if eqx.is_array(leaf) else leaf
         for leaf in leaves
     )
-    key = (treedef, abstract, np.dtype(values_dtype), names, observable, settings)
+    key = (treedef, abstract, np.dtype(values_dtype), names, observable, settings, event)
     try:
         hash(key)
     except TypeError:  # an unhashable static leaf: trace every time
@@ -126,7 +140,7 @@ def output_specs(model, y0, ts, values_dtype, *, names, observable, settings) ->
     return _cached_output_specs(*key)
 
 
-def _traced_output_specs(treedef, abstract, values_dtype, names, observable, settings):
+def _traced_output_specs(treedef, abstract, values_dtype, names, observable, settings, event):
     is_abstract = [isinstance(leaf, jax.ShapeDtypeStruct) for leaf in abstract]
 
     def member(dynamic, row):
@@ -137,7 +151,7 @@ def _traced_output_specs(treedef, abstract, values_dtype, names, observable, set
         ]
         model, y0, ts = jax.tree.unflatten(treedef, leaves)
         return member_outputs(
-            model, y0, ts, row, names=names, observable=observable, settings=settings
+            model, y0, ts, row, names=names, observable=observable, settings=settings, event=event
         )
 
     dynamic = [leaf for flag, leaf in zip(is_abstract, abstract, strict=True) if flag]

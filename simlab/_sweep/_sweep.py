@@ -15,6 +15,7 @@ import tqdm
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh
 
+from .._events import Event, event_name
 from .._options import DEFAULT_MAX_STEPS, SolveOptions, merged_options
 from .._provenance import provenance as simlab_provenance
 from .._simulate import checked_ts, checked_y0
@@ -52,6 +53,7 @@ def sweep(
     adaptive: bool = True,
     max_steps: int = DEFAULT_MAX_STEPS,
     integrator: str = "auto",
+    event: Event | Callable[[AbstractModel], Event] | None = None,
 ) -> SweepResult:
     r"""Simulates `model` for many values of its parameters (or initial state), in parallel.
 
@@ -98,6 +100,12 @@ def sweep(
       `solver`, `rtol`, `atol`, `dt0`, `adaptive`, `max_steps`, `integrator`, as
       [`simlab.simulate`][] takes them. Explicit solvers run on simlab's lean loop by
       default, many times faster under `vmap` than Diffrax.
+    - `event`: a [`simlab.Event`][] for every member, or a function `event(model)` that
+      builds one from each member's model (for a condition that reads swept parameters,
+      such as an epidemic's growth rate). The observable then reads
+      `trajectory.event_time` and `trajectory.event_state`; a member whose event never
+      fires reports `NaN` there and keeps its successful status. Part of the compiled
+      chunk function's cache key and of the store's identity: define it once.
 
     **Returns:** a [`simlab.SweepResult`][]; `.to_xarray()` labels it.
 
@@ -149,7 +157,7 @@ def sweep(
             integrator=integrator,
         ),
     )
-    statics = dict(names=members.names, observable=observable, settings=settings)
+    statics = dict(names=members.names, observable=observable, settings=settings, event=event)
     specs = output_specs(model, y0, ts, members.values.dtype, **statics)
     chunk_size = _checked_chunk_size(chunk_size, members, specs, y0, ts, mesh)
     layout = StoreLayout(
@@ -160,13 +168,9 @@ def sweep(
         extra_coords=_extra_coords(model, ts, observable),
         units=_units(model, members.names),
     )
-    provenance = _provenance(model, mesh, members, settings, observable_id)
-    sweep_store = _open_store(
-        store,
-        layout,
-        _identity(model, y0, ts, members, layout, settings, observable_id),
-        provenance,
-    )
+    provenance = _provenance(model, mesh, members, settings, observable_id, event)
+    identity = _identity(model, y0, ts, members, layout, settings, observable_id, event)
+    sweep_store = _open_store(store, layout, identity, provenance)
     finished = _finished_chunks(sweep_store, layout)
 
     outputs, status = _run_unfinished_chunks(
@@ -354,14 +358,14 @@ def _observable_identity(observable, name: str | None) -> str:
     return f"{qualname} code:{callable_digest(observable)[:16]}"
 
 
-def _identity(model, y0, ts, members: Members, layout: StoreLayout, settings, observable_id):
+def _identity(model, y0, ts, members: Members, layout: StoreLayout, settings, observable_id, event):
     """Everything that determines the results: a store is resumed only if this matches."""
     unswept = {
         name: np.asarray(value).tolist()
         for name, value in model.parameters().items()
         if name not in members.names
     }
-    return {
+    identity = {
         "model": f"{type(model).__module__}.{type(model).__qualname__}",
         "unswept_parameters": unswept,
         "y0": array_digest(y0),
@@ -374,6 +378,8 @@ def _identity(model, y0, ts, members: Members, layout: StoreLayout, settings, ob
         "settings": settings.record(),
         "chunk_size": layout.chunk_size,
     }
+    # Only with an event, so that stores of sweeps without one keep their identity.
+    return identity if event is None else {**identity, "event": event_name(event)}
 
 
 def _model_record(model: AbstractModel) -> str:
@@ -387,7 +393,9 @@ def _model_record(model: AbstractModel) -> str:
     return f"{type(model).__name__}({arguments})"
 
 
-def _provenance(model, mesh: Mesh, members: Members, settings, observable_id) -> dict[str, Any]:
+def _provenance(
+    model, mesh: Mesh, members: Members, settings, observable_id, event
+) -> dict[str, Any]:
     return simlab_provenance(
         mesh.devices.flat,
         num_processes=jax.process_count(),
@@ -396,4 +404,5 @@ def _provenance(model, mesh: Mesh, members: Members, settings, observable_id) ->
         swept=list(members.names),
         observable=observable_id,
         solver_settings=json.dumps(settings.record()),
+        **({} if event is None else {"event": event_name(event)}),
     )
