@@ -16,7 +16,7 @@ import numpy as np
 jax.config.update("jax_enable_x64", True)  # float64 for a well-conditioned fit
 
 import simlab  # noqa: E402
-from simlab.models import AbstractModel, parameter  # noqa: E402
+from simlab.models import AbstractODEModel, parameter  # noqa: E402
 
 GRID = simlab.Grid((64,), extent=1.0, boundary="neumann")
 TRUE_LAYERS = np.array([0.010, 0.030, 0.060, 0.020, 0.045, 0.015, 0.050, 0.025])
@@ -25,7 +25,7 @@ NOISE = 0.005
 SOLVE = dict(solver="rk4", adaptive=False, dt0=0.002)
 
 
-class LayeredHeat(AbstractModel):
+class LayeredHeat(AbstractODEModel):
     r"""Heat diffusion $\partial_t u = \partial_x (D(x)\, \partial_x u)$ through layers of
     equal thickness, each with its own diffusivity (one parameter per layer)."""
 

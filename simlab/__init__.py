@@ -10,8 +10,17 @@ from ._results import (
     SimulationError as SimulationError,
     Trajectory as Trajectory,
 )
+from ._sensitivity import sensitivity as sensitivity
 from ._simulate import simulate as simulate
 from ._solvers import SOLVERS as SOLVERS
+from ._steady_state import (
+    STABILITY as STABILITY,
+    Bifurcation as Bifurcation,
+    Branch as Branch,
+    SteadyState as SteadyState,
+    continuation as continuation,
+    steady_state as steady_state,
+)
 from ._sweep import SweepResult as SweepResult, sweep as sweep
 from .grid import Dirichlet as Dirichlet, Grid as Grid, Neumann as Neumann, Periodic as Periodic
 

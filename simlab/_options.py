@@ -29,7 +29,8 @@ class SolveOptions:
       implicit solver for models that declare themselves stiff).
     - `rtol`, `atol`: tolerances of the adaptive step-size controller, $0 < \text{rtol} < 0.5$,
       $\text{atol} > 0$.
-    - `dt0`: the initial (or, with `adaptive=False`, the fixed) step; `None` chooses one.
+    - `dt0`: the initial (or, with `adaptive=False`, the fixed) step; `None` chooses one
+      (for fixed steps only grid models can: their largest stable step).
     - `adaptive`: adapt the step to meet `rtol`/`atol`, or take fixed steps of `dt0`.
     - `max_steps`: the most steps before the solve reports failure.
     - `adjoint`: `None` (reverse mode), `"forward"`, `"checkpoint"`, `"direct"`,
@@ -68,8 +69,6 @@ class SolveOptions:
             raise ValueError(f"max_steps must be a positive integer; got {self.max_steps!r}.")
         if self.max_steps < 1:
             raise ValueError(f"max_steps must be a positive integer; got {self.max_steps!r}.")
-        if not (self.adaptive or self.dt0 is not None):
-            raise ValueError("adaptive=False takes fixed steps and needs a step: pass dt0=...")
         _check_adjoint(self.adjoint)
         if self.integrator not in INTEGRATORS:
             raise ValueError(
@@ -120,13 +119,19 @@ def merged_options(options: SolveOptions | None, keywords: dict[str, Any]) -> So
     if not isinstance(options, SolveOptions):
         raise ValueError(f"options must be a simlab.SolveOptions; got {type(options).__name__}.")
     defaults = SolveOptions()
-    given = [name for name, value in keywords.items() if value is not getattr(defaults, name)]
+    given = [name for name, value in keywords.items() if not _is_default(value, defaults, name)]
     if given:
         raise ValueError(
             f"pass the solve settings either as options= or as keywords, not both; got "
             f"options and {given}. Use options.replace({given[0]}=...) instead."
         )
     return options
+
+
+def _is_default(value: Any, defaults: SolveOptions, name: str) -> bool:
+    default = getattr(defaults, name)
+    plain = isinstance(value, int | float | str) and type(value) is type(default)
+    return value is default or (plain and value == default)
 
 
 def _check_solver(solver: Any) -> None:

@@ -27,6 +27,7 @@ from ._solvers import (
     solver_name,
 )
 from .models._base import AbstractModel
+from .models._pde import AbstractGridModel
 
 LEAN_ADJOINTS = (None, "checkpoint", "forward")  # plain JAX autodiff through the lean loop
 STABLE_STEP_SAFETY = 0.9  # a step at the exact limit leaves the fastest mode undamped
@@ -117,6 +118,8 @@ def simulate(
             "adaptive=False with dt0=..., or an adaptive solver such as solver='tsit5'."
         )
     dt0 = options.dt0 if options.adaptive else _fixed_step(model, chosen, y0, ts, options)
+    if options.adjoint == "forward" and isinstance(model, AbstractGridModel):
+        model = model.with_forward_mode_stencils()  # Pallas kernels are reverse-mode only
     lean = _use_lean(options, chosen)
     loop_kind = "lax" if options.adjoint == "forward" else "checkpointed"
     # As arrays these are traced by the compiled solve, so new values never recompile it.

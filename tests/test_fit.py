@@ -14,12 +14,12 @@ from jaxtyping import Array, Float
 import simlab
 from simlab._fit import _loop
 from simlab._fit._problem import make_problem
-from simlab.models import AbstractModel, parameter
+from simlab.models import AbstractODEModel, parameter
 
 LV_PARAMS = ["alpha", "beta", "gamma", "delta"]
 
 
-class Decay(AbstractModel):
+class Decay(AbstractODEModel):
     """dx/dt = -rate x: x(t) = x0 exp(-rate t)."""
 
     rate: Float[Array, ""] = parameter(lower=0.0)
@@ -32,7 +32,7 @@ class Decay(AbstractModel):
 EVALUATED_RATES = []
 
 
-class BoundedDecay(AbstractModel):
+class BoundedDecay(AbstractODEModel):
     """Decay with rate in (0.5, 2) that records every rate it is evaluated at."""
 
     rate: Float[Array, ""] = parameter(lower=0.5, upper=2.0)
@@ -43,7 +43,7 @@ class BoundedDecay(AbstractModel):
         return -self.rate * y
 
 
-class FragileDecay(AbstractModel):
+class FragileDecay(AbstractODEModel):
     """Decay whose vector field turns NaN for rate > 1.5, so trial points there fail."""
 
     rate: Float[Array, ""] = parameter(lower=0.0)

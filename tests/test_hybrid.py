@@ -12,14 +12,14 @@ import pytest
 from jaxtyping import Array, Float
 
 import simlab
-from simlab.models import AbstractModel, HybridModel, parameter
+from simlab.models import AbstractODEModel, HybridModel, parameter
 
 LV = dict(alpha=0.55, beta=0.028, gamma=0.84, delta=0.026)
 TS = jnp.linspace(0.0, 12.0, 13)
 Y0S = jnp.array([[30.0, 4.0], [20.0, 8.0], [40.0, 6.0]])
 
 
-class LogisticLotkaVolterra(AbstractModel):
+class LogisticLotkaVolterra(AbstractODEModel):
     """Lotka–Volterra with a prey carrying capacity: the term the plain physics lacks."""
 
     alpha: Float[Array, ""] = parameter(lower=0.0)

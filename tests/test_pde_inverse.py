@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import simlab
-from simlab.models import AbstractModel, parameter
+from simlab.models import AbstractODEModel, parameter
 
 GRID = simlab.Grid((16,), extent=1.0, boundary="neumann")
 TRUE_LAYERS = np.array([0.02, 0.05, 0.03, 0.06])
@@ -13,7 +13,7 @@ TS = jnp.linspace(0.0, 1.0, 6)
 NOISE = 1e-3
 
 
-class LayeredHeat(AbstractModel):
+class LayeredHeat(AbstractODEModel):
     """Heat diffusion through layers, each with its own diffusivity (a piecewise-constant
     field: one parameter per layer of equal thickness)."""
 

@@ -8,7 +8,7 @@ import pytest
 
 import simlab
 from simlab._sweep._execute import run_chunk
-from simlab.models import AbstractModel, parameter
+from simlab.models import AbstractODEModel, parameter
 
 LOTKA_VOLTERRA = simlab.models.LotkaVolterra(alpha=0.55, beta=0.028, gamma=0.84, delta=0.026)
 Y0 = jnp.array([30.0, 4.0])
@@ -165,7 +165,7 @@ def test_initial_state_component_and_whole_trajectory():
         np.testing.assert_allclose(dataset["trajectory"].sel(prey=prey), expected, rtol=1e-10)
 
 
-class Riccati(AbstractModel):
+class Riccati(AbstractODEModel):
     r"""$\dot y = r y^2$: from $y(0) = 1$, $y(t) = 1 / (1 - r t)$, infinite at $t = 1/r$."""
 
     rate: jax.Array = parameter(lower=0.0)
@@ -228,7 +228,7 @@ def test_members_that_blow_up_are_masked_and_reported():
         ),
         ({"alpha": [0.5]}, {"chunk_size": 0}, ValueError, "chunk_size must be a positive"),
         ({"alpha": [0.5]}, {"mesh": "cpu"}, ValueError, "one-axis jax.sharding.Mesh"),
-        ({"alpha": [0.5]}, {"rtol": -1.0}, ValueError, "rtol must be positive"),
+        ({"alpha": [0.5]}, {"rtol": -1.0}, ValueError, r"rtol must lie in \(0, 0.5\)"),
     ],
 )
 def test_bad_input_is_refused_with_a_clear_message(params, kwargs, error, message):

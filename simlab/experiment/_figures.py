@@ -375,7 +375,8 @@ def _two_name_grid_sweep(check: Checker, entry: dict, where: str, model, sweep) 
 
 
 def _existing_channel(check: Checker, entry: dict, where: str, model, sweep) -> None:
-    if "channel" in entry and entry["channel"] >= (model.num_channels or 0):
+    num_channels = model.channel_shape[0] if model.channel_shape else 0
+    if "channel" in entry and entry["channel"] >= num_channels:
         raise check.fail(
             f"{where}.channel",
             f"{type(model).__name__} has no channel {entry['channel']}; drop it for "

@@ -10,6 +10,7 @@ from ._base import (
 from ._hybrid import HybridModel as HybridModel
 from ._ode import (
     SIR as SIR,
+    Brusselator as Brusselator,
     DampedPendulum as DampedPendulum,
     Lorenz as Lorenz,
     LotkaVolterra as LotkaVolterra,

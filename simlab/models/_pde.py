@@ -38,13 +38,17 @@ class AbstractGridModel(AbstractModel):
     # Channels of a grid state sit on the leading axis, while Trajectory.component indexes
     # the last one; no names, so that component() refuses instead of slicing the grid.
     state_names: ClassVar[tuple[str, ...]] = ()
-    num_channels: ClassVar[int | None] = None
+
+    @property
+    @abc.abstractmethod
+    def channel_shape(self) -> tuple[int, ...]:
+        """The leading axes of the state before the grid's: `()` for one field, `(2,)` for
+        two fields, `(grid.ndim,)` for a vector field."""
 
     @property
     def state_shape(self) -> tuple[int, ...]:
-        """`grid.shape`, with a leading channel axis for multi-field models."""
-        channels = () if self.num_channels is None else (self.num_channels,)
-        return channels + self.grid.shape
+        """`grid.shape`, after the channel axes of multi-field models."""
+        return self.channel_shape + self.grid.shape
 
     @property
     def is_stiff(self) -> bool:
@@ -164,6 +168,10 @@ class Heat(AbstractGridModel):
     order: int = eqx.field(static=True, default=2)
     impl: str = eqx.field(static=True, default="auto")
 
+    @property
+    def channel_shape(self) -> tuple[int, ...]:
+        return ()
+
     def _check_fields(self):
         self._check_coefficient("diffusivity", allow_field=True)
         if self.order not in LAPLACIAN_ORDERS:
@@ -215,6 +223,10 @@ class AdvectionDiffusion(AbstractGridModel):
     grid: Grid = eqx.field(static=True)
     scheme: str = eqx.field(static=True, default="upwind")
     impl: str = eqx.field(static=True, default="auto")
+
+    @property
+    def channel_shape(self) -> tuple[int, ...]:
+        return ()
 
     def _check_fields(self):
         self._check_coefficient("diffusivity", allow_field=True)
@@ -274,7 +286,9 @@ class Wave(AbstractGridModel):
     order: int = eqx.field(static=True, default=2)
     impl: str = eqx.field(static=True, default="auto")
 
-    num_channels: ClassVar[int] = 2
+    @property
+    def channel_shape(self) -> tuple[int, ...]:
+        return (2,)
 
     def _check_fields(self):
         self._check_coefficient("wave_speed", allow_field=True)
@@ -341,10 +355,8 @@ class Burgers(AbstractGridModel):
             )
 
     @property
-    def state_shape(self) -> tuple[int, ...]:
-        if self.grid.ndim == 1:
-            return self.grid.shape
-        return (self.grid.ndim, *self.grid.shape)
+    def channel_shape(self) -> tuple[int, ...]:
+        return () if self.grid.ndim == 1 else (self.grid.ndim,)
 
     def __call__(self, t, y, args):
         velocity = y[None] if self.grid.ndim == 1 else y
@@ -400,7 +412,9 @@ class GrayScott(AbstractGridModel):
     grid: Grid = eqx.field(static=True)
     impl: str = eqx.field(static=True, default="auto")
 
-    num_channels: ClassVar[int] = 2
+    @property
+    def channel_shape(self) -> tuple[int, ...]:
+        return (2,)
 
     def _check_fields(self):
         self._check_coefficient("feed_rate", allow_field=False)

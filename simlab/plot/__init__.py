@@ -1,6 +1,7 @@
 """Figures from simlab's result objects. Every function takes `ax=None`, returns the Figure
 or Axes it drew on, and never calls `plt.show()`. Import with `import simlab.plot`."""
 
+from ._bifurcation import bifurcation as bifurcation
 from ._fields import (
     field_animation as field_animation,
     field_image as field_image,
@@ -9,6 +10,7 @@ from ._fields import (
 from ._fit import fit_curves as fit_curves
 from ._gallery import animate as animate, sweep_gallery as sweep_gallery
 from ._loss import loss_curve as loss_curve
+from ._sensitivity import sensitivity as sensitivity
 from ._style import COLOURS as COLOURS, new_axes as new_axes, style as style
 from ._sweep import sweep_heatmap as sweep_heatmap, sweep_lines as sweep_lines
 from ._trajectory import (
