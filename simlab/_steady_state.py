@@ -11,7 +11,7 @@ import optimistix as optx
 from jaxtyping import Array, ArrayLike, Complex, Float
 
 from ._results import RESULTS
-from ._simulate import _checked_y0, simulate
+from ._simulate import checked_y0, simulate
 from .models._base import AbstractModel
 
 
@@ -137,7 +137,7 @@ def steady_state(
         ```
     """
     _check_model(model)
-    y_guess = _checked_y0(model, y_guess)
+    y_guess = checked_y0(model, y_guess)
     if solver is None:
         solver = default_root_solver(rtol, atol)
     return _steady_state(model, y_guess, args, solver, max_steps, eigenvalue_tol)
@@ -339,7 +339,7 @@ def continuation(
     """
     _check_model(model)
     values = _checked_values(model, parameter, values)
-    y_guess = _checked_y0(model, y_guess)
+    y_guess = checked_y0(model, y_guess)
     if solver is None:
         solver = default_root_solver(rtol, atol)
     points = _branch(
