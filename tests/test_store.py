@@ -136,7 +136,7 @@ LV_VALUES = dict(alpha=0.55, beta=0.028, gamma=0.84, delta=0.026)
         (dict(model_class=OtherLotkaVolterra), ["model"]),
         (dict(y0=np.array([30.0, 4.5])), ["y0"]),
         (dict(ts=np.linspace(0.0, 4.0, 6)), ["ts"]),
-        (dict(params={"rename": "delta"}), ["swept_names"]),
+        (dict(params={"rename": "delta"}), ["swept_names", "unswept_parameters"]),
         (dict(mode="zip"), ["mode", "swept_values"]),
         (dict(observable=other_final_state), ["observable"]),
         (dict(observable=final_prey), ["observable", "outputs"]),
@@ -144,7 +144,7 @@ LV_VALUES = dict(alpha=0.55, beta=0.028, gamma=0.84, delta=0.026)
         (dict(integrator="diffrax"), ["settings"]),
         (dict(chunk_size=8), ["chunk_size"]),
     ],
-    ids=lambda value: value if isinstance(value, str) else None,
+    ids=lambda value: "+".join(value) if isinstance(value, list) else "",
 )
 def test_a_store_of_another_sweep_is_refused_for_each_identity_key(
     shared, stored, change, differing
