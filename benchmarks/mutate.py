@@ -59,10 +59,14 @@ def mutate(module: str, tests: list[str], budget: float) -> str:
             f"only_mutate=\n    {module}\n"
             f"pytest_add_cli_args_test_selection=\n    {selection}\n"
             "pytest_add_cli_args=\n    -x\n    -q\n    -p\n    no:cacheprovider\n"
+            # JAX's thread pools do not survive a fork: fork workers from a bare server.
+            "process_isolation=forkserver\nforkserver_warmup=none\n"
         )
         mutmut = pathlib.Path(sys.executable).with_name("mutmut")
         try:
-            subprocess.run([str(mutmut), "run"], cwd=work, timeout=budget, check=False)
+            subprocess.run(
+                [str(mutmut), "run", "--max-children", "2"], cwd=work, timeout=budget, check=False
+            )
         except subprocess.TimeoutExpired:
             print(f"{module}: time budget of {budget:.0f} s spent", flush=True)
         results = subprocess.run(
