@@ -22,11 +22,14 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
 
 # Mutation testing of the core modules (mutmut); long, and not part of `make test`.
-# MUTATE_BUDGET is the time per module in seconds; MUTATE_MODULES narrows the run.
+# MUTATE_BUDGET is the time per module in seconds, MUTATE_STRIDE runs every n-th mutant,
+# MUTATE_MODULES narrows the run (default: every module in benchmarks/mutate.py).
 MUTATE_BUDGET ?= 1200
+MUTATE_STRIDE ?= 1
 MUTATE_MODULES ?=
 mutate: $(STAMP)
-	$(BIN)/python benchmarks/mutate.py --budget $(MUTATE_BUDGET) $(MUTATE_MODULES)
+	$(BIN)/python benchmarks/mutate.py --budget $(MUTATE_BUDGET) --stride $(MUTATE_STRIDE) \
+		$(MUTATE_MODULES)
 
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site

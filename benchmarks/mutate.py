@@ -8,12 +8,15 @@ and the surviving mutants, for benchmarks/results/mutation.txt.
 """
 
 import argparse
+import json
+import os
 import pathlib
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -49,53 +52,90 @@ def scratch_copy(target: pathlib.Path) -> None:
             shutil.copy2(source, destination)
 
 
-def mutate(module: str, tests: list[str], budget: float) -> str:
+def generate(work: pathlib.Path, module: str, tests: list[str], budget: float) -> dict:
+    """Has mutmut write the mutants of `module` and map each function to the tests that
+    run it (`mutants/mutmut-stats.json`); stops it before it forks workers, which JAX's
+    thread pools do not survive."""
+    selection = "\n    ".join(tests)
+    (work / "setup.cfg").write_text(
+        "[mutmut]\nsource_paths=simlab\n"
+        f"only_mutate=\n    {module}\n"
+        f"pytest_add_cli_args_test_selection=\n    {selection}\n"
+        "pytest_add_cli_args=\n    -p\n    no:cacheprovider\n"
+    )
+    mutmut = pathlib.Path(sys.executable).with_name("mutmut")
+    stats = work / "mutants" / "mutmut-stats.json"
+    process = subprocess.Popen(
+        [str(mutmut), "run"], cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    deadline = time.monotonic() + budget
+    while not stats.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(1)
+    time.sleep(2)  # the file is written whole before the forked phase starts
+    process.kill()
+    process.wait()
+    return json.loads(stats.read_text())["tests_by_mangled_function_name"]
+
+
+def mutant_names(work: pathlib.Path) -> list[str]:
+    mutmut = pathlib.Path(sys.executable).with_name("mutmut")
+    listing = subprocess.run(
+        [str(mutmut), "results", "--all", "true"], cwd=work, capture_output=True, text=True
+    ).stdout
+    return re.findall(r"^\s*(\S+__mutmut_\d+):", listing, flags=re.M)
+
+
+def run_mutant(work: pathlib.Path, name: str, tests: list[str], timeout: float) -> str:
+    """Runs the tests that reach the mutated function in a fresh process; the trampolines
+    mutmut wrote pick the mutant named by `MUTANT_UNDER_TEST`."""
+    mutants = work / "mutants"
+    command = [sys.executable, "-m", "pytest", *tests, "-x", "-q", "-p", "no:cacheprovider"]
+    environment = {**os.environ, "MUTANT_UNDER_TEST": name, "PYTHONPATH": str(mutants)}
+    try:
+        completed = subprocess.run(
+            command, cwd=mutants, env=environment, capture_output=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        return "timeout"
+    return "survived" if completed.returncode == 0 else "killed"
+
+
+def mutate(module: str, tests: list[str], budget: float, stride: int) -> str:
+    start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="simlab-mutate-") as folder:
         work = pathlib.Path(folder)
         scratch_copy(work)
-        selection = "\n    ".join(tests)
-        (work / "setup.cfg").write_text(
-            "[mutmut]\nsource_paths=simlab\n"
-            f"only_mutate=\n    {module}\n"
-            f"pytest_add_cli_args_test_selection=\n    {selection}\n"
-            "pytest_add_cli_args=\n    -x\n    -q\n    -p\n    no:cacheprovider\n"
-            # JAX's thread pools do not survive a fork: fork workers from a bare server.
-            "process_isolation=forkserver\nforkserver_warmup=none\n"
-        )
-        mutmut = pathlib.Path(sys.executable).with_name("mutmut")
-        try:
-            subprocess.run(
-                [str(mutmut), "run", "--max-children", "2"], cwd=work, timeout=budget, check=False
-            )
-        except subprocess.TimeoutExpired:
-            print(f"{module}: time budget of {budget:.0f} s spent", flush=True)
-        results = subprocess.run(
-            [str(mutmut), "results", "--all", "true"], cwd=work, capture_output=True, text=True
-        ).stdout
-    counts: dict[str, int] = {}
-    surviving = []
-    for line in results.splitlines():
-        match = re.match(r"^\s*(?P<name>\S+): (?P<status>.+)$", line)
-        if match:
-            counts[match["status"]] = counts.get(match["status"], 0) + 1
-            if match["status"] in ("survived", "no tests", "timeout", "suspicious"):
-                surviving.append(f"  {match['name']}: {match['status']}")
+        coverage = generate(work, module, tests, budget)
+        names = mutant_names(work)[::stride]
+        outcomes: dict[str, str] = {}
+        for name in names:
+            if time.monotonic() - start > budget:
+                break
+            function = name.rsplit("__mutmut_", 1)[0]
+            covering = coverage.get(function, [])
+            outcomes[name] = run_mutant(work, name, covering, 600) if covering else "no tests"
+    counts = {status: list(outcomes.values()).count(status) for status in set(outcomes.values())}
     killed = counts.get("killed", 0)
-    tested = killed + sum(counts.get(s, 0) for s in ("survived", "timeout", "suspicious"))
+    tested = killed + counts.get("survived", 0) + counts.get("timeout", 0)
     score = f"{100 * killed / tested:.0f} %" if tested else "n/a"
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-    return "\n".join(
-        [f"{module}: {score} killed ({killed} of {tested} tested; {summary})", *surviving]
+    sampled = f"every {stride}th of " if stride > 1 else ""
+    header = (
+        f"{module}: {score} killed ({killed} of {tested} run; {summary}; {sampled}"
+        f"{len(names) * stride} mutants, {len(names) - len(outcomes)} left by the budget)"
     )
+    surviving = [f"  {name}: {status}" for name, status in outcomes.items() if status != "killed"]
+    return "\n".join([header, *surviving])
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("modules", nargs="*", default=list(TARGETS))
     parser.add_argument("--budget", type=float, default=1200.0, help="seconds per module")
+    parser.add_argument("--stride", type=int, default=1, help="run every STRIDE-th mutant")
     arguments = parser.parse_args()
     for module in arguments.modules:
-        print(mutate(module, TARGETS[module], arguments.budget), flush=True)
+        print(mutate(module, TARGETS[module], arguments.budget, arguments.stride), flush=True)
     return 0
 
 
