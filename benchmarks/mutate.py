@@ -1,9 +1,11 @@
 """Mutation testing of simlab's core modules with mutmut, one module at a time.
 
-Usage: `python benchmarks/mutate.py [--budget SECONDS] [MODULE ...]` (default: every
-module in `TARGETS`). Each module is mutated in a scratch copy of the checkout and its
-mutants run against the test files that check it; mutants still untested when a module's
-time budget runs out are reported as such. Prints the score per module (killed / tested)
+Usage: `python benchmarks/mutate.py [--budget SECONDS] [--stride N] [MODULE ...]`
+(default: every module in `TARGETS`). Each module is mutated in a scratch copy of the
+checkout; mutmut writes the mutants and finds which of the given tests reach each mutated
+function, then each mutant runs those tests in a fresh process (mutmut's own workers are
+forked, which JAX's thread pools do not survive). Mutants left when a module's time budget
+runs out are counted as such. Prints the score per module (killed / tested)
 and the surviving mutants, for benchmarks/results/mutation.txt.
 """
 
