@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench docs lint clean
+.PHONY: test demo bench docs lint mutate clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,16 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
+
+# Mutation testing of the core modules (mutmut); long, and not part of `make test`.
+# MUTATE_BUDGET is the time per module in seconds, MUTATE_STRIDE runs every n-th mutant,
+# MUTATE_MODULES narrows the run (default: every module in benchmarks/mutate.py).
+MUTATE_BUDGET ?= 1200
+MUTATE_STRIDE ?= 1
+MUTATE_MODULES ?=
+mutate: $(STAMP)
+	$(BIN)/python benchmarks/mutate.py --budget $(MUTATE_BUDGET) --stride $(MUTATE_STRIDE) \
+		$(MUTATE_MODULES)
 
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site

@@ -1,7 +1,7 @@
-"""Shared pieces of the benchmarks: a row of the ratio table, and a fair timer."""
+"""Shared pieces of the benchmarks: a row of the ratio table, its target check, a fair timer."""
 
 import dataclasses
-import statistics
+import re
 import time
 from collections.abc import Callable
 
@@ -13,7 +13,8 @@ class Row:
     """One line of the table: a measured ratio against a baseline, and its target.
 
     `ratio` is "simlab is this many times better" or a plain ratio (see `unit`);
-    `target` is a human-readable goal such as ">= 100x" or "<= 1.1".
+    `target` is a goal such as ">= 100x", "<= 1.1", "~2x" or "<= 4 GiB" (checked by
+    `meets_target`), or a word that sets none ("before": a baseline shown for comparison).
     """
 
     name: str
@@ -22,13 +23,50 @@ class Row:
     detail: str = ""
 
 
-def median_seconds(fn: Callable[[], object], *, repeats: int = 5, warmup: int = 1) -> float:
-    """Median wall time of `fn()` after `warmup` calls, waiting for JAX results."""
-    for _ in range(warmup):
+TARGET_PATTERN = re.compile(r"^(>=|<=|>|<|~)\s*([0-9.]+)\s*(x|GiB)?$")
+APPROXIMATE = 0.25  # "~2x" is met within 25 %
+
+
+def meets_target(ratio: float, target: str) -> bool | None:
+    """Whether `ratio` meets `target`; `None` when the target sets no number."""
+    match = TARGET_PATTERN.match(target.strip())
+    if match is None:
+        return None
+    operator, value = match.group(1), float(match.group(2))
+    if operator == "~":
+        return abs(ratio - value) <= APPROXIMATE * value
+    return {">=": ratio >= value, "<=": ratio <= value, ">": ratio > value, "<": ratio < value}[
+        operator
+    ]
+
+
+def flag(ratio: float, target: str) -> str:
+    """The table's mark for a row: "MISS" when it misses a numeric target, else blank."""
+    return "MISS" if meets_target(ratio, target) is False else ""
+
+
+def format_row(row: Row) -> str:
+    """The row as a line of the printed table (the format of benchmarks/results/*.txt)."""
+    return (
+        f"{row.name:<58} {row.ratio:>10.3g}  {row.target:<10} {flag(row.ratio, row.target):<4} "
+        f"{row.detail}"
+    ).rstrip()
+
+
+def best_seconds(fns: dict[str, Callable[[], object]], *, repeats: int = 7) -> dict[str, float]:
+    """Best wall time of each function over `repeats` rounds that run them in turn.
+
+    Every contender in a comparison is timed the same way: one warm-up call each (compiling
+    JAX functions), then rounds in which each runs once, waiting for JAX results. On a
+    shared machine the load changes from second to second; alternating the contenders and
+    taking each one's best keeps a ratio meaningful.
+    """
+    for fn in fns.values():
         jax.block_until_ready(fn())
-    samples = []
+    best = dict.fromkeys(fns, float("inf"))
     for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(fn())
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            jax.block_until_ready(fn())
+            best[name] = min(best[name], time.perf_counter() - start)
+    return best

@@ -11,7 +11,7 @@ import re
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from _harness import Row, median_seconds
+from _harness import Row, best_seconds
 from jax.sharding import NamedSharding, PartitionSpec
 
 import simlab
@@ -60,9 +60,15 @@ def rows() -> list[Row]:
     sharded_y0 = decomposed.shard(y0)
     auto_sharded_y0 = jax.device_put(y0, NamedSharding(mesh, PartitionSpec("x")))
 
-    one_device = median_seconds(lambda: _final_state(model, one_device_y0))
-    halo = median_seconds(lambda: _final_state(decomposed, sharded_y0))
-    automatic = median_seconds(lambda: _final_state(model, auto_sharded_y0))
+    best = best_seconds(
+        {
+            "one device": lambda: _final_state(model, one_device_y0),
+            "halo": lambda: _final_state(decomposed, sharded_y0),
+            "automatic": lambda: _final_state(model, auto_sharded_y0),
+        },
+        repeats=5,
+    )
+    one_device, halo, automatic = best["one device"], best["halo"], best["automatic"]
     cells = f"{GRID_SHAPE[0]}x{GRID_SHAPE[1]} float64, {NUM_STEPS} RK4 steps"
     traffic = (
         f"halo: {_halo_traffic(decomposed, sharded_y0)}, GSPMD: "

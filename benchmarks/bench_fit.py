@@ -7,11 +7,9 @@ on a `scipy.integrate.solve_ivp` model (RK45). Both optima are then judged by on
 solve, so that neither side's discretisation error decides the comparison.
 """
 
-import time
-
 import numpy as np
 import optax
-from _harness import Row, median_seconds
+from _harness import Row, best_seconds
 from scipy.integrate import solve_ivp
 from scipy.optimize import least_squares
 
@@ -71,11 +69,10 @@ def rows() -> list[Row]:
     data = simlab.datasets.lynx_hare()
     simlab_result = _simlab_fit(data)
     scipy_result = _scipy_fit(data)
-    simlab_seconds = median_seconds(lambda: _simlab_fit(data).loss, repeats=3)
-    start = time.perf_counter()
-    for _ in range(3):
-        _scipy_fit(data)
-    scipy_seconds = (time.perf_counter() - start) / 3
+    best = best_seconds(
+        {"simlab": lambda: _simlab_fit(data).loss, "scipy": lambda: _scipy_fit(data)}, repeats=3
+    )
+    simlab_seconds, scipy_seconds = best["simlab"], best["scipy"]
 
     simlab_theta = [*(float(simlab_result.params[n]) for n in PARAMS), *simlab_result.y0]
     simlab_loss = _judged_loss(simlab_theta, data)

@@ -1,12 +1,10 @@
 """`simulate` against scipy, batched against a loop, and the cost of a gradient."""
 
-import time
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import scipy.integrate
-from _harness import Row, median_seconds
+from _harness import Row, best_seconds
 
 import simlab
 
@@ -55,15 +53,23 @@ def _scipy_solve(rho: float) -> np.ndarray:
 def rows() -> list[Row]:
     rho = jnp.asarray(28.0)
     rhos = jnp.linspace(20.0, 30.0, BATCH)
-    one_simlab = median_seconds(lambda: _solve(rho), repeats=20)
-    one_scipy = median_seconds(lambda: _scipy_solve(28.0), repeats=5)
-    batch_simlab = median_seconds(lambda: _solve_batch(rhos), repeats=3)
-    start = time.perf_counter()
-    for value in np.asarray(rhos[:SCIPY_SAMPLE]):
-        _scipy_solve(float(value))
-    batch_scipy = (time.perf_counter() - start) * BATCH / SCIPY_SAMPLE
-    forward = median_seconds(lambda: _loss(rho), repeats=20)
-    gradient = median_seconds(lambda: _value_and_grad(rho), repeats=20)
+    # The SciPy loop runs on every (BATCH // SCIPY_SAMPLE)-th member, spanning the range.
+    sample = [float(value) for value in np.asarray(rhos[:: BATCH // SCIPY_SAMPLE])]
+    best = best_seconds(
+        {
+            "one simlab": lambda: _solve(rho),
+            "one scipy": lambda: _scipy_solve(28.0),
+            "batch simlab": lambda: _solve_batch(rhos),
+            "batch scipy": lambda: [_scipy_solve(value) for value in sample],
+            "forward": lambda: _loss(rho),
+            "gradient": lambda: _value_and_grad(rho),
+        },
+        repeats=5,
+    )
+    one_simlab, one_scipy = best["one simlab"], best["one scipy"]
+    batch_simlab = best["batch simlab"]
+    batch_scipy = best["batch scipy"] * BATCH / len(sample)
+    forward, gradient = best["forward"], best["gradient"]
     return [
         Row(
             "simulate: 1 Lorenz solve, speed-up vs solve_ivp RK45",

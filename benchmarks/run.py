@@ -2,7 +2,8 @@
 
 Usage: `python benchmarks/run.py [NAME ...]`, where NAME filters the modules (e.g. `simulate`).
 Each module defines `rows() -> list[Row]`; ratios compare two things timed in the same run,
-because absolute times on shared machines mean little.
+because absolute times on shared machines mean little. Every row is checked against its
+target: a miss is marked `MISS` in the table and counted at the end.
 """
 
 import importlib
@@ -18,6 +19,8 @@ jax.config.update("jax_num_cpu_devices", 2)
 HERE = pathlib.Path(__file__).parent
 sys.path.insert(0, str(HERE))
 
+from _harness import flag, format_row  # noqa: E402
+
 
 def _modules(filters: list[str]) -> list[str]:
     names = sorted(p.stem for p in HERE.glob("bench_*.py"))
@@ -26,14 +29,18 @@ def _modules(filters: list[str]) -> list[str]:
 
 def main(filters: list[str]) -> int:
     print(f"simlab benchmarks — jax {jax.__version__}, devices: {jax.devices()}")
-    header = f"{'benchmark':<58} {'ratio':>10}  {'target':<10} detail"
+    header = f"{'benchmark':<58} {'ratio':>10}  {'target':<10} {'':<4} detail"
     print(header)
     print("-" * len(header))
+    misses = []
     for name in _modules(filters):
         start = time.perf_counter()
         for row in importlib.import_module(name).rows():
-            print(f"{row.name:<58} {row.ratio:>10.3g}  {row.target:<10} {row.detail}", flush=True)
+            print(format_row(row), flush=True)
+            if flag(row.ratio, row.target):
+                misses.append(row.name.strip())
         print(f"  ({name}: {time.perf_counter() - start:.0f} s)", flush=True)
+    print(f"{len(misses)} rows miss their target" + "".join(f"\n  - {m}" for m in misses))
     return 0
 
 

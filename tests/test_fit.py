@@ -354,7 +354,17 @@ def test_checkpoint_resumes_where_it_stopped(tmp_path, monkeypatch, fragile_fit)
         _fragile_fit(checkpoint=path, checkpoint_every=20)
     monkeypatch.setattr(_loop, "save_checkpoint", original)
     assert path.exists() and not list(tmp_path.glob(".fit.npz.*"))
+    # Count the steps the resumed run takes: it starts at the saved step 40, not at 0.
+    starts, original_advance = [], _loop.advance
+
+    def counted(problem, stepper, carry, stop_step):
+        starts.append(int(carry.step))
+        return original_advance(problem, stepper, carry, stop_step)
+
+    monkeypatch.setattr(_loop, "advance", counted)
     resumed = _fragile_fit(checkpoint=path, checkpoint_every=20)
+    monkeypatch.setattr(_loop, "advance", original_advance)
+    assert starts[0] == 40 and starts == sorted(starts)
     assert int(resumed.num_steps) == int(fragile_fit.num_steps) > 40
     np.testing.assert_array_equal(resumed.params["rate"], fragile_fit.params["rate"])
     with pytest.raises(ValueError, match="does not match this fit"):

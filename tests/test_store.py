@@ -5,12 +5,15 @@ import pathlib
 import signal
 import subprocess
 import sys
+from typing import ClassVar
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 import xarray as xr
-from helpers import LOTKA_VOLTERRA, LOTKA_VOLTERRA_PARAMETERS
+from helpers import LOTKA_VOLTERRA_PARAMETERS
+from jaxtyping import Array, Float
 
 import simlab
 
@@ -96,21 +99,70 @@ def test_a_sweep_killed_with_sigkill_resumes_to_the_same_result(shared, uninterr
     np.testing.assert_array_equal(resumed.status, uninterrupted.status)
 
 
-def test_a_store_of_another_sweep_is_refused(shared, stored):
+class OtherLotkaVolterra(simlab.models.AbstractODEModel):
+    """The same fields and equations as LotkaVolterra, under another class."""
+
+    alpha: Float[Array, ""] = simlab.models.parameter(lower=0.0)
+    beta: Float[Array, ""] = simlab.models.parameter(lower=0.0)
+    gamma: Float[Array, ""] = simlab.models.parameter(lower=0.0)
+    delta: Float[Array, ""] = simlab.models.parameter(lower=0.0)
+    state_names: ClassVar[tuple[str, ...]] = ("prey", "predator")
+
+    def __call__(self, t, y, args):
+        prey, predator = y[0], y[1]
+        return jnp.stack(
+            [
+                self.alpha * prey - self.beta * prey * predator,
+                self.delta * prey * predator - self.gamma * predator,
+            ]
+        )
+
+
+def other_final_state(trajectory):
+    return {"final_state": trajectory.ys[-1]}
+
+
+def final_prey(trajectory):
+    return {"final_state": trajectory.ys[-1, :1]}
+
+
+@pytest.mark.parametrize(
+    ("change", "differing"),
+    [
+        (dict(params={"beta_offset": 0.001}), ["swept_values"]),
+        (dict(model=dict(gamma=0.9)), ["unswept_parameters"]),
+        (dict(model_class=OtherLotkaVolterra), ["model"]),
+        (dict(y0=np.array([30.0, 4.5])), ["y0"]),
+        (dict(ts=np.linspace(0.0, 4.0, 6)), ["ts"]),
+        (dict(params={"rename": "delta"}), ["swept_names", "unswept_parameters"]),
+        (dict(mode="zip"), ["mode", "swept_values"]),
+        (dict(observable=other_final_state), ["observable"]),
+        (dict(observable=final_prey), ["observable", "outputs"]),
+        (dict(rtol=1e-8), ["settings"]),
+        (dict(integrator="diffrax"), ["settings"]),
+        (dict(chunk_size=8), ["chunk_size"]),
+    ],
+    ids=lambda value: "+".join(value) if isinstance(value, list) else "",
+)
+def test_a_store_of_another_sweep_is_refused_for_each_identity_key(
+    shared, stored, change, differing
+):
     path, _ = stored
-    model = LOTKA_VOLTERRA
-    other_model = simlab.models.LotkaVolterra(**{**LOTKA_VOLTERRA_PARAMETERS, "gamma": 0.9})
-    other_grid = {**shared.PARAMS, "beta": shared.PARAMS["beta"] + 0.001}
-    cases = [
-        (model, other_grid, {}, "swept_values"),
-        (other_model, shared.PARAMS, {}, "unswept_parameters"),
-        (model, shared.PARAMS, {"rtol": 1e-8}, "settings"),
-        (model, shared.PARAMS, {"chunk_size": 8}, "chunk_size"),
-    ]
-    for sweep_model, params, settings, difference in cases:
-        settings = {"observable": shared.final_state, "chunk_size": shared.CHUNK_SIZE, **settings}
-        with pytest.raises(ValueError, match=f"different sweep \\(differs in: .*{difference}"):
-            simlab.sweep(sweep_model, params, shared.Y0, shared.TS, store=path, **settings)
+    change = dict(change)
+    model = change.pop("model_class", simlab.models.LotkaVolterra)(
+        **{**LOTKA_VOLTERRA_PARAMETERS, **change.pop("model", {})}
+    )
+    params = dict(shared.PARAMS)
+    swept = change.pop("params", {})
+    if "beta_offset" in swept:
+        params["beta"] = params["beta"] + swept["beta_offset"]
+    if "rename" in swept:
+        params[swept["rename"]] = params.pop("beta")
+    y0, ts = change.pop("y0", shared.Y0), change.pop("ts", shared.TS)
+    settings = dict(observable=shared.final_state, chunk_size=shared.CHUNK_SIZE) | change
+    expected = f"different sweep \\(differs in: {', '.join(differing)}\\)"
+    with pytest.raises(ValueError, match=expected):
+        simlab.sweep(model, params, y0, ts, store=path, progress=False, **settings)
 
 
 def test_a_folder_that_is_not_a_store_and_an_unwritable_path_are_refused(shared, tmp_path):

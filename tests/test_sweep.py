@@ -72,6 +72,27 @@ def test_last_chunk_is_padded_and_the_padding_dropped(grid_result):
     assert grid_result.status.shape == (9,)
 
 
+def test_a_padded_last_chunk_keeps_each_real_member_in_place():
+    # 10 members in chunks of 4: the last chunk holds two real members and two copies.
+    alphas = np.linspace(0.4, 0.7, 5)
+    result = simlab.sweep(
+        LOTKA_VOLTERRA,
+        {"alpha": alphas, "beta": BETAS[:2]},
+        Y0,
+        TS,
+        observable=final_state,
+        chunk_size=4,
+        progress=False,
+    )
+    assert result.stats["num_chunks"] == 3
+    rows = [(a, b) for a in alphas for b in BETAS[:2]]
+    np.testing.assert_allclose(result.values, np.array(rows))
+    np.testing.assert_allclose(
+        result.observables["final_state"], loop_final_states(rows), rtol=1e-10
+    )
+    assert not np.allclose(*result.observables["final_state"][-2:])  # two distinct members
+
+
 def test_chunks_share_one_compiled_function(grid_result):
     compiled_before = run_chunk._cached._cache_size()
     other = simlab.sweep(
