@@ -582,3 +582,39 @@ def test_prediction_band_equals_a_finite_difference_delta_method(relaxation_fit)
     prediction, stderr = result.predict(jnp.asarray(ts))
     np.testing.assert_allclose(prediction[:, 0], relaxation(ts, *theta), rtol=1e-9)
     np.testing.assert_allclose(stderr[:, 0], expected, rtol=1e-5)
+
+
+def test_two_data_sets_with_their_own_initial_states_equal_curve_fit_on_the_stacked_problem():
+    rng = np.random.default_rng(RNG_SEED + 1)
+    starts = (2.0, 0.2)
+    observed = [
+        relaxation(FIT_TS, 1.3, 0.9, x0) + rng.normal(0, 0.03, FIT_TS.shape) for x0 in starts
+    ]
+    result = simlab.fit(
+        Relaxation(rate=1.0, source=1.0),
+        [jnp.asarray(FIT_TS)] * 2,
+        [jnp.asarray(o[:, None]) for o in observed],
+        y0=[jnp.array([o[0]]) for o in observed],
+        params=["rate", "source"],
+        fit_y0=True,
+        simulate_options=dict(rtol=1e-12, atol=1e-12),
+    )
+    assert result.covariance_labels == ("rate", "source", "y0[0].x", "y0[1].x")
+
+    def stacked(t, rate, source, first, second):
+        half = len(FIT_TS)
+        return np.concatenate(
+            [relaxation(t[:half], rate, source, first), relaxation(t[half:], rate, source, second)]
+        )
+
+    optimum, covariance = scipy.optimize.curve_fit(
+        stacked,
+        np.concatenate([FIT_TS, FIT_TS]),
+        np.concatenate(observed),
+        p0=(1.0, 1.0, observed[0][0], observed[1][0]),
+        xtol=1e-14,
+        ftol=1e-14,
+    )
+    fitted = [result.params["rate"], result.params["source"], *np.ravel(result.y0)]
+    np.testing.assert_allclose(fitted, optimum, rtol=1e-5)
+    np.testing.assert_allclose(result.covariance, covariance, rtol=1e-4)
