@@ -6,6 +6,7 @@ import math
 from typing import Any, ClassVar
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, PyTree
@@ -24,9 +25,12 @@ class Bounds:
     upper: float = math.inf
     lower_inclusive: bool = False
 
-    def contains(self, value: np.ndarray) -> np.ndarray:
+    def contains(self, value: Array | np.ndarray) -> Array | np.ndarray:
+        """Whether each entry of `value` lies in the range: a JAX array for a JAX array (so
+        traced parameters are checked inside compiled code), else a NumPy array."""
         above = value >= self.lower if self.lower_inclusive else value > self.lower
-        return np.asarray(above & (value < self.upper))
+        inside = above & (value < self.upper)
+        return inside if isinstance(inside, jax.Array) else np.asarray(inside)
 
     def describe(self) -> str:
         left = "[" if self.lower_inclusive else "("
