@@ -180,7 +180,7 @@ def make_problem(
     observe: Any,
     fit_y0: bool,
     noise_scale: Any,
-    simulate_options: dict[str, Any] | None,
+    simulate_options: dict[str, Any] | SolveOptions | None,
 ) -> tuple[FitProblem, Layout]:
     array_paths, module_paths = _checked_params(model, params)
     is_list = isinstance(ts, list | tuple)
