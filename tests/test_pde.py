@@ -181,7 +181,7 @@ def test_gradients_with_respect_to_diffusivity_match_finite_differences():
     def loss(diffusivity):
         model = Heat(diffusivity=diffusivity, grid=grid)
         trajectory = simlab.simulate(model, y0, ts, solver="rk4", adaptive=False, dt0=0.005)
-        return jnp.sum((trajectory.ys - target) ** 2)
+        return jnp.sum((trajectory.ys - target[None]) ** 2)
 
     field = jnp.asarray(0.05 + 0.05 * np.random.default_rng(1).uniform(size=grid.shape))
     direction = jnp.asarray(np.random.default_rng(2).standard_normal(grid.shape))

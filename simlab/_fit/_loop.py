@@ -109,7 +109,10 @@ class GradientStepper(AbstractStepper):
         }
 
     def step(self, objective, u, state):
-        updates, optimiser_state = self.optimiser.update(state["grad"], state["optimiser"], u)
+        # Optax's Adam corrects its moments by `decay**count`, a float to the power of its
+        # int32 step count, which strict dtype promotion refuses: its update runs standard.
+        with jax.numpy_dtype_promotion("standard"):
+            updates, optimiser_state = self.optimiser.update(state["grad"], state["optimiser"], u)
         trial = optax.apply_updates(u, jtu.tree_map(lambda x: state["step_scale"] * x, updates))
         (loss, solved), grad = objective(trial)
         finite = jnp.isfinite(loss) & jnp.all(

@@ -251,7 +251,7 @@ def make_problem(
     observe: Any,
     fit_y0: bool,
     noise_scale: Any,
-    simulate_options: dict[str, Any] | None,
+    simulate_options: dict[str, Any] | SolveOptions | None,
     t0: Any = None,
     noise: AbstractNoise = GAUSSIAN,
     fit_noise: bool = False,

@@ -335,7 +335,8 @@ def _read_back(sweep_store: SweepStore | None, store, layout: StoreLayout):
 
 
 def _progress_bar(progress: bool, layout: StoreLayout, finished: np.ndarray):
-    already = sum(end - begin for begin, end in map(layout.chunk_bounds, np.flatnonzero(finished)))
+    chunks = np.flatnonzero(finished).tolist()
+    already = sum(end - begin for begin, end in map(layout.chunk_bounds, chunks))
     return tqdm.tqdm(
         total=layout.num_members,
         initial=already,

@@ -91,8 +91,9 @@ class Checker:
                 )
         return tuple(value)
 
-    def file_stem(self, table: dict, key: str, where: str, *, default: Any = ...) -> str:
-        """A string that names a file inside a folder: no separators, no leading dot."""
+    def file_stem(self, table: dict, key: str, where: str, *, default: Any = ...) -> Any:
+        """A string that names a file inside a folder (no separators, no leading dot), or
+        `default` when the key is absent."""
         value = self.string(table, key, where, default=default)
         if value is not default and not FILE_STEM.fullmatch(value):
             raise self.fail(

@@ -70,7 +70,7 @@ def reaction_diffusion_kernel(
 
 # Jitted so that each tile layout is traced and compiled once, however often it runs.
 @ft.partial(jax.jit, static_argnames=("spacing", "reaction_fn", "launch"))
-def _launch(padded: Array, params: Array, spacing, reaction_fn: Callable, launch: Launch):
+def _launch(padded: Array, params: Array, spacing, reaction_fn: Callable | None, launch: Launch):
     kernel = ft.partial(
         reaction_diffusion_kernel,
         block_shape=launch.block_shape,

@@ -6,6 +6,7 @@ import math
 from typing import Any, ClassVar
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, PyTree
@@ -24,12 +25,12 @@ class Bounds:
     upper: float = math.inf
     lower_inclusive: bool = False
 
-    def contains(self, value: np.ndarray | Array) -> np.ndarray | Array:
-        """Elementwise membership, as a NumPy array for NumPy input and a JAX array (which
-        may be traced) for JAX input."""
+    def contains(self, value: Array | np.ndarray) -> Array | np.ndarray:
+        """Whether each entry of `value` lies in the range: a JAX array for a JAX array (so
+        traced parameters are checked inside compiled code), else a NumPy array."""
         above = value >= self.lower if self.lower_inclusive else value > self.lower
         inside = above & (value < self.upper)
-        return np.asarray(inside) if isinstance(value, np.ndarray | float | int) else inside
+        return inside if isinstance(inside, jax.Array) else np.asarray(inside)
 
     def describe(self) -> str:
         left = "[" if self.lower_inclusive else "("

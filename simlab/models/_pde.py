@@ -13,7 +13,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float
+from jaxtyping import Array, ArrayLike, Float
 
 from .. import kernels
 from .._misc import is_concrete
@@ -131,7 +131,7 @@ class AbstractGridModel(AbstractModel):
             )
 
 
-def _largest(value: Array) -> float:
+def _largest(value: ArrayLike) -> float:
     return float(np.max(np.abs(np.asarray(value))))
 
 
@@ -431,7 +431,9 @@ class GrayScott(AbstractGridModel):
         self._check_coefficient("diffusivity_v", allow_field=True)
 
     @staticmethod
-    def reaction(fields: tuple[Array, Array], rates: tuple[Array, Array]) -> tuple[Array, Array]:
+    def reaction(
+        fields: tuple[Array, Array], rates: tuple[ArrayLike, ArrayLike]
+    ) -> tuple[Array, Array]:
         r"""The reaction terms $(-u v^2 + F (1 - u),\ u v^2 - (F + k) v)$, pointwise.
 
         The one home of the model's reaction: the XLA vector field adds it to the
