@@ -131,6 +131,10 @@ class BoundaryDriven(AbstractModel):
     def state_shape(self) -> tuple[int, ...]:
         return self.model.state_shape
 
+    @property
+    def is_stiff(self) -> bool:
+        return self.model.is_stiff
+
     def boundary_values(self, t: Any) -> Array:
         """The value on each driven side at time `t`, shape `(len(sides),)`."""
         if self.times is None:
