@@ -57,12 +57,14 @@ class _Coefficients(eqx.Module):
     weight_3: Array
 
 
-def _coefficients(symbol: Array, h: Array, num_points: int, radius: float) -> _Coefficients:
-    """The ETDRK4 coefficients at step `h`, by Kassam and Trefethen's contour means."""
-    z = h * symbol
-    complex_dtype = jnp.result_type(z.dtype, jnp.complex64)
+def _coefficients(
+    symbol: Array, h: Array, num_points: int, radius: float, dtype: Any
+) -> _Coefficients:
+    """The ETDRK4 coefficients at step `h`, by Kassam and Trefethen's contour means, in the
+    spectrum's complex `dtype`."""
+    z = (h.astype(symbol.dtype) * symbol).astype(dtype)
     angles = 2 * np.pi * (np.arange(1, num_points + 1) - 0.5) / num_points
-    roots = jnp.asarray(np.exp(1j * angles), dtype=complex_dtype)
+    roots = jnp.asarray(np.exp(1j * angles), dtype=dtype)
 
     def accumulate(i, sums):
         r = z + radius * roots[i]
@@ -75,17 +77,19 @@ def _coefficients(symbol: Array, h: Array, num_points: int, radius: float) -> _C
         )
         return tuple(s + term for s, term in zip(sums, terms, strict=True))
 
-    zeros = jnp.zeros(z.shape, complex_dtype)
+    zeros = jnp.zeros(z.shape, dtype)
     sums = lax.fori_loop(0, num_points, accumulate, (zeros,) * 4)
     # A real symbol has a real contour mean (the points come in conjugate pairs).
-    means = [s / num_points if jnp.iscomplexobj(symbol) else (s / num_points).real for s in sums]
+    real_symbol = not jnp.iscomplexobj(symbol)
+    means = [(s / num_points).real.astype(dtype) if real_symbol else s / num_points for s in sums]
+    step = h.astype(dtype)
     return _Coefficients(
         exp_full=jnp.exp(z),
         exp_half=jnp.exp(z / 2),
-        stage=h * means[0],
-        weight_1=h * means[1],
-        weight_2=h * means[2],
-        weight_3=h * means[3],
+        stage=step * means[0],
+        weight_1=step * means[1],
+        weight_2=step * means[2],
+        weight_3=step * means[3],
     )
 
 
@@ -116,19 +120,22 @@ def _solve(solver: "ETDRK4", parts: SplitParts, ts, y0, args, steps_per_interval
     symbol = jnp.broadcast_to(parts.linear_symbol(), spectrum0.shape)
 
     def coefficient_fn(h):
-        return _coefficients(symbol, h, solver.num_contour_points, solver.contour_radius)
+        return _coefficients(
+            symbol, h, solver.num_contour_points, solver.contour_radius, spectrum0.dtype
+        )
 
     counts = jnp.broadcast_to(jnp.asarray(steps_per_interval, jnp.int32), ts[1:].shape)
 
     def interval(carry, xs):
         v, coefficients, h_previous = carry
         t_start, t_end, num_steps = xs
-        h = (t_end - t_start) / num_steps
+        h = (t_end - t_start) / num_steps.astype(t_end.dtype)
         # Equal intervals (the usual case) reuse the coefficients: decided at run time.
         coefficients = lax.cond(h == h_previous, lambda: coefficients, lambda: coefficient_fn(h))
 
         def step(i, v):
-            return _etdrk4_step(parts, coefficients, t_start + i * h, v, h, args)
+            t = t_start + jnp.asarray(i, h.dtype) * h
+            return _etdrk4_step(parts, coefficients, t, v, h, args)
 
         if uniform:
             v = checkpointed_loop(step, steps_per_interval, v)
@@ -136,7 +143,7 @@ def _solve(solver: "ETDRK4", parts: SplitParts, ts, y0, args, steps_per_interval
             v = lax.fori_loop(0, num_steps, step, v)
         return (v, coefficients, h), inverse_fourier_transform(v, grid).astype(y0.dtype)
 
-    h0 = (ts[1] - ts[0]) / counts[0]
+    h0 = (ts[1] - ts[0]) / counts[0].astype(ts.dtype)
     init = (spectrum0, coefficient_fn(h0), h0)
     _, ys = lax.scan(interval, init, (ts[:-1], ts[1:], counts))
     ys = jnp.concatenate([y0[None], ys])

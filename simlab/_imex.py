@@ -33,7 +33,7 @@ def imex_solve(
     max_steps: int,
     adjoint: dfx.AbstractAdjoint | None = None,
     adaptive: bool = True,
-) -> tuple[Array, RESULTS, dict[str, Array]]:
+) -> tuple[Array, RESULTS, dict[str, Any]]:
     r"""Solves a split model with a KenCarp IMEX method, saving at `ts`.
 
     The nonlinear part is the explicit term and the linear part the implicit one,

@@ -166,6 +166,7 @@ class Robin(AbstractBoundaryCondition):
         mirror = mirror_cells(field, axis, side, width)
         axis = axis % field.ndim
         distances = _distance_to_mirror(width, side, spacing, field.ndim, axis)
+        distances = distances.astype(field.dtype)
         a, b = self.value_coefficient, self.derivative_coefficient
         # numpy on the static spacing: under jit the jnp distances are staged.
         if any(a / 2 + b / (spacing * (2 * k - 1)) == 0 for k in range(1, width + 1)):
@@ -174,8 +175,7 @@ class Robin(AbstractBoundaryCondition):
                 f"a/2 + b/d = 0 at a ghost-cell distance d = -2b/a = {-2 * b / a:g}; refine or "
                 "coarsen the grid, or check the sign of b (b/a > 0 is the physical case)."
             )
-        ghost = (self.value - (a / 2 - b / distances) * mirror) / (a / 2 + b / distances)
-        return ghost.astype(field.dtype)
+        return (self.value - (a / 2 - b / distances) * mirror) / (a / 2 + b / distances)
 
 
 BOUNDARY_NAMES: dict[str, type[AbstractBoundaryCondition]] = {

@@ -277,8 +277,10 @@ def advection_interior(
     if kernel is not None:
         return kernel(padded, velocity, spacing, scheme=scheme)
     total = 0.0
+    # Leading ones make the velocity's rank the field's: it broadcasts over channel axes.
+    speed_shape = (1,) * (padded.ndim - velocity.ndim + 1) + velocity.shape[1:]
     for axis, h in enumerate(spacing):
-        speed = velocity[axis]
+        speed = velocity[axis].reshape(speed_shape)
         if scheme == "central":
             total = total + speed * _central_difference(padded, spacing, axis)
             continue

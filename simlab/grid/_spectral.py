@@ -64,6 +64,17 @@ def inverse_fourier_transform(spectrum: Array, grid: Grid) -> Array:
     return jnp.fft.irfftn(spectrum, s=grid.shape, axes=_spatial_axes(grid))
 
 
+def apply_symbol(symbol: ArrayLike, spectrum: Array) -> Array:
+    r"""The product $\lambda \hat u$ of a Fourier multiplier and a spectrum.
+
+    `symbol` (real or complex, numpy or JAX) is cast to the spectrum's complex dtype and
+    broadcast against its leading channel axes, so a float64 symbol never silently widens a
+    complex64 spectrum (nor meets a complex128 one under strict promotion).
+    """
+    symbol = jnp.asarray(symbol).astype(spectrum.dtype)
+    return jnp.broadcast_to(symbol, spectrum.shape) * spectrum
+
+
 def spectral_shape(grid: Grid) -> tuple[int, ...]:
     """The shape of a real field's half spectrum: `grid.shape` with the last axis `N // 2 + 1`."""
     return (*grid.shape[:-1], grid.shape[-1] // 2 + 1)
@@ -145,7 +156,10 @@ def spectral_gradient(field: ArrayLike, grid: Grid) -> Array:
     """
     spectrum = fourier_transform(field, grid)
     return jnp.stack(
-        [inverse_fourier_transform(1j * k * spectrum, grid) for k in _derivative_wavenumbers(grid)]
+        [
+            inverse_fourier_transform(apply_symbol(1j * k, spectrum), grid)
+            for k in _derivative_wavenumbers(grid)
+        ]
     )
 
 
@@ -169,13 +183,13 @@ def spectral_laplacian(field: ArrayLike, grid: Grid) -> Array:
         ```
     """
     spectrum = fourier_transform(field, grid)
-    return inverse_fourier_transform(-squared_wavenumber(grid) * spectrum, grid)
+    return inverse_fourier_transform(apply_symbol(-squared_wavenumber(grid), spectrum), grid)
 
 
 def dealias(field: ArrayLike, grid: Grid, fraction: float = DEFAULT_DEALIASING_FRACTION) -> Array:
     """`field` with the modes outside [`dealiasing_mask`][simlab.grid.dealiasing_mask] removed."""
     mask = dealiasing_mask(grid, fraction)
-    return inverse_fourier_transform(mask * fourier_transform(field, grid), grid)
+    return inverse_fourier_transform(apply_symbol(mask, fourier_transform(field, grid)), grid)
 
 
 def dealiased_product(

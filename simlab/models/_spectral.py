@@ -15,6 +15,7 @@ from jaxtyping import Array, Float
 
 from ..grid import Grid
 from ..grid._spectral import (
+    apply_symbol,
     check_periodic,
     dealiasing_mask,
     fourier_transform,
@@ -102,13 +103,15 @@ class KuramotoSivashinsky(AbstractSpectralGridModel):
 
     def nonlinear_spectral(self, t, spectrum, args):
         mask = dealiasing_mask(self.grid, self.dealiasing_fraction)
-        kept = mask * spectrum
+        kept = apply_symbol(mask, spectrum)
         gradient_norm = sum(
-            inverse_fourier_transform(1j * k * kept, self.grid) ** 2 for k in wavenumbers(self.grid)
+            inverse_fourier_transform(apply_symbol(1j * k, kept), self.grid) ** 2
+            for k in wavenumbers(self.grid)
         )
         axes = tuple(range(-self.grid.ndim, 0))
         gradient_norm = gradient_norm - jnp.mean(gradient_norm, axis=axes, keepdims=True)
-        return -0.5 * self.gradient_norm_scale * mask * fourier_transform(gradient_norm, self.grid)
+        factor = jnp.where(mask, -0.5 * self.gradient_norm_scale, 0.0)
+        return apply_symbol(factor, fourier_transform(gradient_norm, self.grid))
 
     def linear_eigenvalues(self, y0):
         symbol = np.asarray(self.linear_symbol())
@@ -173,8 +176,10 @@ class SwiftHohenberg(AbstractSpectralGridModel):
 
     def nonlinear_spectral(self, t, spectrum, args):
         mask = dealiasing_mask(self.grid, self.dealiasing_fraction)
-        u = inverse_fourier_transform(mask * spectrum, self.grid)
-        return mask * fourier_transform(self.quadratic_coefficient * u**2 - u**3, self.grid)
+        u = inverse_fourier_transform(apply_symbol(mask, spectrum), self.grid)
+        return apply_symbol(
+            mask, fourier_transform(self.quadratic_coefficient * u**2 - u**3, self.grid)
+        )
 
     def linear_eigenvalues(self, y0):
         amplitude = _largest(y0)

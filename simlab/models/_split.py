@@ -22,7 +22,12 @@ import numpy as np
 from jaxtyping import Array
 
 from ..grid import Grid, advection, diffusion, laplacian
-from ..grid._spectral import check_periodic, fourier_transform, inverse_fourier_transform
+from ..grid._spectral import (
+    apply_symbol,
+    check_periodic,
+    fourier_transform,
+    inverse_fourier_transform,
+)
 from ._base import is_concrete
 from ._pde import AbstractGridModel, AdvectionDiffusion, Burgers, GrayScott, Heat
 
@@ -81,7 +86,7 @@ class AbstractSpectralGridModel(AbstractSplitGridModel):
 
     def linear(self, t, y, args):
         spectrum = fourier_transform(y, self.grid)
-        return inverse_fourier_transform(self.linear_symbol() * spectrum, self.grid)
+        return inverse_fourier_transform(apply_symbol(self.linear_symbol(), spectrum), self.grid)
 
     def nonlinear(self, t, y, args):
         spectrum = self.nonlinear_spectral(t, fourier_transform(y, self.grid), args)
@@ -176,7 +181,9 @@ def _symbol_residual(parts: SplitParts, t: Any, probes: Array, args: Any) -> Arr
     u = probes[0]
     direct = parts.linear(t, u, args)
     spectrum = fourier_transform(u, parts.grid)
-    via_symbol = inverse_fourier_transform(parts.linear_symbol() * spectrum, parts.grid)
+    via_symbol = inverse_fourier_transform(
+        apply_symbol(parts.linear_symbol(), spectrum), parts.grid
+    )
     return _relative(direct - via_symbol, jnp.max(jnp.abs(direct)))
 
 
