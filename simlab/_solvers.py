@@ -278,7 +278,7 @@ IMPLICIT_METHODS = ("implicit_euler", "kvaerno3", "kvaerno4", "kvaerno5")
 IMEX_METHODS = ("kencarp3", "kencarp4", "kencarp5")
 
 
-def _newton_gmres(rtol: float, atol: float) -> optx.Newton:
+def _newton_gmres(rtol: Any, atol: Any) -> optx.Newton:
     # Newton rather than diffrax's default chord method: the chord method stores a factorised
     # Jacobian, which an iterative solver does not have (and would otherwise materialise).
     linear_solver = lx.GMRES(rtol=rtol / 100, atol=atol / 100, restart=40, stagnation_iters=40)
@@ -313,7 +313,7 @@ def implicit_solver(
     return SOLVERS[method].build(root_finder=_newton_gmres(rtol, atol))
 
 
-def imex_solver(method: str = "kencarp4", *, rtol: float, atol: float) -> dfx.AbstractSolver:
+def imex_solver(method: str = "kencarp4", *, rtol: Any, atol: Any) -> dfx.AbstractSolver:
     r"""A KenCarp IMEX solver (for split models) whose implicit stages are solved by
     matrix-free Newton–GMRES; `simulate(solver="kencarp4")` builds one at its tolerances.
 
