@@ -427,7 +427,7 @@ MEMORY_LIMIT = 8 * 2**30  # the arrays one run may hold; more is refused at --ch
 MAX_STEPS_LIMIT = 10**7
 
 
-def _check_memory(check: Checker, key: str, what: str, num_bytes: float) -> None:
+def _check_memory(check: Checker, key: str, what: str, num_bytes: int | float) -> None:
     if num_bytes > MEMORY_LIMIT:
         raise check.fail(
             key,
