@@ -137,7 +137,8 @@ def sample(
     start_key, chain_key = jr.split(key)
     # Near the optimum: the fit's normal approximation, shrunk tenfold.
     starts = (
-        flat + 0.1 * jr.normal(start_key, (num_chains, flat.size)) @ jnp.linalg.cholesky(scale).T
+        flat[None]
+        + 0.1 * jr.normal(start_key, (num_chains, flat.size)) @ jnp.linalg.cholesky(scale).T
     )
     draws = _chains(
         logdensity,
@@ -317,4 +318,7 @@ def _chains(logdensity, starts, cov, keys, num_warmup, num_samples, target_accep
         _, draws = jax.lax.scan(one, state, jr.split(sample_key, num_samples))
         return draws
 
-    return jax.vmap(chain)(starts, keys)
+    # BlackJAX mixes dtypes and ranks internally: run it under JAX's standard promotion
+    # rules whatever the caller chose (a scoped setting, not a global one).
+    with jax.numpy_dtype_promotion("standard"), jax.numpy_rank_promotion("allow"):
+        return jax.vmap(chain)(starts, keys)

@@ -167,7 +167,7 @@ def test_profile_intervals_cover_the_truth_95_percent_of_the_time(noise):
     key = jr.key(7 if noise == "gaussian" else 8)
     shape = (NUM_REPLICATES, *clean_decay().shape)
     if noise == "gaussian":
-        observations = clean_decay() + jr.normal(key, shape)
+        observations = clean_decay()[None] + jr.normal(key, shape)
         lower, upper, converged = _gaussian_intervals(observations)
     else:
         observations = jr.poisson(key, jnp.broadcast_to(clean_decay(), shape)).astype(float)

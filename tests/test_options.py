@@ -61,4 +61,11 @@ def test_sweep_takes_fixed_steps():
 def test_every_registered_solver_states_its_true_order():
     term = dfx.ODETerm(lambda t, y, args: y)
     for name, spec in simlab.SOLVERS.items():
-        assert spec.build().order(term) == spec.order, name
+        solver = spec.build()
+        if isinstance(solver, dfx.AbstractSolver):
+            order = solver.order(term)
+        elif name == "etdrk4":
+            order = solver.order()
+        else:  # simlab's stiff solvers carry their order as a class variable
+            order = solver.order
+        assert order == spec.order, name

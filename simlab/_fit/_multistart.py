@@ -45,7 +45,8 @@ def latin_hypercube(key, num_points: int, num_dims: int) -> Array:
     """`num_points` points in $[0, 1)^d$, one in each of `num_points` strata per dimension."""
     permutation_key, jitter_key = jr.split(key)
     strata = jax.vmap(lambda k: jr.permutation(k, num_points))(jr.split(permutation_key, num_dims))
-    return (strata.T + jr.uniform(jitter_key, (num_points, num_dims))) / num_points
+    jitter = jr.uniform(jitter_key, (num_points, num_dims))
+    return (strata.T.astype(jitter.dtype) + jitter) / num_points
 
 
 def draw_starts(problem: FitProblem, key, num_starts: int) -> dict[str, Array]:

@@ -79,7 +79,7 @@ def profile(result, name: str, *, level: float, num_points: int, span: float) ->
     slope = jax.grad(transform.to_natural)(u_hat)
     stderr_u = result.stderr[name] / jnp.abs(slope)
     stderr_u = jnp.where(jnp.isfinite(stderr_u) & (stderr_u > 0), stderr_u, 1.0)
-    offsets = span * stderr_u * jnp.arange(1, half + 1) / half
+    offsets = span * stderr_u * jnp.arange(1, half + 1, dtype=stderr_u.dtype) / half
     grid_u = jnp.concatenate([u_hat - offsets[::-1], u_hat[None], u_hat + offsets])
     values = transform.to_natural(grid_u)
     fixed = dataclasses.replace(
