@@ -277,7 +277,7 @@ def test_dt0_none_picks_a_stable_step_and_implicit_solver_takes_large_steps():
             ),
             "scheme must be one of",
         ),
-        (lambda g: Wave(wave_speed=0.0, grid=g), "'wave_speed' must be finite and lie in"),
+        (lambda g: Wave(wave_speed=-1.0, grid=g), "'wave_speed' must be finite and lie in"),
         (lambda g: Burgers(viscosity=jnp.ones((8, 6)), grid=g), r"viscosity must have shape"),
         (
             lambda g: GrayScott(
