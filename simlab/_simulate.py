@@ -8,7 +8,7 @@ simlab's stiff loop for Rosenbrock and Radau methods (`simlab._stiff`, through
 The lean loop and Diffrax also locate events (`simlab._events`) and return what they found.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import diffrax as dfx
@@ -46,8 +46,8 @@ EVENT_ROOT_TOLERANCE = 1e-12  # on the event time, relative and absolute (Newton
 
 def simulate(
     model: Callable[[Any, Array, Any], Array],
-    y0: ArrayLike,
-    ts: ArrayLike,
+    y0: ArrayLike | Sequence[float],
+    ts: ArrayLike | Sequence[float],
     *,
     options: SolveOptions | None = None,
     solver: str | dfx.AbstractSolver | None = None,
@@ -302,7 +302,7 @@ class _DiffraxCondition(eqx.Module):
         return self.condition(t, y, args)
 
 
-def checked_ts(ts: ArrayLike) -> Array:
+def checked_ts(ts: ArrayLike | Sequence[float]) -> Array:
     """`ts` as an array of at least two floating-point save times, strictly increasing
     where the values are known (traced values are checked inside the solve)."""
     ts = jnp.asarray(ts)
@@ -330,7 +330,7 @@ def checked_ts(ts: ArrayLike) -> Array:
     return ts
 
 
-def checked_y0(model: Any, y0: ArrayLike) -> Array:
+def checked_y0(model: Any, y0: ArrayLike | Sequence[float]) -> Array:
     """`y0` as a floating-point array of the model's state shape, finite where known."""
     y0 = jnp.asarray(y0)
     if not jnp.issubdtype(y0.dtype, jnp.inexact):

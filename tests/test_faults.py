@@ -239,7 +239,7 @@ def test_edited_store_metadata_is_refused(shared, tmp_path, array, key, value):
 
 def test_an_underdetermined_fit_warns_instead_of_silent_nan_errors():
     # Four unknowns (a, b and the initial state) from two observations of x.
-    with pytest.warns(UserWarning, match=r"underdetermined: 2 observed residuals for 4"):
+    with pytest.warns(UserWarning, match=r"underdetermined: 2 observed values for 4"):
         result = simlab.fit(
             TwoDecays(a=0.5, b=0.5),
             TS[:2],

@@ -171,7 +171,7 @@ class FitResult(eqx.Module):
 def fit(
     model: Any,
     ts: ArrayLike | Sequence[ArrayLike],
-    observations: ArrayLike | Sequence[ArrayLike],
+    observations: ArrayLike | Sequence[Any],  # an array, nested lists, or one per data set
     *,
     y0: ArrayLike | Sequence[ArrayLike],
     params: Sequence[str],
