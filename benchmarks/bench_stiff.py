@@ -23,6 +23,7 @@ from _harness import Row, median_seconds
 sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "tests"))
 from stiff_problems import PROBLEMS  # noqa: E402
 
+import simlab  # noqa: E402
 from simlab._stiff import Radau5, Rodas5P  # noqa: E402
 
 RTOL = 1e-8  # the tolerance of the table rows
@@ -44,7 +45,7 @@ def _simlab_solve(solver, name, rtol):
         atol=rtol * problem.atol_over_rtol,
         max_steps=MAX_STEPS,
     )
-    return ys[-1], result._value, stats["num_steps"]
+    return ys[-1], result == simlab.RESULTS.successful, stats["num_steps"]
 
 
 @eqx.filter_jit
@@ -61,7 +62,7 @@ def _kvaerno_solve(name, rtol):
         max_steps=MAX_STEPS,
         throw=False,
     )
-    return sol.ys[-1], sol.result._value, sol.stats["num_steps"]
+    return sol.ys[-1], sol.result == dfx.RESULTS.successful, sol.stats["num_steps"]
 
 
 def _scipy_solver(name, method, rtol):
@@ -100,8 +101,8 @@ def measure(name: str, rtol: float, repeats: int = 3) -> dict[str, tuple[float, 
     calls["Kvaerno5"] = lambda: _kvaerno_solve(name, rtol_arr)
     for label, call in calls.items():
         seconds = median_seconds(call, repeats=repeats)
-        y, status, steps = call()
-        ok = int(status) == 0
+        y, succeeded, steps = call()
+        ok = bool(succeeded)
         out[label] = (_digits(problem, y) if ok else float("nan"), seconds, int(steps))
     for method in SCIPY_METHODS:
         run = _scipy_solver(name, method, rtol)

@@ -257,6 +257,18 @@ def test_bad_input_is_refused_with_a_clear_message(params, kwargs, error, messag
         simlab.sweep(LOTKA_VOLTERRA, params, Y0, TS, progress=False, **kwargs)
 
 
+def test_a_bad_chunk_size_is_refused_before_the_model_is_traced():
+    traced = []
+
+    def observable(trajectory):
+        traced.append(True)
+        return {"final": trajectory.ys[-1]}
+
+    with pytest.raises(ValueError, match="chunk_size must be a positive"), without_type_checks():
+        simlab.sweep(LOTKA_VOLTERRA, {"alpha": [0.5]}, Y0, TS, observable=observable, chunk_size=0)
+    assert not traced
+
+
 def test_bad_model_state_and_observable_are_refused(grid_result):
     needs_a_model = pytest.raises(TypeError, match="needs a simlab.models.AbstractModel")
     with needs_a_model, without_type_checks():

@@ -145,6 +145,7 @@ def sweep(
     observable_id = _observable_identity(observable, observable_name)
     members = build_members(model, params, mode=mode, key=key, num_samples=num_samples)
     mesh = _checked_mesh(mesh)
+    _check_chunk_size(chunk_size)
     settings = merged_options(
         options,
         dict(
@@ -159,7 +160,7 @@ def sweep(
     )
     statics = dict(names=members.names, observable=observable, settings=settings, event=event)
     specs = output_specs(model, y0, ts, members.values.dtype, **statics)
-    chunk_size = _checked_chunk_size(chunk_size, members, specs, y0, ts, mesh)
+    chunk_size = _chunk_size(chunk_size, members, specs, y0, ts, mesh)
     layout = StoreLayout(
         num_members=members.num_members,
         chunk_size=chunk_size,
@@ -255,12 +256,19 @@ def _checked_mesh(mesh: Mesh | None) -> Mesh:
     return mesh
 
 
-def _checked_chunk_size(chunk_size, members: Members, specs, y0, ts, mesh: Mesh) -> int:
+def _check_chunk_size(chunk_size) -> None:
+    """Refuses a bad `chunk_size` before anything is traced."""
+    if chunk_size is not None and (
+        isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1
+    ):
+        raise ValueError(f"chunk_size must be a positive integer; got {chunk_size!r}.")
+
+
+def _chunk_size(chunk_size, members: Members, specs, y0, ts, mesh: Mesh) -> int:
+    """The members per chunk: given or sized to memory, a multiple of the device count."""
     if chunk_size is None:
         chunk_size = default_chunk_size(specs, ts.shape[0], y0.size, y0.dtype.itemsize)
         chunk_size = min(chunk_size, members.num_members)
-    elif isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
-        raise ValueError(f"chunk_size must be a positive integer; got {chunk_size!r}.")
     return -(-chunk_size // mesh.size) * mesh.size
 
 
