@@ -10,8 +10,7 @@ second row stops at the peak instead.
 
 import jax
 import numpy as np
-from _harness import Row
-from bench_sweep import interleaved_min_seconds
+from _harness import Row, best_seconds
 
 import simlab
 
@@ -67,7 +66,7 @@ def run_sweep(observable, event=None):
 
 
 def rows() -> list[Row]:
-    best = interleaved_min_seconds(
+    best = best_seconds(
         {
             "plain": lambda: run_sweep(final_state),
             "recorded": lambda: run_sweep(peak_and_final_state, recorded_peak),
