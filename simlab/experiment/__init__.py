@@ -200,6 +200,14 @@ def _summary(stored: StoredRun) -> str:
     )
     if "fit" in metrics:
         lines.extend(_fit_lines(metrics["fit"], metrics.get("true_parameters", {})))
+    event = metrics.get("simulation", {}).get("event")
+    if event is not None:
+        lines.append(
+            "  event: never happened in the time span"
+            if event["time"] is None
+            else f"  event at t = {event['time']:.6g}: "
+            + ", ".join(f"{name} = {value:.4g}" for name, value in event["state"].items())
+        )
     if "sweep" in metrics:
         sweep = metrics["sweep"]
         ranges = ", ".join(
@@ -210,14 +218,6 @@ def _summary(stored: StoredRun) -> str:
         for name, summary in sweep["observables"].items():
             if summary["min"] is not None and not summary["shape"]:
                 lines.append(f"    {name}: {summary['min']:.4g} … {summary['max']:.4g}")
-    event = metrics.get("simulation", {}).get("event")
-    if event is not None:
-        lines.append(
-            "  event: never happened in the time span"
-            if event["time"] is None
-            else f"  event at t = {event['time']:.6g}: "
-            + ", ".join(f"{name} = {value:.4g}" for name, value in event["state"].items())
-        )
     if "sensitivity" in metrics:
         lines.extend(_sensitivity_lines(metrics["sensitivity"]))
     if "continuation" in metrics:
