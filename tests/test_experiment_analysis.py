@@ -169,6 +169,11 @@ def test_continuation_finds_the_brusselator_hopf_point(tmp_path, monkeypatch):
     monkeypatch.setattr(experiments, "compute", None)  # redrawing never computes
     (folder / "figures" / "bifurcation.png").unlink()
     assert (folder / "figures" / "bifurcation.png") in experiments.redraw(folder)
+    # A folder whose arrays lost part of the branch is refused, naming what is missing.
+    kept = {k: v for k, v in stored.arrays.items() if k != "continuation_states"}
+    np.savez(folder / "arrays.npz", **kept)
+    with pytest.raises(ExperimentError, match=r"arrays.npz: damaged \(no 'continuation_states'"):
+        experiments.redraw(folder)
 
 
 # -- --check: every mistake names the key and the fix -----------------------------------------

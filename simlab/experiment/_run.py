@@ -18,6 +18,7 @@ from .._results import status_code, status_name
 from ..models import AbstractGridModel
 from ..parallel import member_mesh
 from ._fields import OBSERVABLE_FUNCTIONS
+from ._folder import CONTINUATION_ARRAYS
 from ._spec import DataSpec, Experiment
 
 
@@ -342,16 +343,8 @@ def _sensitivity_record(indices) -> tuple[dict[str, np.ndarray], dict[str, Any]]
 def _continuation_record(branch) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """The branch as arrays (`continuation_<field>`) and its bifurcations as JSON."""
     arrays = {
-        f"continuation_{name}": np.asarray(getattr(branch, name))
-        for name in (
-            "values",
-            "states",
-            "eigenvalues",
-            "stability",
-            "result",
-            "oscillation_min",
-            "oscillation_max",
-        )
+        name: np.asarray(getattr(branch, name.removeprefix("continuation_")))
+        for name in CONTINUATION_ARRAYS
     }
     bifurcations = [
         {
