@@ -10,8 +10,7 @@ second row stops at the peak instead.
 
 import jax
 import numpy as np
-from _harness import Row
-from bench_sweep import interleaved_min_seconds
+from _harness import Row, best_seconds
 
 import simlab
 
@@ -67,13 +66,13 @@ def run_sweep(observable, event=None):
 
 
 def rows() -> list[Row]:
-    best = interleaved_min_seconds(
+    best = best_seconds(
         {
             "plain": lambda: run_sweep(final_state),
             "recorded": lambda: run_sweep(peak_and_final_state, recorded_peak),
             "stopping": lambda: run_sweep(peak_time, stopping_peak),
         },
-        repeats=7,
+        repeats=15,  # each sweep takes milliseconds: more rounds steady the best times
     )
     recorded = run_sweep(peak_and_final_state, recorded_peak).observables
     stopped = run_sweep(peak_time, stopping_peak).observables

@@ -141,6 +141,10 @@ def event_name(event: Any) -> str | None:
 
 
 def _name(fn: Any) -> str:
+    """`module.qualname` of a function; a callable Module (an event builder whose settings
+    are static fields) is named with its fields, so different settings are told apart."""
+    if isinstance(fn, eqx.Module):
+        return f"{type(fn).__module__}.{fn!r}"
     return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
 
 

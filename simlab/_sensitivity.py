@@ -48,6 +48,7 @@ def sensitivity(
     dt0: float | None = None,
     max_steps: int = DEFAULT_MAX_STEPS,
     integrator: str = "auto",
+    event: Any = None,
 ):
     r"""Global sensitivity of a model's outputs to its parameters, over given ranges.
 
@@ -99,6 +100,8 @@ def sensitivity(
       `time` dimension labelled by `ts`.
     - `chunk_size`, `mesh`, `store`, `progress`, `solver`, `rtol`, `atol`, `dt0`,
       `max_steps`, `integrator`: passed to [`simlab.sweep`][].
+    - `event`: a [`simlab.Event`][] (or a function of each run's model that builds one),
+      as in [`simlab.sweep`][]: the observable may then read `trajectory.event_time`.
 
     **Returns:** an `xarray.Dataset`. For each output `name`: `name_S1`, `name_S1_conf`,
     `name_ST`, `name_ST_conf` (dims `parameter` and the output's own), and with second order
@@ -162,6 +165,7 @@ def sensitivity(
         dt0=dt0,
         max_steps=max_steps,
         integrator=integrator,
+        event=event,
     )
     _check_finite(result)
     dims, coords = _output_dims(result, time_outputs, np.asarray(ts))

@@ -341,3 +341,17 @@ def test_bad_events_are_refused():
             simlab.Event(1.0)
         with pytest.raises(ValueError, match="simlab.Event"):
             simlab.simulate(projectile, y0, ts, event=height)
+
+
+def test_event_builders_with_static_settings_are_told_apart_by_their_settings():
+    """A callable Module building each member's event (as an experiment's [event] table
+    does) is named with its fields in provenance and store identities: builders with
+    another threshold give another name, equal ones the same."""
+    from simlab._events import event_name
+    from simlab.experiment._fields import StateEvent
+
+    lower, upper = StateEvent(1, 0.1, -1), StateEvent(1, 0.2, -1)
+    assert event_name(lower) != event_name(upper)
+    assert event_name(lower) == event_name(StateEvent(1, 0.1, -1))
+    assert "threshold=0.1" in event_name(lower)
+    assert event_name(infection_peak).endswith(".infection_peak")

@@ -1,6 +1,6 @@
 """Regenerates docs/figures/experiment_*.png from full runs of the shipped experiments.
 
-python docs/scripts/experiment_figures.py               # runs all four (≈ 8 min on 2 cores)
+python docs/scripts/experiment_figures.py               # runs them all (≈ 10 min on 2 cores)
 python docs/scripts/experiment_figures.py RUN_FOLDER... # copies from finished runs
 """
 
@@ -21,6 +21,8 @@ CHOSEN = {
     "pendulum_sweep": [("sweep_heatmap.png", "experiment_pendulum_sweep.png")],
     "gray_scott_patterns": [("pattern_gallery.png", "experiment_gray_scott_patterns.png")],
     "heat_inverse": [("snapshots.png", "experiment_heat_inverse.png")],
+    "sir_sensitivity": [("peak_time_indices.png", "experiment_sir_peak_time_indices.png"),
+                        ("peak_time_map.png", "experiment_sir_peak_time_map.png")],
 }  # fmt: skip
 
 

@@ -11,7 +11,12 @@ from collections.abc import Sequence
 
 import jax
 
-from ._figures import draw_all, load_sweep as load_sweep
+from ._figures import (
+    draw_all,
+    load_branch as load_branch,
+    load_sensitivity as load_sensitivity,
+    load_sweep as load_sweep,
+)
 from ._folder import (
     ARRAYS,
     CONFIG,
@@ -53,6 +58,8 @@ __all__ = [
     "shipped",
     "find",
     "load_sweep",
+    "load_sensitivity",
+    "load_branch",
 ]
 
 
@@ -193,6 +200,14 @@ def _summary(stored: StoredRun) -> str:
     )
     if "fit" in metrics:
         lines.extend(_fit_lines(metrics["fit"], metrics.get("true_parameters", {})))
+    event = metrics.get("simulation", {}).get("event")
+    if event is not None:
+        lines.append(
+            "  event: never happened in the time span"
+            if event["time"] is None
+            else f"  event at t = {event['time']:.6g}: "
+            + ", ".join(f"{name} = {value:.4g}" for name, value in event["state"].items())
+        )
     if "sweep" in metrics:
         sweep = metrics["sweep"]
         ranges = ", ".join(
@@ -203,6 +218,10 @@ def _summary(stored: StoredRun) -> str:
         for name, summary in sweep["observables"].items():
             if summary["min"] is not None and not summary["shape"]:
                 lines.append(f"    {name}: {summary['min']:.4g} … {summary['max']:.4g}")
+    if "sensitivity" in metrics:
+        lines.extend(_sensitivity_lines(metrics["sensitivity"]))
+    if "continuation" in metrics:
+        lines.extend(_continuation_lines(metrics["continuation"]))
     wall = metrics.get("wall_seconds", {})
     lines.append("  wall time: " + ", ".join(f"{k} {v:.1f} s" for k, v in wall.items()))
     figures = sorted(path.name for path in stored.figures_folder.glob("*.*"))
@@ -224,3 +243,30 @@ def _fit_lines(fit: dict, truth: dict) -> list[str]:
         error = "-" if entry["stderr"] is None else f"{entry['stderr']:.3g}"
         lines.append(f"    {name:<{width}} = {entry['value']:.6g} ± {error}")
     return lines
+
+
+def _sensitivity_lines(record: dict) -> list[str]:
+    ranges = ", ".join(
+        f"{name} in [{low:.4g}, {high:.4g}]" for name, (low, high) in record["ranges"].items()
+    )
+    lines = [f"  sensitivity ({record['method']}, {record['num_members']} runs): {ranges}"]
+    width = max(len(name) for name in record["parameters"])
+    for output, rows in record["indices"].items():
+        lines.append(f"    {output}:")
+        for name, measures in rows.items():
+            shown = ", ".join(
+                f"{measure} {'-' if value is None else f'{value:.3f}'}"
+                for measure, value in measures.items()
+                if not measure.endswith("_conf")
+            )
+            lines.append(f"      {name:<{width}}  {shown}")
+    return lines
+
+
+def _continuation_lines(record: dict) -> list[str]:
+    found = ", ".join(f"{p['kind']} at {p['value']:.6g}" for p in record["bifurcations"])
+    failed = f", {record['num_failed']} failed" if record["num_failed"] else ""
+    return [
+        f"  continuation over {record['parameter']} ({record['num_points']} points{failed}): "
+        + (found or "no fold or Hopf point")
+    ]

@@ -1,12 +1,14 @@
-"""The names an experiment file uses: models, initial fields of grid models, and the
-observables a sweep may keep."""
+"""The names an experiment file uses: models, initial fields of grid models, the event of
+an `[event]` table, and the observables a sweep or a sensitivity analysis may keep."""
 
 import inspect
 
+import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
 from .. import models as models_module
+from .._events import Event
 from ..grid import Grid
 from ..models import AbstractModel
 
@@ -80,7 +82,22 @@ def final_field(trajectory):
     return {"final_field": trajectory.ys[-1]}
 
 
-OBSERVABLE_FUNCTIONS = {"final_state": final_state, "peak": peak, "final_field": final_field}
+def event(trajectory):
+    """The time of the `[event]` and each named state component there, as `event_time` and
+    `event_<name>` (`NaN` where the event never happened)."""
+    state = trajectory.event_state
+    return {
+        "event_time": trajectory.event_time,
+        **{f"event_{name}": state[index] for index, name in enumerate(trajectory.state_names)},
+    }
+
+
+OBSERVABLE_FUNCTIONS = {
+    "final_state": final_state,
+    "peak": peak,
+    "final_field": final_field,
+    "event": event,
+}
 
 
 def observable_names(observable: str, state_names: tuple[str, ...]) -> tuple[str, ...]:
@@ -89,4 +106,35 @@ def observable_names(observable: str, state_names: tuple[str, ...]) -> tuple[str
         return tuple(f"final_{name}" for name in state_names)
     if observable == "peak":
         return tuple(f"{name}_peak" for name in state_names)
+    if observable == "event":
+        return ("event_time", *(f"event_{name}" for name in state_names))
     return ("final_field",)
+
+
+class StateEvent(eqx.Module):
+    r"""The event of an `[event]` table: state component $y_i$ crosses a `threshold`, or
+    reaches an extremum (its rate $f_i(t, y)$ crosses zero: downward at a maximum, upward
+    at a minimum).
+
+    Called with a member's model it builds that member's [`simlab.Event`][] (recorded, not
+    stopping the solve), as `sweep(..., event=...)` takes it; its fields are static, so
+    equal tables give equal events and one compiled solve.
+    """
+
+    index: int = eqx.field(static=True)
+    threshold: float | None = eqx.field(static=True)
+    direction: int = eqx.field(static=True)
+
+    def __call__(self, model) -> Event:
+        index, threshold = self.index, self.threshold
+        if threshold is None:
+
+            def rate(t, y, args):  # f_i(t, y): zero where y_i is extremal
+                return model(t, y, args)[index]
+
+            return Event(rate, terminate=False, direction=self.direction)
+
+        def level(t, y, args):  # y_i - c: zero where y_i crosses c
+            return y[index] - jnp.asarray(threshold, dtype=y.dtype)
+
+        return Event(level, terminate=False, direction=self.direction)

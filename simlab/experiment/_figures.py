@@ -30,11 +30,13 @@ class FigureKind:
     **Attributes:**
 
     - `name`: the `kind` written in the experiment file.
-    - `needs`: the tables the experiment must have for it (`"fit"`, `"sweep"`).
+    - `needs`: the tables the experiment must have for it (`"fit"`, `"sweep"`,
+      `"sensitivity"`, `"continuation"`).
     - `suits`: the models it is drawn for: `"grid"`, `"ode"` (named states) or `"any"`.
     - `options`: the keys it accepts besides `kind` and `name`; any other key is refused.
-    - `check_options`: further checks, `check(checker, entry, where, model, sweep)`, run
-      after the needs and the model are known to fit.
+    - `check_options`: further checks, `check(checker, entry, where, model, spec)`, run
+      after the needs and the model are known to fit; `spec` is the spec of the first table
+      the kind needs (the `[sweep]` for a kind that needs none).
     - `draw`: `draw(run, entry, stem)` writes the figure's files next to `stem` (a path
       without suffix) and returns them.
     """
@@ -48,7 +50,7 @@ class FigureKind:
 
     def check(self, check: Checker, entry: dict, where: str, model: AbstractModel, tables):
         """Refuses the entry if the experiment lacks a table it needs, or the model does
-        not suit it; `tables` maps `"fit"` and `"sweep"` to their specs (or `None`)."""
+        not suit it; `tables` maps each table's name to its spec (or `None`)."""
         for table in self.needs:
             if tables[table] is None:
                 raise check.fail(f"{where}.kind", f"{self.name!r} needs a [{table}] table.")
@@ -57,8 +59,9 @@ class FigureKind:
                 f"{where}.kind",
                 f"{self.name!r} is a figure for {SUITS[self.suits]}, not {type(model).__name__}.",
             )
+        spec = tables[self.needs[0] if self.needs else "sweep"]
         for check_option in self.check_options:
-            check_option(check, entry, where, model, tables["sweep"])
+            check_option(check, entry, where, model, spec)
 
 
 def figure_entries(check: Checker, config: dict) -> list[tuple[str, dict, FigureKind]]:
@@ -389,6 +392,85 @@ def _one_dimensional(check: Checker, entry: dict, where: str, model, sweep) -> N
         raise check.fail(f"{where}.kind", f"{entry['kind']!r} draws 1-D fields; use 'field'.")
 
 
+def load_sensitivity(run: StoredRun):
+    """The run's sensitivity indices as the `xarray.Dataset` that `simlab.sensitivity`
+    returned, rebuilt from `arrays.npz` and `metrics.json` (nothing is recomputed)."""
+    import xarray as xr
+
+    record = run.metrics["sensitivity"]
+    names = record["parameters"]
+    return xr.Dataset(
+        {
+            variable: (tuple(dims), run.arrays[f"sensitivity_{variable}"])
+            for variable, dims in record["variables"].items()
+        },
+        coords={"parameter": names, "parameter_2": names},
+        attrs=record["attrs"],
+    )
+
+
+def _sensitivity(run: StoredRun, entry: dict):
+    import simlab.plot
+
+    ax = simlab.plot.sensitivity(load_sensitivity(run), entry["variable"])
+    ax.set_title(entry.get("label", entry["variable"]))
+    _axis_labels(ax, entry)
+    return ax.figure
+
+
+def load_branch(run: StoredRun):
+    """The run's branch of fixed points as the `simlab.Branch` that `simlab.continuation`
+    returned, rebuilt from `arrays.npz` and `metrics.json`."""
+    from .._steady_state import Bifurcation, Branch
+
+    record, arrays = run.metrics["continuation"], run.arrays
+    return Branch(
+        parameter=record["parameter"],
+        values=arrays["continuation_values"],
+        states=arrays["continuation_states"],
+        state_names=_state_names(run),
+        eigenvalues=arrays["continuation_eigenvalues"],
+        stability=arrays["continuation_stability"],
+        result=arrays["continuation_result"],
+        bifurcations=tuple(
+            Bifurcation(
+                kind=point["kind"],
+                value=point["value"],
+                state=np.asarray(point["state"]),
+                index=point["index"],
+                eigenvalues=np.asarray(point["eigenvalues_real"])
+                + 1j * np.asarray(point["eigenvalues_imag"]),
+            )
+            for point in record["bifurcations"]
+        ),
+        oscillation_min=arrays["continuation_oscillation_min"],
+        oscillation_max=arrays["continuation_oscillation_max"],
+    )
+
+
+def _bifurcation(run: StoredRun, entry: dict):
+    import simlab.plot
+
+    branch = load_branch(run)
+    ax = simlab.plot.bifurcation(branch, entry.get("variable", branch.state_names[0]))
+    _axis_labels(ax, entry)
+    return ax.figure
+
+
+def _sensitivity_output(check: Checker, entry: dict, where: str, model, sensitivity) -> None:
+    """`variable` is one of the outputs the analysed observable produces."""
+    check.string(
+        entry,
+        "variable",
+        where,
+        choices=observable_names(sensitivity.observable, model.state_names),
+    )
+
+
+def _state_component(check: Checker, entry: dict, where: str, model, spec) -> None:
+    check.string(entry, "variable", where, default=None, choices=model.state_names)
+
+
 _LABELS = ("title", "xlabel", "ylabel")
 FIGURE_KINDS = {
     kind.name: kind
@@ -424,6 +506,22 @@ FIGURE_KINDS = {
             "field", (), "grid", (*_LABELS, "channel"), (_existing_channel,), _still(_field)
         ),
         FigureKind("snapshots", (), "grid", _LABELS, (_one_dimensional,), _still(_snapshots)),
+        FigureKind(
+            "sensitivity",
+            ("sensitivity",),
+            "ode",
+            (*_LABELS, "variable", "label"),
+            (_sensitivity_output,),
+            _still(_sensitivity),
+        ),
+        FigureKind(
+            "bifurcation",
+            ("continuation",),
+            "ode",
+            (*_LABELS, "variable"),
+            (_state_component,),
+            _still(_bifurcation),
+        ),
         FigureKind(
             "animation",
             (),

@@ -301,12 +301,43 @@ def read_run(folder: str | pathlib.Path, *, finished: bool = True) -> StoredRun:
     stored_run = StoredRun(
         folder, contents[CONFIG], contents[METRICS], contents[PROVENANCE], contents[ARRAYS]
     )
+    _check_analysis_arrays(stored_run)
     if "sweep" in stored_run.metrics and not (stored_run.sweep_store / "zarr.json").is_file():
         raise ExperimentError(
             f"{stored_run.sweep_store}: missing or damaged, though the run has a sweep; rerun "
             "the experiment."
         )
     return stored_run
+
+
+CONTINUATION_ARRAYS = tuple(
+    f"continuation_{name}"
+    for name in (
+        "values",
+        "states",
+        "eigenvalues",
+        "stability",
+        "result",
+        "oscillation_min",
+        "oscillation_max",
+    )
+)
+
+
+def _check_analysis_arrays(run: StoredRun) -> None:
+    """The arrays a run's sensitivity indices and branch are redrawn from are all there."""
+    needed = []
+    if "sensitivity" in run.metrics:
+        variables = run.metrics["sensitivity"].get("variables", {})
+        needed += [f"sensitivity_{name}" for name in variables] or ["sensitivity_samples"]
+    if "continuation" in run.metrics:
+        needed += CONTINUATION_ARRAYS
+    missing = [name for name in needed if name not in run.arrays]
+    if missing:
+        raise ExperimentError(
+            f"{run.folder / ARRAYS}: damaged (no {missing[0]!r}, though the run's metrics "
+            "refer to it); rerun the experiment."
+        )
 
 
 def _read_arrays(path: pathlib.Path) -> dict[str, np.ndarray]:

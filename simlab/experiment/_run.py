@@ -1,6 +1,7 @@
 """Running a checked experiment: data, fit, simulation, sweep; then a results folder."""
 
 import dataclasses
+import json
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -8,14 +9,16 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import jax.random as jr
 import numpy as np
 
-from .. import _fit, _simulate, _sweep
+from .. import _fit, _sensitivity, _simulate, _steady_state, _sweep
 from .._options import SolveOptions
 from .._results import status_code, status_name
 from ..models import AbstractGridModel
 from ..parallel import member_mesh
 from ._fields import OBSERVABLE_FUNCTIONS
+from ._folder import CONTINUATION_ARRAYS
 from ._spec import DataSpec, Experiment
 
 
@@ -34,7 +37,8 @@ def compute(
     devices: Sequence[jax.Device] | None = None,
     quiet: bool = False,
 ) -> Outcome:
-    """Runs the experiment's data generation, fit, simulation and sweep, in that order."""
+    """Runs the experiment's data generation, fit, simulation, sweep, sensitivity analysis
+    and continuation, in that order."""
     say = (lambda message: None) if quiet else (lambda message: print(message, flush=True))
     arrays: dict[str, np.ndarray] = {}
     metrics: dict[str, Any] = {"experiment": experiment.name, "description": experiment.description}
@@ -81,13 +85,20 @@ def compute(
 
     started = time.perf_counter()
     trajectory = _simulate.simulate(
-        model, y0, ts, throw=False, options=SolveOptions.from_mapping(experiment.solver)
+        model,
+        y0,
+        ts,
+        throw=False,
+        options=SolveOptions.from_mapping(experiment.solver),
+        event=None if experiment.event is None else experiment.event(model),
     )
     arrays["simulation_ts"], arrays["simulation_ys"] = np.asarray(ts), np.asarray(trajectory.ys)
     metrics["simulation"] = {
         "succeeded": bool(trajectory.succeeded),
         "num_steps": int(trajectory.stats["num_steps"]),
     }
+    if experiment.event is not None:
+        metrics["simulation"]["event"] = _event_metrics(trajectory)
     wall["simulation"] = time.perf_counter() - started
 
     if experiment.sweep is not None:
@@ -106,10 +117,35 @@ def compute(
             store=sweep_store,
             progress=not quiet,
             options=SolveOptions.from_mapping(experiment.solver),
+            event=experiment.event,
         )
         metrics["sweep"] = _sweep_metrics(sweep_result)
         wall["sweep"] = time.perf_counter() - started
         say(f"sweep: {sweep_result.summary()}")
+
+    if experiment.sensitivity is not None:
+        started = time.perf_counter()
+        spec = experiment.sensitivity
+        say(f"sensitivity ({spec.method}) to {list(spec.ranges)} ...")
+        indices = sensitivity_indices(experiment, model, y0, devices=devices, quiet=quiet)
+        sensitivity_arrays, metrics["sensitivity"] = _sensitivity_record(indices)
+        arrays.update(sensitivity_arrays)
+        wall["sensitivity"] = time.perf_counter() - started
+
+    if experiment.continuation is not None:
+        started = time.perf_counter()
+        spec = experiment.continuation
+        say(f"following fixed points over {spec.parameter} ({spec.num} values) ...")
+        branch = _steady_state.continuation(
+            model,
+            spec.parameter,
+            spec.values(),
+            jnp.asarray(spec.initial_guess),
+            oscillations=spec.oscillations,
+        )
+        continuation_arrays, metrics["continuation"] = _continuation_record(branch)
+        arrays.update(continuation_arrays)
+        wall["continuation"] = time.perf_counter() - started
     metrics["wall_seconds"] = wall
     return Outcome(arrays=arrays, metrics=metrics)
 
@@ -228,3 +264,103 @@ def _sweep_metrics(result) -> dict[str, Any]:
         "grid_axes": None if result.grid_axes is None else [a.tolist() for a in result.grid_axes],
         "stats": {key: value for key, value in result.stats.items() if key != "seconds"},
     }
+
+
+def _event_metrics(trajectory) -> dict[str, Any]:
+    """The time of the `[event]` in the simulation and the state there (`None`: no event)."""
+    state = np.asarray(trajectory.event_state)
+    return {
+        "time": _number(trajectory.event_time),
+        "state": {
+            name: _number(value) for name, value in zip(trajectory.state_names, state, strict=True)
+        },
+    }
+
+
+def sensitivity_indices(experiment: Experiment, model, y0, *, devices=None, quiet=True):
+    """The `[sensitivity]` table run through [`simlab.sensitivity`][] (an `xarray.Dataset`),
+    its design drawn with `jax.random.key(seed)`."""
+    spec = experiment.sensitivity
+    return _sensitivity.sensitivity(
+        model,
+        {name: list(bounds) for name, bounds in spec.ranges.items()},
+        y0,
+        experiment.time.ts(),
+        observable=OBSERVABLE_FUNCTIONS[spec.observable],
+        method=spec.method,
+        num_samples=spec.num_samples,
+        key=jr.key(spec.seed),
+        second_order=spec.second_order,
+        num_levels=spec.num_levels,
+        num_resamples=spec.num_resamples,
+        conf_level=spec.conf_level,
+        mesh=member_mesh(list(devices)) if devices is not None else None,
+        progress=not quiet,
+        event=experiment.event,
+        **experiment.solver,
+    )
+
+
+def _sensitivity_record(indices) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The indices as arrays (`sensitivity_<variable>`) and what rebuilds the dataset (the
+    variables' dims, the parameters, the attrs), with a table of the scalar indices."""
+    attrs = {
+        key: value.item() if isinstance(value, np.generic) else value
+        for key, value in indices.attrs.items()
+    }
+    parameters = [str(name) for name in indices["parameter"].values]
+    arrays = {f"sensitivity_{name}": np.asarray(value) for name, value in indices.items()}
+    measures = ("S1", "ST") if attrs["method"] == "sobol" else ("mu_star", "sigma")
+    table = {}
+    for output in json.loads(attrs["outputs"]):
+        if indices[f"{output}_{measures[0]}"].dims != ("parameter",):
+            continue
+        table[output] = {
+            name: {
+                measure: _number(indices[f"{output}_{measure}"].values[index])
+                for measure in (*measures, *(f"{m}_conf" for m in measures))
+                if f"{output}_{measure}" in indices
+            }
+            for index, name in enumerate(parameters)
+        }
+    record = {
+        "method": attrs["method"],
+        "parameters": parameters,
+        "ranges": {
+            name: [float(low), float(high)]
+            for name, low, high in zip(
+                parameters, indices["lower"].values, indices["upper"].values, strict=True
+            )
+        },
+        "num_members": int(attrs["num_members"]),
+        "variables": {name: list(value.dims) for name, value in indices.items()},
+        "attrs": attrs,
+        "indices": table,
+    }
+    return arrays, record
+
+
+def _continuation_record(branch) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The branch as arrays (`continuation_<field>`) and its bifurcations as JSON."""
+    arrays = {
+        name: np.asarray(getattr(branch, name.removeprefix("continuation_")))
+        for name in CONTINUATION_ARRAYS
+    }
+    bifurcations = [
+        {
+            "kind": point.kind,
+            "value": float(point.value),
+            "index": int(point.index),
+            "state": [float(v) for v in np.asarray(point.state)],
+            "eigenvalues_real": [float(v) for v in np.real(point.eigenvalues)],
+            "eigenvalues_imag": [float(v) for v in np.imag(point.eigenvalues)],
+        }
+        for point in branch.bifurcations
+    ]
+    record = {
+        "parameter": branch.parameter,
+        "num_points": int(branch.values.size),
+        "num_failed": int(np.sum(~branch.succeeded)),
+        "bifurcations": bifurcations,
+    }
+    return arrays, record

@@ -13,16 +13,22 @@ from typing import Any
 
 import numpy as np
 
-from .._solvers import SOLVERS
+from .._options import SolveOptions
+from .._sensitivity import METHODS as SENSITIVITY_METHODS, _check_sizes as check_sensitivity_sizes
+from .._simulate import _chosen_integrator
+from .._solvers import SOLVERS, resolve_solver
 from ..grid import Grid
 from ..models import AbstractGridModel, AbstractModel, GrayScott
 from ._check import Checker, ExperimentError as ExperimentError
-from ._fields import initial_field, model_classes
+from ._fields import StateEvent, initial_field, model_classes
 from ._figures import figure_entries
 
 DATASETS = ("lynx_hare",)
 SWEEP_MODES = ("grid", "zip")
-OBSERVABLES = ("final_state", "peak", "final_field")
+OBSERVABLES = ("final_state", "peak", "final_field", "event")
+SENSITIVITY_OBSERVABLES = ("final_state", "peak", "event")
+EVENT_DIRECTIONS = {"rising": 1, "falling": -1, "either": 0}
+EXTREMA = {"maximum": -1, "minimum": 1}  # the direction in which the rate crosses zero
 GRID_FIELDS = ("gaussian", "sine", "gray_scott_seed")
 TOP_LEVEL_KEYS = (
     "description",
@@ -33,6 +39,9 @@ TOP_LEVEL_KEYS = (
     "data",
     "fit",
     "sweep",
+    "event",
+    "sensitivity",
+    "continuation",
     "figures",
     "quick",
 )
@@ -82,6 +91,38 @@ class SweepSpec:
 
 
 @dataclasses.dataclass(frozen=True)
+class SensitivitySpec:
+    """The `[sensitivity]` table: the arguments of [`simlab.sensitivity`][]; `ranges` maps
+    each varied name to `(lower, upper)`, `seed` makes the design's key."""
+
+    method: str
+    ranges: dict[str, tuple[float, float]]
+    observable: str
+    num_samples: int
+    seed: int
+    second_order: bool
+    num_levels: int
+    num_resamples: int
+    conf_level: float
+
+
+@dataclasses.dataclass(frozen=True)
+class ContinuationSpec:
+    """The `[continuation]` table: [`simlab.continuation`][] of `parameter` over
+    `num` values from `start` to `stop`, from `initial_guess`."""
+
+    parameter: str
+    start: float
+    stop: float
+    num: int
+    initial_guess: np.ndarray
+    oscillations: bool
+
+    def values(self) -> np.ndarray:
+        return np.linspace(self.start, self.stop, self.num)
+
+
+@dataclasses.dataclass(frozen=True)
 class FigureSpec:
     kind: str
     options: dict[str, Any]
@@ -97,7 +138,9 @@ class Experiment:
 
     **Attributes:** `name`, `description`, `path` (the file), `model` (the starting model),
     `y0`, `time`, `solver` (keywords for `simulate`), `data`, `fit`, `sweep`, `figures`,
-    `config` (the resolved TOML table, with `quick` overrides applied) and `quick`.
+    `config` (the resolved TOML table, with `quick` overrides applied), `quick`, `event`
+    (the `[event]`, a builder of each member's `simlab.Event`), `sensitivity` and
+    `continuation`.
     """
 
     name: str
@@ -113,6 +156,9 @@ class Experiment:
     figures: tuple[FigureSpec, ...]
     config: dict[str, Any]
     quick: bool = False
+    event: StateEvent | None = None
+    sensitivity: SensitivitySpec | None = None
+    continuation: ContinuationSpec | None = None
 
 
 def deep_merge(base: dict, overrides: dict) -> dict:
@@ -173,8 +219,12 @@ def parse(config: dict, path: pathlib.Path, *, quick: bool = False) -> Experimen
     solver = _solver(check, resolved)
     data = _data(check, resolved, model)
     fit = _fit(check, resolved, model, data)
-    sweep = _sweep(check, resolved, model, fit)
-    figures = _figures(check, resolved, model, fit, sweep)
+    event = _event(check, resolved, model, y0, solver)
+    sweep = _sweep(check, resolved, model, fit, event)
+    sensitivity = _sensitivity(check, resolved, model, y0, event)
+    continuation = _continuation(check, resolved, model, y0)
+    tables = {"fit": fit, "sweep": sweep, "sensitivity": sensitivity}
+    figures = _figures(check, resolved, model, {**tables, "continuation": continuation})
     _check_sizes(check, y0, time, sweep, fit, solver)
     return Experiment(
         name=path.stem,
@@ -190,6 +240,9 @@ def parse(config: dict, path: pathlib.Path, *, quick: bool = False) -> Experimen
         figures=figures,
         config=resolved,
         quick=quick,
+        event=event,
+        sensitivity=sensitivity,
+        continuation=continuation,
     )
 
 
@@ -508,7 +561,7 @@ def _fit(check: Checker, config: dict, model: AbstractModel, data: DataSpec | No
     )
 
 
-def _sweep(check: Checker, config: dict, model: AbstractModel, fit: FitSpec | None):
+def _sweep(check: Checker, config: dict, model: AbstractModel, fit: FitSpec | None, event):
     table = check.table(config, "sweep", "sweep", required=False)
     if table is None:
         return None
@@ -535,8 +588,10 @@ def _sweep(check: Checker, config: dict, model: AbstractModel, fit: FitSpec | No
     if (observable == "final_field") != isinstance(model, AbstractGridModel):
         raise check.fail(
             "sweep.observable",
-            "use 'final_field' for grid models and 'final_state' or 'peak' for the others.",
+            "use 'final_field' for grid models and 'final_state', 'peak' or 'event' for the "
+            "others.",
         )
+    _event_needed(check, "sweep.observable", observable, event)
     return SweepSpec(axes=axes, mode=mode, observable=observable, around_fit=around_fit)
 
 
@@ -577,10 +632,11 @@ def _sweep_axis(check: Checker, axis: Any, where: str, model, name: str) -> dict
     return resolved
 
 
-def _figures(check: Checker, config: dict, model, fit, sweep) -> tuple[FigureSpec, ...]:
+def _figures(check: Checker, config: dict, model, tables: dict) -> tuple[FigureSpec, ...]:
+    """The `[[figures]]`; `tables` maps each table a figure may need to its spec (or None)."""
     figures, names = [], set()
     for where, entry, kind in figure_entries(check, config):
-        kind.check(check, entry, where, model, {"fit": fit, "sweep": sweep})
+        kind.check(check, entry, where, model, tables)
         figure = FigureSpec(
             kind.name, {key: value for key, value in entry.items() if key != "kind"}
         )
@@ -589,3 +645,199 @@ def _figures(check: Checker, config: dict, model, fit, sweep) -> tuple[FigureSpe
         names.add(figure.name)
         figures.append(figure)
     return tuple(figures)
+
+
+# -- events, sensitivity, continuation ------------------------------------------------------
+
+
+def _event(check: Checker, config: dict, model: AbstractModel, y0, solver) -> StateEvent | None:
+    """`[event]`: a named state crossing a `threshold` (in a `direction`), or its
+    `extremum`; the time is found by root finding on the solution."""
+    table = check.table(config, "event", "event", required=False)
+    if table is None:
+        return None
+    check.keys(table, "event", ("state", "threshold", "direction", "extremum"))
+    if isinstance(model, AbstractGridModel):
+        raise check.fail("event", f"needs a model with named states, not {type(model).__name__}.")
+    name = check.string(table, "state", "event", choices=model.state_names)
+    if ("threshold" in table) == ("extremum" in table):
+        raise check.fail(
+            "event",
+            "needs exactly one of threshold = NUMBER (the state crosses it) or extremum = "
+            "'maximum' | 'minimum' (the state peaks or bottoms out).",
+        )
+    if "threshold" in table:
+        threshold = check.number(table, "threshold", "event")
+        choice = check.string(
+            table, "direction", "event", default="either", choices=tuple(EVENT_DIRECTIONS)
+        )
+        direction = EVENT_DIRECTIONS[choice]
+    else:
+        if "direction" in table:
+            raise check.fail(
+                "event.direction", "goes with threshold; an extremum sets its own. Remove it."
+            )
+        threshold = None
+        extremum = check.string(table, "extremum", "event", choices=tuple(EXTREMA))
+        direction = EXTREMA[extremum]
+    options = SolveOptions.from_mapping(solver)
+    chosen = resolve_solver(
+        options.solver,
+        stiff=model.is_stiff,
+        state_size=y0.size,
+        rtol=options.rtol,
+        atol=options.atol,
+    )
+    integrator = _chosen_integrator(options, chosen)
+    if integrator not in ("lean", "diffrax"):
+        raise check.fail(
+            "event",
+            f"events are located on the lean loop and on Diffrax, not on simlab's {integrator} "
+            f"integrator ({type(chosen).__name__}); set solver.name = 'kvaerno5' (stiff) or "
+            "an explicit solver such as 'tsit5'.",
+        )
+    return StateEvent(model.state_names.index(name), threshold, direction)
+
+
+def _event_needed(check: Checker, key: str, observable: str, event) -> None:
+    if observable == "event" and event is None:
+        raise check.fail(key, "is 'event', which needs an [event] table saying what happens.")
+
+
+def _sensitivity(check: Checker, config: dict, model: AbstractModel, y0, event):
+    """`[sensitivity]`: every argument of `simlab.sensitivity`, checked as it will check
+    them (names, `lower < upper` inside each parameter's valid range, sample counts)."""
+    table = check.table(config, "sensitivity", "sensitivity", required=False)
+    if table is None:
+        return None
+    check.keys(
+        table,
+        "sensitivity",
+        (
+            "method",
+            "ranges",
+            "observable",
+            "num_samples",
+            "seed",
+            "second_order",
+            "num_levels",
+            "num_resamples",
+            "conf_level",
+        ),
+    )
+    if isinstance(model, AbstractGridModel):
+        raise check.fail(
+            "sensitivity", f"needs a model with named states, not {type(model).__name__}."
+        )
+    method = check.string(
+        table, "method", "sensitivity", default="sobol", choices=SENSITIVITY_METHODS
+    )
+    ranges_table = check.table(table, "ranges", "sensitivity.ranges")
+    if not ranges_table:
+        raise check.fail("sensitivity.ranges", "is empty; give at least one name = [low, high].")
+    variable = model.parameter_names() + model.state_names
+    ranges = {}
+    for name, bound in ranges_table.items():
+        where = f"sensitivity.ranges.{name}"
+        if name not in variable:
+            raise check.fail(where, f"cannot be varied; the choices are {list(variable)}.")
+        if (
+            not isinstance(bound, list)
+            or len(bound) != 2
+            or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in bound)
+            or not all(math.isfinite(v) for v in bound)
+        ):
+            raise check.fail(where, f"must be two finite numbers [lower, upper]; got {bound!r}.")
+        lower, upper = map(float, bound)
+        if not lower < upper:
+            raise check.fail(
+                where, f"is [{lower:g}, {upper:g}]: lower must be below upper; swap them."
+            )
+        bounds = model.parameter_bounds().get(name)
+        if bounds is not None and not np.all(bounds.contains(np.asarray([lower, upper]))):
+            raise check.fail(where, f"reaches outside {name}'s valid range {bounds.describe()}.")
+        ranges[name] = (lower, upper)
+    observable = check.string(
+        table, "observable", "sensitivity", default="final_state", choices=SENSITIVITY_OBSERVABLES
+    )
+    _event_needed(check, "sensitivity.observable", observable, event)
+    spec = SensitivitySpec(
+        method=method,
+        ranges=ranges,
+        observable=observable,
+        num_samples=check.integer(table, "num_samples", "sensitivity", minimum=2),
+        seed=check.integer(table, "seed", "sensitivity", default=0, minimum=0),
+        second_order=check.boolean(table, "second_order", "sensitivity", default=True),
+        num_levels=check.integer(table, "num_levels", "sensitivity", default=4, minimum=2),
+        num_resamples=check.integer(table, "num_resamples", "sensitivity", default=100, minimum=2),
+        conf_level=check.number(table, "conf_level", "sensitivity", default=0.95, positive=True),
+    )
+    try:
+        check_sensitivity_sizes(
+            method, spec.num_samples, spec.num_levels, spec.num_resamples, spec.conf_level
+        )
+    except ValueError as error:
+        raise check.fail("sensitivity", str(error)) from None
+    _check_memory(
+        check,
+        "sensitivity.num_samples",
+        "the design's runs",
+        sensitivity_runs(spec) * y0.size * FLOAT_BYTES,
+    )
+    return spec
+
+
+def sensitivity_runs(spec: SensitivitySpec) -> int:
+    """How many simulations the design takes (SALib's Saltelli and Morris designs)."""
+    num_vars = len(spec.ranges)
+    if spec.method == "morris":
+        return (num_vars + 1) * spec.num_samples
+    return spec.num_samples * (2 * num_vars + 2 if spec.second_order else num_vars + 2)
+
+
+def _continuation(check: Checker, config: dict, model: AbstractModel, y0):
+    """`[continuation]`: a branch of fixed points over `num` values of one parameter."""
+    table = check.table(config, "continuation", "continuation", required=False)
+    if table is None:
+        return None
+    check.keys(table, "continuation", ("parameter", "values", "initial_guess", "oscillations"))
+    if isinstance(model, AbstractGridModel):
+        raise check.fail(
+            "continuation", f"needs a model with named states, not {type(model).__name__}."
+        )
+    parameter = check.string(table, "parameter", "continuation", choices=model.parameter_names())
+    values = check.table(table, "values", "continuation.values")
+    check.keys(values, "continuation.values", ("start", "stop", "num"))
+    start = check.number(values, "start", "continuation.values")
+    stop = check.number(values, "stop", "continuation.values")
+    if start == stop:
+        raise check.fail("continuation.values.stop", f"must differ from start ({start}).")
+    num = check.integer(values, "num", "continuation.values", minimum=2)
+    bounds = model.parameter_bounds()[parameter]
+    if not np.all(bounds.contains(np.asarray([start, stop]))):
+        raise check.fail(
+            "continuation.values", f"reaches outside {parameter}'s valid range {bounds.describe()}."
+        )
+    guess_table = check.table(table, "initial_guess", "continuation.initial_guess", required=False)
+    if guess_table is None:
+        guess = np.asarray(y0)
+    else:
+        names = model.state_names
+        check.keys(guess_table, "continuation.initial_guess", names)
+        missing = [name for name in names if name not in guess_table]
+        if missing:
+            raise check.fail(
+                f"continuation.initial_guess.{missing[0]}",
+                f"is missing; give a number for each state component {list(names)}.",
+            )
+        guess = np.array(
+            [check.number(guess_table, name, "continuation.initial_guess") for name in names]
+        )
+    return ContinuationSpec(
+        parameter=parameter,
+        start=start,
+        stop=stop,
+        num=num,
+        initial_guess=guess,
+        oscillations=check.boolean(table, "oscillations", "continuation", default=True),
+    )
