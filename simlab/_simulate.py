@@ -39,7 +39,9 @@ from ._solvers import (
 from .models._base import AbstractModel
 from .models._pde import AbstractGridModel
 
-LEAN_ADJOINTS = (None, "checkpoint", "forward")  # plain JAX autodiff through the lean loop
+# How the lean loop differentiates for each adjoint it runs (see `lean_solve`).
+LEAN_DERIVATIVES = {None: "auto", "forward": "forward", "checkpoint": "reverse"}
+LEAN_ADJOINTS = tuple(LEAN_DERIVATIVES)
 STABLE_STEP_SAFETY = 0.9  # a step at the exact limit leaves the fastest mode undamped
 EVENT_ROOT_TOLERANCE = 1e-12  # on the event time, relative and absolute (Newton on Diffrax)
 
@@ -155,7 +157,6 @@ def simulate(
             f"integrator ({solver_name(chosen)}); for a stiff model with an event pass "
             "solver='kvaerno5'."
         )
-    loop_kind = "lax" if options.adjoint == "forward" else "checkpointed"
     # As arrays these are traced by the compiled solve, so new values never recompile it.
     rtol, atol = jnp.asarray(options.rtol), jnp.asarray(options.atol)
     dt0 = None if dt0 is None else jnp.asarray(dt0)
@@ -172,7 +173,7 @@ def simulate(
             rtol=rtol,
             atol=atol,
             max_steps=options.max_steps,
-            loop_kind=loop_kind,
+            derivatives=LEAN_DERIVATIVES[options.adjoint],
             event=event,
         )
     elif integrator == "exponential":
