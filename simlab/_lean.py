@@ -10,10 +10,15 @@ one trajectory; `jax.vmap` batches it into the loop a hand-written ensemble code
 It reads the Butcher tableau of any Diffrax explicit Runge–Kutta solver, and `simulate`
 takes it by default for every explicit Runge–Kutta solve.
 
-Loops whose length is only known at run time (adaptive steps; fixed steps whose count
-depends on traced times) are Equinox while loops: `loop_kind="checkpointed"` for reverse
-mode with bounded memory (as Diffrax's `RecursiveCheckpointAdjoint`), `"lax"` for forward
-mode.
+Derivatives: with up to `FORWARD_SENSITIVITY_LIMIT` differentiated scalars (parameters
+and initial state, known statically from JAX's symbolic zeros) the state is augmented
+with its sensitivities, which then ride in the same fused array operations as the
+solution; `jax.jvp` and `jax.grad` both use them (reverse mode contracts the cotangent
+with the stored Jacobian of the saved states), as forward mode beats reverse mode when
+inputs are few. Otherwise derivatives go through the loop: equal steps run in a `scan`
+(stored, or checkpointed past `STORED_STEPS_BUDGET`), and loops whose length is only known
+at run time are Equinox while loops, `"checkpointed"` for reverse mode with bounded
+memory (as Diffrax's `RecursiveCheckpointAdjoint`), `"lax"` for forward mode.
 """
 
 import functools as ft
