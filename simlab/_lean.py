@@ -10,10 +10,15 @@ one trajectory; `jax.vmap` batches it into the loop a hand-written ensemble code
 It reads the Butcher tableau of any Diffrax explicit Runge–Kutta solver, and `simulate`
 takes it by default for every explicit Runge–Kutta solve.
 
-Loops whose length is only known at run time (adaptive steps; fixed steps whose count
-depends on traced times) are Equinox while loops: `loop_kind="checkpointed"` for reverse
-mode with bounded memory (as Diffrax's `RecursiveCheckpointAdjoint`), `"lax"` for forward
-mode.
+Derivatives: with up to `FORWARD_SENSITIVITY_LIMIT` differentiated scalars (parameters
+and initial state, known statically from JAX's symbolic zeros) the state is augmented
+with its sensitivities, which then ride in the same fused array operations as the
+solution; `jax.jvp` and `jax.grad` both use them (reverse mode contracts the cotangent
+with the stored Jacobian of the saved states), as forward mode beats reverse mode when
+inputs are few. Otherwise derivatives go through the loop: equal steps run in a `scan`
+(stored, or checkpointed past `STORED_STEPS_BUDGET`), and loops whose length is only known
+at run time are Equinox while loops, `"checkpointed"` for reverse mode with bounded
+memory (as Diffrax's `RecursiveCheckpointAdjoint`), `"lax"` for forward mode.
 """
 
 import functools as ft
@@ -33,6 +38,7 @@ from jaxtyping import Array
 from ._events import Event, advance_bracket, locate_event, start_bracket, stopped
 from ._results import RESULTS
 from ._solvers import error_order
+from .models._pde import AbstractGridModel
 
 # Diffrax's default PID controller settings, which the adaptive lean path reproduces.
 SAFETY = 0.9
@@ -40,6 +46,7 @@ FACTOR_MIN = 0.2
 FACTOR_MAX = 10.0
 UNROLLED_NORM_SIZE = 16
 STORED_STEPS_BUDGET = 2**28  # bytes of stored steps before reverse mode checkpoints
+FORWARD_SENSITIVITY_LIMIT = 16  # differentiated scalars up to which sensitivities ride along
 
 
 def grid_slack(dtype) -> float:
@@ -231,6 +238,7 @@ def _solve_adaptive(
     max_steps,
     loop_kind,
     tracker=None,
+    primal=None,
 ):
     """Per-trajectory adaptive steps (I-controller), clipped to land on every save time.
 
@@ -238,8 +246,11 @@ def _solve_adaptive(
     so under `jax.vmap` only the small step state is batched in the loop (the saved states
     leave through the scan instead of being scattered into a buffer at every step). With
     an event (`tracker = (event, value_fn)`), every accepted step updates its bracket, and
-    a terminating event ends the loop after the step that brackets it.
+    a terminating event ends the loop after the step that brackets it. `primal` picks the
+    part of the state that the step-size controller measures (a state augmented with its
+    sensitivities is stepped as its solution alone would be).
     """
+    primal = (lambda y: y) if primal is None else primal
     f0 = vector_field(ts[0], y0)
     if dt0 is None:
         h0 = _initial_step(vector_field, ts[0], y0, f0, error_order, rtol, atol)
@@ -252,9 +263,9 @@ def _solve_adaptive(
         clipped = h >= target - t
         h_step = jnp.where(clipped, target - t, h)
         y1, error, f1 = _runge_kutta_step(vector_field, tableau, t, y, f, h_step)
-        scale = atol + rtol * jnp.maximum(jnp.abs(y), jnp.abs(y1))
+        scale = atol + rtol * jnp.maximum(jnp.abs(primal(y)), jnp.abs(primal(y1)))
         # The squared RMS norm of the scaled error: its square root folds into the power.
-        squared_error = lax.stop_gradient(_mean_square(error / scale))
+        squared_error = lax.stop_gradient(_mean_square(primal(error) / scale))
         # A non-finite candidate (a blow-up) is rejected like a too-large error.
         accept = squared_error < 1
         # Clipping first keeps the power in range; the factor is clipped to [0.2, 10] anyway.
@@ -311,6 +322,251 @@ def _solve_adaptive(
     return jnp.concatenate([y0[None], ys]), result, stats, bracket
 
 
+def _field(model, args, t, y):
+    # The state's dtype rules: float32 states stay float32 under float64 parameters.
+    return jnp.asarray(model(t, y, args), dtype=y.dtype)
+
+
+def _integrate(inputs, solver, *, adaptive, max_steps, loop_kind, tracker=None, field=None):
+    """The lean solve of `inputs = (model, args, y0, ts, dt0, rtol, atol, steps)`, or of
+    `field(t, y)` from `inputs`' `y0` (a state augmented with sensitivities: its first
+    entry along the leading axis is the solution, which alone sets the steps)."""
+    model, args, y0, ts, dt0, rtol, atol, steps_per_interval = inputs
+    primal = None if field is None else (lambda y: y[0])
+    if field is None:
+        field = ft.partial(_field, model, args)
+    if adaptive:
+        return _solve_adaptive(
+            field,
+            solver.tableau,
+            error_order(solver),
+            ts,
+            y0,
+            dt0,
+            rtol,
+            atol,
+            max_steps,
+            loop_kind,
+            tracker,
+            primal,
+        )
+    return _solve_fixed(
+        field, solver.tableau, ts, y0, steps_per_interval, max_steps, loop_kind, tracker
+    )
+
+
+def _unit_tangents(leaves: list[Array]) -> list[Array]:
+    """One unit tangent per scalar of `leaves`: for each leaf, shape `(n, *leaf.shape)`."""
+    sizes = [leaf.size for leaf in leaves]
+    identity = np.eye(sum(sizes))
+    offsets = np.cumsum([0, *sizes])
+    return [
+        jnp.asarray(identity[:, start:stop].reshape(-1, *leaf.shape), leaf.dtype)
+        for leaf, start, stop in zip(leaves, offsets[:-1], offsets[1:], strict=True)
+    ]
+
+
+def _integrate_with_sensitivities(inputs, perturbed, solver, *, adaptive, max_steps):
+    r"""The solve and its forward sensitivities $S_k = \partial y / \partial \theta_k$ to each
+    perturbed scalar $\theta_k$ of the model, `args` and `y0`, in one loop.
+
+    The state is augmented to $(y, S_1, \dots, S_n)$, stacked along a new leading axis,
+    with $\dot S_k = \partial_y f\, S_k + \partial_{\theta_k} f$ (a Jacobian-vector
+    product of the vector field), so every Runge–Kutta stage updates the solution and its
+    sensitivities in the same fused array operations instead of one pass per tangent. The
+    steps are the solution's own (the controller measures only the solution), so the
+    sensitivities are the derivatives of the discrete solve that `jax.jvp` through the
+    loop gives.
+
+    Returns `(ys, result, stats)` and the Jacobian, of shape `(len(ts), n, *y0.shape)`.
+    """
+    model, args, y0, ts, dt0, rtol, atol, steps = inputs
+    diff, nondiff = eqx.partition((model, args, y0), perturbed[:3])
+    leaves, treedef = jax.tree.flatten(diff)
+    tangents = jax.tree.unflatten(treedef, _unit_tangents(leaves))
+    num_tangents = sum(leaf.size for leaf in leaves)
+    model_tangents, args_tangents, y0_tangents = tangents
+    if y0_tangents is None:
+        y0_tangents = jnp.zeros((num_tangents, *y0.shape), y0.dtype)
+
+    def field_of(params, t, y):
+        model, args = eqx.combine(params, nondiff[:2])
+        return _field(_forward_mode_model(model), args, t, y)
+
+    def augmented_field(t, state):
+        y, sensitivities = state[0], state[1:]
+
+        def tangent(params_tangent, sensitivity):
+            return jax.jvp(
+                lambda p, z: field_of(p, t, z), (diff[:2], y), (params_tangent, sensitivity)
+            )[1]
+
+        derivative = field_of(diff[:2], t, y)
+        tangents = jax.vmap(tangent)((model_tangents, args_tangents), sensitivities)
+        return jnp.concatenate([derivative[None], tangents])
+
+    if adaptive and dt0 is None:
+        # The solution's own first step (Diffrax's rule; not differentiated).
+        field = ft.partial(_field, model, args)
+        dt0 = _initial_step(field, ts[0], y0, field(ts[0], y0), error_order(solver), rtol, atol)
+    state0 = jnp.concatenate([y0[None], y0_tangents])
+    augmented_inputs = (model, args, state0, ts, dt0, rtol, atol, steps)
+    states, result, stats, _ = _integrate(
+        augmented_inputs,
+        solver,
+        adaptive=adaptive,
+        max_steps=max_steps,
+        loop_kind="lax",
+        field=augmented_field,
+    )
+    return (states[:, 0], result == dfx.RESULTS.successful, stats), states[:, 1:]
+
+
+def _forward_mode_model(model):
+    """`model` with stencils that forward-mode autodiff can push through (grid models)."""
+    if isinstance(model, AbstractGridModel):
+        return model.with_forward_mode_stencils()
+    return model
+
+
+def _sensitivities_fit(inputs, perturbed, event) -> bool:
+    """Whether forward sensitivities give the derivatives of this solve, statically: no
+    event, no perturbed `ts`, `dt0` or tolerances, at most `FORWARD_SENSITIVITY_LIMIT`
+    perturbed scalars, a Jacobian of the saved states within `STORED_STEPS_BUDGET`, and no
+    reverse-mode-only (Pallas) stencils."""
+    model, _, y0, ts = inputs[:4]
+    if event is not None or any(jax.tree.leaves(perturbed[3:])):
+        return False
+    leaves = jax.tree.leaves(eqx.filter(inputs[:3], perturbed[:3]))
+    num_tangents = sum(leaf.size for leaf in leaves)
+    jacobian_bytes = num_tangents * ts.shape[0] * y0.size * y0.dtype.itemsize
+    pallas = isinstance(model, AbstractGridModel) and model.impl == "pallas"
+    return (
+        0 < num_tangents <= FORWARD_SENSITIVITY_LIMIT
+        and jacobian_bytes <= STORED_STEPS_BUDGET
+        and not pallas
+    )
+
+
+def _jacobian_product(jacobian, perturbed_tangents):
+    """`sum_k jacobian[:, k] * tangent_k` over the perturbed scalars, in their order."""
+    flat = jnp.concatenate(
+        [jnp.asarray(leaf, jacobian.dtype).reshape(-1) for leaf in perturbed_tangents]
+    )
+    return jnp.tensordot(flat, jnp.moveaxis(jacobian, 1, 0), axes=1)
+
+
+@eqx.filter_custom_jvp
+def _solve_forward(inputs, *, solver, adaptive, max_steps, loop_kind):
+    """The lean solve (no event), differentiated in forward and reverse mode by forward
+    sensitivities where `_sensitivities_fit`, else by JAX autodiff through the loop."""
+    return _solution(inputs, solver, adaptive=adaptive, max_steps=max_steps, loop_kind=loop_kind)
+
+
+@_solve_forward.def_jvp
+def _solve_forward_jvp(primals, tangents, *, solver, adaptive, max_steps, loop_kind):
+    (inputs,), (input_tangents,) = primals, tangents
+    perturbed = jax.tree.map(
+        lambda x, t: t is not None, inputs, input_tangents, is_leaf=lambda x: x is None
+    )
+    if _sensitivities_fit(inputs, perturbed, None):
+        out, jacobian = _integrate_with_sensitivities(
+            inputs, perturbed, solver, adaptive=adaptive, max_steps=max_steps
+        )
+        tangent = _jacobian_product(jacobian, jax.tree.leaves(input_tangents[:3]))
+        return out, (tangent, *_no_tangents(out[1:]))
+    diff, nondiff = eqx.partition(inputs, perturbed)
+    ys, tangent, aux = jax.jvp(
+        lambda d: _split_ys(
+            _solution(
+                eqx.combine(d, nondiff),
+                solver,
+                adaptive=adaptive,
+                max_steps=max_steps,
+                loop_kind=loop_kind,
+            )
+        ),
+        (diff,),
+        (input_tangents,),
+        has_aux=True,
+    )
+    return (ys, *aux), (tangent, *_no_tangents(aux))
+
+
+def _no_tangents(tree):
+    """Symbolic zero tangents (`None`) for every leaf of `tree` (status and counts)."""
+    return jax.tree.map(lambda _: None, tree)
+
+
+def _solution(inputs, solver, **settings):
+    """`(ys, succeeded, stats)` of the lean solve without an event (JAX types only, as
+    custom derivative rules return; the lean loop fails only by running out of steps)."""
+    ys, result, stats, _ = _integrate(inputs, solver, **settings)
+    return ys, result == dfx.RESULTS.successful, stats
+
+
+def _split_ys(solution):
+    ys, succeeded, stats = solution
+    return ys, (succeeded, stats)
+
+
+@eqx.filter_custom_vjp
+def _solve_reverse(inputs, *, solver, adaptive, max_steps):
+    """The lean solve (no event, checkpointed loops), differentiated in reverse mode by
+    forward sensitivities where `_sensitivities_fit`, else through the checkpointed loop."""
+    return _solution(
+        inputs, solver, adaptive=adaptive, max_steps=max_steps, loop_kind="checkpointed"
+    )
+
+
+@_solve_reverse.def_fwd
+def _solve_reverse_fwd(perturbed, inputs, *, solver, adaptive, max_steps):
+    if _sensitivities_fit(inputs, perturbed, None):
+        return _integrate_with_sensitivities(
+            inputs, perturbed, solver, adaptive=adaptive, max_steps=max_steps
+        )
+    diff, nondiff = eqx.partition(inputs, perturbed)
+
+    ys, vjp_fn, aux = jax.vjp(
+        lambda d: _split_ys(
+            _solution(
+                eqx.combine(d, nondiff),
+                solver,
+                adaptive=adaptive,
+                max_steps=max_steps,
+                loop_kind="checkpointed",
+            )
+        ),
+        diff,
+        has_aux=True,
+    )
+    return (ys, *aux), vjp_fn
+
+
+@_solve_reverse.def_bwd
+def _solve_reverse_bwd(residuals, grads, perturbed, inputs, *, solver, adaptive, max_steps):
+    cotangent = grads[0]
+    if cotangent is None:
+        return None
+    if not _sensitivities_fit(inputs, perturbed, None):
+        return residuals(cotangent)[0]
+    jacobian = residuals
+    other_axes = [0, *range(2, jacobian.ndim)]
+    flat = jnp.tensordot(
+        jnp.asarray(cotangent, jacobian.dtype),
+        jacobian,
+        axes=([0, *range(1, cotangent.ndim)], other_axes),
+    )
+    diff = eqx.filter(inputs, perturbed)
+    leaves, treedef = jax.tree.flatten(diff)
+    offsets = np.cumsum([0, *(leaf.size for leaf in leaves)])
+    gradients = [
+        jnp.asarray(flat[start:stop].reshape(leaf.shape), leaf.dtype)
+        for leaf, start, stop in zip(leaves, offsets[:-1], offsets[1:], strict=True)
+    ]
+    return jax.tree.unflatten(treedef, gradients)
+
+
 @eqx.filter_jit
 def lean_solve(
     model: Callable[[Any, Array, Any], Array],
@@ -325,7 +581,7 @@ def lean_solve(
     rtol: Array,
     atol: Array,
     max_steps: int,
-    loop_kind: str,
+    derivatives: str = "auto",
     event: Event | None = None,
 ) -> tuple[Array, RESULTS, dict[str, Array], tuple[Array, Array] | None]:
     """Solves with the lean integrator; returns `(ys, result, stats, found)`.
@@ -336,14 +592,44 @@ def lean_solve(
 
     Compiled once per model structure, solver, shapes, step layout and event: parameter
     values, `y0`, `ts`, `dt0` and the tolerances are traced, so changing them never
-    recompiles. `loop_kind` is `"checkpointed"` (reverse-mode autodiff) or `"lax"`
-    (forward mode).
+    recompiles.
+
+    `derivatives` says how the solve is differentiated:
+
+    - `"auto"`: forward sensitivities (`_integrate_with_sensitivities`) for up to
+      `FORWARD_SENSITIVITY_LIMIT` differentiated scalars, in forward and reverse mode
+      alike (reverse mode then contracts the cotangent with the stored Jacobian); with
+      more, reverse mode through the loop, which stores every step where
+      `STORED_STEPS_BUDGET` allows and checkpoints otherwise. Which scalars are
+      differentiated is static (JAX's symbolic zeros), so the choice is too.
+    - `"forward"`: forward mode (`jax.jvp`, `jax.jacfwd`), by sensitivities as above or
+      through `lax` loops.
+    - `"reverse"`: reverse mode through the (checkpointed) loop, always.
     """
+    inputs = (model, args, y0, ts, dt0, rtol, atol, steps_per_interval)
+    settings = dict(solver=solver, adaptive=adaptive, max_steps=max_steps)
+    if event is None and derivatives == "forward":
+        ys, succeeded, stats = _solve_forward(inputs, loop_kind="lax", **settings)
+    elif event is None and derivatives == "auto" and isinstance(steps_per_interval, int):
+        # Equal steps run in a scan, which both modes differentiate.
+        ys, succeeded, stats = _solve_forward(inputs, loop_kind="checkpointed", **settings)
+    elif event is None and derivatives == "auto":
+        ys, succeeded, stats = _solve_reverse(inputs, **settings)
+    else:
+        return _solve_with_event(
+            inputs,
+            event,
+            loop_kind="lax" if derivatives == "forward" else "checkpointed",
+            **settings,
+        )
+    result = RESULTS.where(succeeded, RESULTS.successful, RESULTS.max_steps_reached)
+    return ys, result, {**stats, "max_steps": jnp.asarray(max_steps)}, None
 
-    def vector_field(t, y):
-        # The state's dtype rules: float32 states stay float32 under float64 parameters.
-        return jnp.asarray(model(t, y, args), dtype=y.dtype)
 
+def _solve_with_event(inputs, event, *, solver, adaptive, max_steps, loop_kind):
+    """The lean solve, differentiated through its loop, with or without an event."""
+    model, args, y0, ts = inputs[:4]
+    vector_field = ft.partial(_field, model, args)
     tracker = None
     if event is not None:
 
@@ -351,24 +637,9 @@ def lean_solve(
             return event.condition(t, y, args)
 
         tracker = (event, value_fn)
-    if adaptive:
-        ys, result, stats, bracket = _solve_adaptive(
-            vector_field,
-            solver.tableau,
-            error_order(solver),
-            ts,
-            y0,
-            dt0,
-            rtol,
-            atol,
-            max_steps,
-            loop_kind,
-            tracker,
-        )
-    else:
-        ys, result, stats, bracket = _solve_fixed(
-            vector_field, solver.tableau, ts, y0, steps_per_interval, max_steps, loop_kind, tracker
-        )
+    ys, result, stats, bracket = _integrate(
+        inputs, solver, adaptive=adaptive, max_steps=max_steps, loop_kind=loop_kind, tracker=tracker
+    )
     result, stats = RESULTS.promote(result), {**stats, "max_steps": jnp.asarray(max_steps)}
     if event is None:
         return ys, result, stats, None

@@ -39,7 +39,9 @@ from ._solvers import (
 from .models._base import AbstractModel
 from .models._pde import AbstractGridModel
 
-LEAN_ADJOINTS = (None, "checkpoint", "forward")  # plain JAX autodiff through the lean loop
+# How the lean loop differentiates for each adjoint it runs (see `lean_solve`).
+LEAN_DERIVATIVES = {None: "auto", "forward": "forward", "checkpoint": "reverse"}
+LEAN_ADJOINTS = tuple(LEAN_DERIVATIVES)
 STABLE_STEP_SAFETY = 0.9  # a step at the exact limit leaves the fastest mode undamped
 EVENT_ROOT_TOLERANCE = 1e-12  # on the event time, relative and absolute (Newton on Diffrax)
 
@@ -82,9 +84,15 @@ def simulate(
       stable one when it is `None`.
     - `adaptive`: adapt the step to meet `rtol`/`atol` (`True`) or take fixed steps.
     - `max_steps`: the most steps the solver may take before reporting failure.
-    - `adjoint`: how to differentiate the solve: `None` (reverse mode with checkpoints, the
-      default), `"forward"` (forward mode: `jax.jvp`, `jax.jacfwd`), `"checkpoint"`,
-      `"direct"`, `"backsolve"`, or a Diffrax adjoint.
+    - `adjoint`: how to differentiate the solve. `None` (the default) chooses: on the lean
+      loop, when at most 16 scalars are differentiated (parameters and `y0`, counted
+      statically from what `jax.grad`/`jax.jvp` perturb), their sensitivities are carried
+      along in the step (forward sensitivities, for `jax.grad` and `jax.jvp` alike);
+      with more, reverse mode through the loop (every step stored where it fits in
+      memory, checkpoints otherwise). Elsewhere `None` is Diffrax's checkpointed reverse
+      mode. `"forward"` asks for forward mode (`jax.jvp`, `jax.jacfwd`; by
+      sensitivities on the lean loop), `"checkpoint"` for reverse mode through the loop
+      whatever the count; also `"direct"`, `"backsolve"`, or a Diffrax adjoint.
     - `throw`: raise on a failed solve. Under `jax.vmap` pass `throw=False` and read
       `.result` per member instead: a failed member then never affects the others.
     - `args`: passed through to `model(t, y, args)`.
@@ -94,8 +102,8 @@ def simulate(
       (split models on periodic grids, fixed steps) in Fourier space, `"kencarp3/4/5"`
       on split models as IMEX (linear part implicit, matrix-free), and everything else
       with `diffrax.diffeqsolve`; `"lean"` or `"diffrax"` force one. The lean loop
-      lands steps on every save time and differentiates with plain JAX autodiff
-      (`adjoint=None` or `"forward"`). See the performance page.
+      lands steps on every save time and takes `adjoint=None`, `"forward"` or
+      `"checkpoint"`. See the performance page.
 
     - `event`: a [`simlab.Event`][]: the first time its condition crosses zero is found by
       root finding on the solution and returned as `.event_time` (differentiable), the
@@ -155,7 +163,6 @@ def simulate(
             f"integrator ({solver_name(chosen)}); for a stiff model with an event pass "
             "solver='kvaerno5'."
         )
-    loop_kind = "lax" if options.adjoint == "forward" else "checkpointed"
     # As arrays these are traced by the compiled solve, so new values never recompile it.
     rtol, atol = jnp.asarray(options.rtol), jnp.asarray(options.atol)
     dt0 = None if dt0 is None else jnp.asarray(dt0)
@@ -172,7 +179,7 @@ def simulate(
             rtol=rtol,
             atol=atol,
             max_steps=options.max_steps,
-            loop_kind=loop_kind,
+            derivatives=LEAN_DERIVATIVES[options.adjoint],
             event=event,
         )
     elif integrator == "exponential":
@@ -438,8 +445,8 @@ def _chosen_integrator(options: SolveOptions, solver: Any) -> str:
             )
         if not plain_adjoint:
             raise ValueError(
-                f"integrator='lean' differentiates with plain JAX autodiff: pass adjoint=None "
-                f"(reverse mode) or 'forward'; got {options.adjoint!r}."
+                f"integrator='lean' differentiates by its own rules: pass adjoint=None "
+                f"(chosen automatically), 'forward' or 'checkpoint'; got {options.adjoint!r}."
             )
         return "lean"
     return "lean" if plain_adjoint and is_lean_solver(solver) else "diffrax"
