@@ -23,7 +23,7 @@ from ._events import Event, check_event
 from ._imex import imex_solve
 from ._lean import fixed_steps_per_interval, grid_slack, lean_solve
 from ._misc import is_concrete
-from ._options import DEFAULT_MAX_STEPS, SolveOptions, merged_options
+from ._options import DEFAULT_MAX_STEPS, SolveOptions, merged_options, tolerances
 from ._results import RESULTS, SimulationError, Trajectory
 from ._solvers import (
     has_error_estimate,
@@ -51,8 +51,8 @@ def simulate(
     *,
     options: SolveOptions | None = None,
     solver: str | dfx.AbstractSolver | None = None,
-    rtol: float = 1e-6,
-    atol: float = 1e-9,
+    rtol: float | None = None,
+    atol: float | None = None,
     dt0: Real[ArrayLike, ""] | None = None,
     adaptive: bool = True,
     max_steps: int = DEFAULT_MAX_STEPS,
@@ -76,7 +76,9 @@ def simulate(
       (`stiff = True`) the Rosenbrock method `Rodas5P` (dense Jacobian, one LU per step),
       or above 256 state components `Kvaerno5` with matrix-free Newton–GMRES. The choice
       is static: the same directly and under `jit` and `vmap`.
-    - `rtol`, `atol`: tolerances of the adaptive step-size controller.
+    - `rtol`, `atol`: tolerances of the adaptive step-size controller; `None` follows the
+      precision of the state (`1e-6`, `1e-9` in float64; `1e-4`, `1e-7` in float32, where
+      tighter tolerances chase roundoff: an `rtol` below 100 machine epsilons warns).
     - `dt0`: the initial step (`None`: chosen automatically). With `adaptive=False` it is
       the fixed step; grid models then check it against their stability limit
       (`model.max_stable_step`, computed from the parameters, traced or not): a larger
@@ -139,9 +141,8 @@ def simulate(
     _check_vector_field(model, ts, y0, args)
     check_event(event, ts[0], y0, args)
     stiff = isinstance(model, AbstractModel) and model.is_stiff
-    chosen = resolve_solver(
-        options.solver, stiff=stiff, state_size=y0.size, rtol=options.rtol, atol=options.atol
-    )
+    rtol, atol = tolerances(options, y0.dtype)
+    chosen = resolve_solver(options.solver, stiff=stiff, state_size=y0.size, rtol=rtol, atol=atol)
     if options.adaptive and not has_error_estimate(chosen):
         raise ValueError(
             f"{type(chosen).__name__} has no error estimate for adaptive steps; pass "
@@ -163,7 +164,7 @@ def simulate(
         )
     loop_kind = "lax" if options.adjoint == "forward" else "checkpointed"
     # As arrays these are traced by the compiled solve, so new values never recompile it.
-    rtol, atol = jnp.asarray(options.rtol), jnp.asarray(options.atol)
+    rtol, atol = jnp.asarray(rtol), jnp.asarray(atol)
     dt0 = None if dt0 is None else jnp.asarray(dt0)
     if integrator == "lean":
         ys, result, stats, found = lean_solve(

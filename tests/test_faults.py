@@ -599,3 +599,66 @@ def test_models_declare_state_units_and_datasets_their_time_unit():
     assert simlab.models.DampedPendulum.state_units == ("rad", "rad/s")
     assert simlab.models.LotkaVolterra.state_units == ("population", "population")
     assert simlab.datasets.lynx_hare().time_unit == "years"
+
+
+# --- float32: default tolerances follow the precision of the state -----------------------
+
+_FLOAT32_SOLVES = """
+import json, sys, warnings
+import jax
+jax.config.update("jax_enable_x64", False)
+import jax.numpy as jnp
+sys.path.insert(0, sys.argv[1])
+import simlab
+from stiff_problems import PROBLEMS
+out = {}
+robertson = simlab.simulate(
+    simlab.models.Robertson(), jnp.array([1.0, 0.0, 0.0]), jnp.array([0.0, 40.0]), throw=False
+)
+out["robertson"] = [bool(robertson.succeeded), robertson.ys[-1].tolist()]
+for name in ("vdpol", "hires"):
+    problem = PROBLEMS[name]
+    solution = simlab.simulate(
+        lambda t, y, args, p=problem: p.vector_field(t, y),
+        jnp.asarray(problem.y0, jnp.float32),
+        jnp.array([0.0, problem.t1], jnp.float32),
+        solver="rodas5p",
+        throw=False,
+    )
+    out[name] = [bool(solution.succeeded), problem.scd(solution.ys[-1])]
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    simlab.simulate(
+        simlab.models.Robertson(), jnp.array([1.0, 0.0, 0.0]), jnp.array([0.0, 1.0]), rtol=1e-6
+    )
+out["warnings"] = [str(w.message) for w in caught]
+print(json.dumps(out))
+"""
+
+
+def test_float32_defaults_solve_the_stiff_test_problems_and_too_tight_rtol_warns():
+    """In float32 the defaults (rtol=1e-4, atol=1e-7) solve Robertson and the Test Set's
+    van der Pol and HIRES; float64's rtol=1e-6 would run van der Pol into max_steps."""
+    import subprocess
+    import sys
+
+    finished = subprocess.run(
+        [sys.executable, "-c", _FLOAT32_SOLVES, str(HERE)],
+        env={**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert finished.returncode == 0, finished.stderr[-2000:]
+    out = json.loads(finished.stdout.strip().splitlines()[-1])
+    succeeded, robertson = out["robertson"]
+    # The widely tabulated Robertson values at t = 40, to the default rtol.
+    assert succeeded
+    np.testing.assert_allclose(robertson, [0.7158270687, 9.185534764e-06, 0.2841637457], rtol=1e-3)
+    for name in ("vdpol", "hires"):
+        succeeded, digits = out[name]
+        assert succeeded and digits > 3.0, (name, digits)  # the Test Set's reference values
+    (warning,) = [w for w in out["warnings"] if "machine epsilons" in w]
+    assert "rtol=1e-06 is below 100 machine epsilons of the float32 state" in warning
+    assert "Pass rtol>=0.0001" in warning
