@@ -15,6 +15,7 @@ import pytest
 from jaxtyping import Array, Float
 
 import simlab
+import simlab.plot
 from simlab.models import AbstractODEModel, parameter
 
 HERE = pathlib.Path(__file__).parent
@@ -610,6 +611,7 @@ jax.config.update("jax_enable_x64", False)
 import jax.numpy as jnp
 sys.path.insert(0, sys.argv[1])
 import simlab
+import simlab.plot
 from stiff_problems import PROBLEMS
 out = {}
 robertson = simlab.simulate(
@@ -662,3 +664,31 @@ def test_float32_defaults_solve_the_stiff_test_problems_and_too_tight_rtol_warns
     (warning,) = [w for w in out["warnings"] if "machine epsilons" in w]
     assert "rtol=1e-06 is below 100 machine epsilons of the float32 state" in warning
     assert "Pass rtol>=0.0001" in warning
+
+
+# --- figure units ---------------------------------------------------------------------------
+
+
+def _lotka_volterra_trajectory():
+    model = simlab.models.LotkaVolterra(alpha=0.5, beta=0.02, gamma=0.9, delta=0.03)
+    return model, simlab.simulate(model, jnp.array([30.0, 4.0]), jnp.linspace(0.0, 5.0, 21))
+
+
+def test_phase_portraits_and_trajectories_put_units_on_their_axes():
+    model, trajectory = _lotka_volterra_trajectory()
+    ax = simlab.plot.phase_portrait(trajectory, units=model.state_units)
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("prey (population)", "predator (population)")
+    ax = simlab.plot.phase_portrait(trajectory, units=("thousands", "thousands"), ylabel="lynx")
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("prey (thousands)", "lynx")
+    assert simlab.plot.phase_portrait(trajectory).get_xlabel() == "prey"  # no units known
+    data = simlab.datasets.lynx_hare()
+    ax = simlab.plot.trajectory(
+        trajectory, units=model.state_units, time_label=f"time ({data.time_unit})"
+    )
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("time (years)", "state (population)")
+    mixed = simlab.plot.trajectory(trajectory, units=("hares", "lynxes"))
+    assert mixed.get_ylabel() == "state"  # components in different units share no label
+    one = simlab.plot.trajectory(trajectory, units=("hares", "lynxes"), components=["prey"])
+    assert one.get_ylabel() == "state (hares)"
+    with pytest.raises(ValueError, match="one string per state component"):
+        simlab.plot.phase_portrait(trajectory, units=("thousands",))
