@@ -60,6 +60,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--check", action="store_true", help="only validate the experiment file, run nothing"
     )
+    run.add_argument(
+        "--data",
+        type=pathlib.Path,
+        default=None,
+        metavar="CSV",
+        help="fit this CSV file instead of the file's data source (any path: a csv path in "
+        "the TOML file must stay inside the experiment's folder or the project)",
+    )
 
     commands.add_parser(
         "list",
@@ -180,7 +188,7 @@ def _run(arguments) -> int:
     import simlab.experiment as experiments
 
     path = experiments.find(arguments.experiment)
-    experiment = experiments.load(path, quick=arguments.quick)
+    experiment = experiments.load(path, quick=arguments.quick, data=arguments.data)
     if arguments.check:
         print(f"{path}: valid.")
         return EXIT_OK

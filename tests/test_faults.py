@@ -15,6 +15,7 @@ import pytest
 from jaxtyping import Array, Float
 
 import simlab
+import simlab.experiment
 import simlab.plot
 from simlab.models import AbstractODEModel, parameter
 
@@ -383,6 +384,29 @@ def test_a_data_path_outside_the_project_is_refused(isolated, capsys, tmp_path_f
         assert "SECRET" not in line
 
 
+def test_a_data_file_outside_the_project_is_taken_from_the_command_line(
+    isolated, capsys, tmp_path_factory
+):
+    outside = tmp_path_factory.mktemp("elsewhere") / "pelts.csv"
+    outside.write_text(GOOD_CSV, encoding="utf-8")
+    project = isolated / "project"
+    project.mkdir()
+    os.chdir(project)
+    path = _experiment(project, outside)
+    code, line = _simlab(capsys, "run", str(path), "--check")
+    assert code == 2 and "--data PATH" in line  # the refusal names the way to pass it
+    # Named by the user, the same file is read; the experiment's own source is replaced.
+    code, line = _simlab(capsys, "run", str(path), "--check", "--data", str(outside))
+    assert code == 0 and "valid" in line
+    relative = os.path.relpath(outside, project)
+    experiment = simlab.experiment.load(_experiment(project, "missing.csv"), data=relative)
+    assert experiment.data.source == f"csv:{outside.resolve()}"
+    np.testing.assert_array_equal(experiment.data.observations, [[30, 4], [40, 5], [50, 7]])
+    # A bad file named on the command line gets the same one-line refusal as any other.
+    code, line = _simlab(capsys, "run", str(path), "--check", "--data", str(outside) + ".no")
+    assert code == 2 and "no such file" in line
+
+
 @pytest.mark.parametrize(
     ("change", "key", "needs"),
     [
@@ -611,6 +635,7 @@ jax.config.update("jax_enable_x64", False)
 import jax.numpy as jnp
 sys.path.insert(0, sys.argv[1])
 import simlab
+import simlab.experiment
 import simlab.plot
 from stiff_problems import PROBLEMS
 out = {}
