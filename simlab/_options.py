@@ -7,16 +7,25 @@ compiled sweep and fit loops use it as their cache key.
 
 import dataclasses
 import math
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
 import diffrax as dfx
+import jax.numpy as jnp
 
 from ._misc import is_concrete
 from ._solvers import ADJOINTS, SOLVERS, solver_name
 from ._stiff import AbstractStiffSolver
 
 DEFAULT_MAX_STEPS = 16_384
+# Default (rtol, atol) by the precision of the state. In float32 (machine epsilon 1.2e-7),
+# float64's rtol=1e-6 lies within a few roundoffs of the error estimate: stiff solves then
+# reject step after step until max_steps (van der Pol at mu=1e-3 and Robertson to 1e11
+# from the Test Set for IVP Solvers do; with 1e-4, 1e-7 van der Pol takes 260 steps).
+DEFAULT_TOLERANCES = {8: (1e-6, 1e-9), 4: (1e-4, 1e-7), 2: (1e-2, 1e-4)}
+# Below this many machine epsilons a relative tolerance asks for more than the float holds.
+RESOLVABLE_EPSILONS = 100
 INTEGRATORS = ("auto", "diffrax", "lean")
 
 
@@ -30,7 +39,9 @@ class SolveOptions:
       for models that declare themselves stiff Rodas5P, matrix-free Kvaerno5 above 256
       state components).
     - `rtol`, `atol`: tolerances of the adaptive step-size controller, $0 < \text{rtol} < 0.5$,
-      $\text{atol} > 0$.
+      $\text{atol} > 0$. `None` (the default) follows the precision of the state:
+      `rtol=1e-6, atol=1e-9` in float64, `rtol=1e-4, atol=1e-7` in float32 (see
+      `DEFAULT_TOLERANCES`); an `rtol` below 100 machine epsilons draws a warning.
     - `dt0`: the initial (or, with `adaptive=False`, the fixed) step; `None` chooses one
       (for fixed steps only grid models can: their largest stable step).
     - `adaptive`: adapt the step to meet `rtol`/`atol`, or take fixed steps of `dt0`.
@@ -51,8 +62,8 @@ class SolveOptions:
     """
 
     solver: Any = None
-    rtol: Any = 1e-6
-    atol: Any = 1e-9
+    rtol: Any = None
+    atol: Any = None
     dt0: Any = None
     adaptive: bool = True
     max_steps: int = DEFAULT_MAX_STEPS
@@ -147,7 +158,30 @@ def _check_solver(solver: Any) -> None:
         )
 
 
+def tolerances(options: SolveOptions, dtype: Any) -> tuple[Any, Any]:
+    """`(rtol, atol)` of `options` for a state of `dtype`: `None` takes the default for its
+    precision (`DEFAULT_TOLERANCES`); a known `rtol` below `RESOLVABLE_EPSILONS` machine
+    epsilons draws a warning that names the fix."""
+    precision = jnp.finfo(dtype)
+    default_rtol, default_atol = DEFAULT_TOLERANCES.get(precision.bits // 8, (1e-6, 1e-9))
+    rtol = default_rtol if options.rtol is None else options.rtol
+    atol = default_atol if options.atol is None else options.atol
+    floor = RESOLVABLE_EPSILONS * float(precision.eps)
+    if is_concrete(rtol) and float(rtol) < floor:
+        warnings.warn(
+            f"rtol={float(rtol):g} is below {RESOLVABLE_EPSILONS} machine epsilons of the "
+            f"{jnp.dtype(dtype).name} state ({floor:.1e}): the error estimate is then mostly "
+            f"roundoff, and adaptive solves reject steps until max_steps. Pass "
+            f"rtol>={default_rtol:g} (with atol={default_atol:g}), or leave rtol and atol "
+            "unset, or solve in float64 (jax.config.update('jax_enable_x64', True)).",
+            stacklevel=3,
+        )
+    return rtol, atol
+
+
 def _check_tolerance(name: str, value: Any, *, upper: float) -> None:
+    if value is None:
+        return  # the default for the state's precision
     if not is_concrete(value):
         return  # traced: checked inside the compiled solve
     try:

@@ -35,6 +35,14 @@ class RESULTS(dfx.RESULTS):
         "(J is the Jacobian of the vector field). Check the model for NaN or infinite "
         "derivatives at the state reached (e.g. sqrt or log at zero) or rescale the problem."
     )
+    unstable_step = (
+        "The fixed step dt0 is above the largest stable step of the explicit solver for this "
+        "model (its diffusion-number/CFL limit, model.max_stable_step(solver, y0); zero when "
+        "no step is stable, as for forward Euler on waves), so the solution would grow "
+        "without bound. Pass a smaller dt0 (or dt0=None to have a stable one chosen), "
+        "adaptive=True, or an implicit or IMEX solver such as solver='kvaerno5' or "
+        "solver='kencarp4'."
+    )
 
 
 class SimulationError(RuntimeError):

@@ -9,7 +9,7 @@ The lean loop and Diffrax also locate events (`simlab._events`) and return what 
 """
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import diffrax as dfx
 import equinox as eqx
@@ -21,9 +21,9 @@ from jaxtyping import Array, ArrayLike, Real
 
 from ._events import Event, check_event
 from ._imex import imex_solve
-from ._lean import fixed_steps_per_interval, lean_solve
+from ._lean import fixed_steps_per_interval, grid_slack, lean_solve
 from ._misc import is_concrete
-from ._options import DEFAULT_MAX_STEPS, SolveOptions, merged_options
+from ._options import DEFAULT_MAX_STEPS, SolveOptions, merged_options, tolerances
 from ._results import RESULTS, SimulationError, Trajectory
 from ._solvers import (
     has_error_estimate,
@@ -53,8 +53,8 @@ def simulate(
     *,
     options: SolveOptions | None = None,
     solver: str | dfx.AbstractSolver | None = None,
-    rtol: float = 1e-6,
-    atol: float = 1e-9,
+    rtol: float | None = None,
+    atol: float | None = None,
     dt0: Real[ArrayLike, ""] | None = None,
     adaptive: bool = True,
     max_steps: int = DEFAULT_MAX_STEPS,
@@ -78,10 +78,14 @@ def simulate(
       (`stiff = True`) the Rosenbrock method `Rodas5P` (dense Jacobian, one LU per step),
       or above 256 state components `Kvaerno5` with matrix-free Newton–GMRES. The choice
       is static: the same directly and under `jit` and `vmap`.
-    - `rtol`, `atol`: tolerances of the adaptive step-size controller.
+    - `rtol`, `atol`: tolerances of the adaptive step-size controller; `None` follows the
+      precision of the state (`1e-6`, `1e-9` in float64; `1e-4`, `1e-7` in float32, where
+      tighter tolerances chase roundoff: an `rtol` below 100 machine epsilons warns).
     - `dt0`: the initial step (`None`: chosen automatically). With `adaptive=False` it is
-      the fixed step; grid models then check it against their stability limit, and pick a
-      stable one when it is `None`.
+      the fixed step; grid models then check it against their stability limit
+      (`model.max_stable_step`, computed from the parameters, traced or not): a larger
+      `dt0` fails with the status `RESULTS.unstable_step` (raised at top level, returned
+      as `.result` with `throw=False` or under `vmap`), and `dt0=None` picks a stable step.
     - `adaptive`: adapt the step to meet `rtol`/`atol` (`True`) or take fixed steps.
     - `max_steps`: the most steps the solver may take before reporting failure.
     - `adjoint`: how to differentiate the solve. `None` (the default) chooses: on the lean
@@ -145,15 +149,18 @@ def simulate(
     _check_vector_field(model, ts, y0, args)
     check_event(event, ts[0], y0, args)
     stiff = isinstance(model, AbstractModel) and model.is_stiff
-    chosen = resolve_solver(
-        options.solver, stiff=stiff, state_size=y0.size, rtol=options.rtol, atol=options.atol
-    )
+    rtol, atol = tolerances(options, y0.dtype)
+    chosen = resolve_solver(options.solver, stiff=stiff, state_size=y0.size, rtol=rtol, atol=atol)
     if options.adaptive and not has_error_estimate(chosen):
         raise ValueError(
             f"{type(chosen).__name__} has no error estimate for adaptive steps; pass "
             "adaptive=False with dt0=..., or an adaptive solver such as solver='tsit5'."
         )
-    dt0 = options.dt0 if options.adaptive else _fixed_step(model, chosen, y0, ts, options)
+    step = None if options.adaptive else _fixed_step(model, chosen, y0, ts, options)
+    dt0 = options.dt0 if step is None else step.dt0
+    inputs = _input_status(model, ts, step)
+    if throw:
+        _raise_for_inputs(inputs, step, model, chosen)
     if options.adjoint == "forward" and isinstance(model, AbstractGridModel):
         model = model.with_forward_mode_stencils()  # Pallas kernels are reverse-mode only
     integrator = _chosen_integrator(options, chosen)
@@ -164,7 +171,7 @@ def simulate(
             "solver='kvaerno5'."
         )
     # As arrays these are traced by the compiled solve, so new values never recompile it.
-    rtol, atol = jnp.asarray(options.rtol), jnp.asarray(options.atol)
+    rtol, atol = jnp.asarray(rtol), jnp.asarray(atol)
     dt0 = None if dt0 is None else jnp.asarray(dt0)
     if integrator == "lean":
         ys, result, stats, found = lean_solve(
@@ -221,7 +228,7 @@ def simulate(
     event_time, event_state = (None, None) if found is None else found
     # Save times after a terminating event are never reached: their NaN is no failure.
     unreached = ts > event_time if event is not None and event.terminate else None
-    result = _checked_result(result, model, ts, ys, unreached)
+    result = _checked_result(result, inputs, ys, unreached)
     ys = _raise_on_failure(ys, result, _failure_hint(chosen)) if throw else ys
     return Trajectory(
         ts=ts,
@@ -374,12 +381,51 @@ def _check_vector_field(model, ts, y0, args) -> None:
         )
 
 
-def _fixed_step(model, solver, y0, ts, options: SolveOptions):
-    """The fixed step: `dt0` checked against the span, `max_steps` and the stability limit
-    of grid models, or a stable step when `dt0` is None."""
-    dt0 = _stable_step(model, solver, y0, options.dt0)
+class _FixedStep(NamedTuple):
+    """A fixed step and what it means for the solve (arrays, traced under `jit`/`vmap`)."""
+
+    dt0: Array  # the step
+    limit: Array | None  # the largest stable step; None where no limit is known
+    num_steps: Array  # steps of dt0 from ts[0] to ts[-1]
+    status: RESULTS  # successful, unstable_step or max_steps_reached
+
+
+def _fixed_step(model: Any, solver: Any, y0: Array, ts: Array, options: SolveOptions) -> _FixedStep:
+    """The fixed step, decided by one `jnp` computation directly and under `jit`/`vmap`.
+
+    A given `dt0` above the stability limit of a grid model (`model.max_stable_step`), or
+    needing more than `max_steps` steps, gives the status `unstable_step` or
+    `max_steps_reached`, which `simulate` raises at top level and returns under `jit` and
+    `vmap`. With `dt0=None` the step is `STABLE_STEP_SAFETY` times the limit, computed from
+    the (possibly traced) parameters: the number of steps per save interval is then static
+    at top level and found at run time under `jit`/`vmap` (bounded by `max_steps`). Where no
+    step is stable (limit zero) it takes one step per save interval, with `unstable_step`.
+    """
+    limit = model.max_stable_step(solver, y0) if isinstance(model, AbstractModel) else None
+    if limit is None and options.dt0 is None:
+        raise ValueError("adaptive=False takes fixed steps and needs a step: pass dt0=...")
+    span = ts[-1] - ts[0]
+    if limit is not None:
+        limit = limit.astype(ts.dtype)
+    if options.dt0 is None:
+        stable = jnp.minimum(jnp.asarray(STABLE_STEP_SAFETY, ts.dtype) * limit, span)
+        dt0 = jnp.where(limit > 0, stable, span)
+    else:
+        dt0 = jnp.asarray(options.dt0, ts.dtype)
+        _check_span(dt0, ts)
+    num_steps = jnp.ceil(span / dt0 * (1 - grid_slack(ts.dtype)))
+    status = RESULTS.where(
+        num_steps > options.max_steps, RESULTS.max_steps_reached, RESULTS.successful
+    )
+    if limit is not None:
+        status = RESULTS.where(dt0 > limit, RESULTS.unstable_step, status)
+    return _FixedStep(dt0=dt0, limit=limit, num_steps=num_steps, status=status)
+
+
+def _check_span(dt0: Array, ts: Array) -> None:
+    """A step longer than the whole span is refused where both are known."""
     if not (is_concrete(dt0) and is_concrete(ts)):
-        return dt0
+        return
     times = np.asarray(ts)  # numpy: jnp indexing would be staged under jit
     span = float(times[-1] - times[0])
     if float(dt0) > span:
@@ -387,39 +433,32 @@ def _fixed_step(model, solver, y0, ts, options: SolveOptions):
             f"the fixed step dt0={float(dt0):g} is longer than the whole span ts[-1] - ts[0] = "
             f"{span:g}; pass a smaller dt0."
         )
-    num_steps = int(np.ceil(span / float(dt0)))
-    if num_steps > options.max_steps:
-        raise ValueError(
-            f"{num_steps} fixed steps of dt0={float(dt0):g} are needed to reach ts[-1], more "
-            f"than max_steps={options.max_steps}; raise max_steps or dt0."
-        )
-    return dt0
 
 
-def _stable_step(model: Any, solver: Any, y0: Any, dt0: Any) -> Any:
-    """`dt0` checked against `model.max_stable_step`, or a stable step when `dt0` is None."""
-    limit = model.max_stable_step(solver, y0) if isinstance(model, AbstractModel) else None
-    if limit is None:
-        if dt0 is None:
-            raise ValueError("adaptive=False takes fixed steps and needs a step: pass dt0=...")
-        return dt0
-    solver_label = type(solver).__name__
-    if limit == 0.0:
-        raise ValueError(
-            f"no fixed step is stable for {type(model).__name__} with {solver_label} (its "
-            "eigenvalues lie outside the solver's stability region at any step); use a "
-            "higher-order explicit solver such as solver='tsit5', an implicit solver, or "
-            "adaptive=True."
+def _step_detail(status: RESULTS, step: _FixedStep | None, model: Any, solver: Any) -> str:
+    """The numbers behind a fixed step's failure, for the error raised at top level."""
+    if step is None:
+        return ""
+    labels = f"{type(solver).__name__} for {type(model).__name__}"
+    if status == RESULTS.unstable_step:
+        limit = float(step.limit)
+        if limit == 0.0:
+            return (
+                f" Here no fixed step is stable for {type(model).__name__} with "
+                f"{type(solver).__name__} (its eigenvalues lie outside the solver's stability "
+                "region at any step): use a higher-order explicit solver such as "
+                "solver='tsit5', an implicit solver, or adaptive=True."
+            )
+        return (
+            f" Here dt0={float(step.dt0):g} is above the largest stable step {limit:.6g} of "
+            f"{labels} (diffusion-number/CFL limit); pass dt0<={limit:.6g}."
         )
-    if dt0 is None:
-        return STABLE_STEP_SAFETY * limit
-    if is_concrete(dt0) and float(dt0) > limit:
-        raise ValueError(
-            f"dt0={float(dt0):g} is above the largest stable step {limit:.6g} of {solver_label} "
-            f"for {type(model).__name__} (diffusion-number/CFL limit); pass dt0<={limit:.6g}, "
-            "dt0=None to have one chosen, an implicit solver, or adaptive=True."
+    if status == RESULTS.max_steps_reached:
+        return (
+            f" {int(step.num_steps)} fixed steps of dt0={float(step.dt0):g} are needed to "
+            "reach ts[-1], more than max_steps; raise max_steps or dt0."
         )
-    return dt0
+    return ""
 
 
 def _chosen_integrator(options: SolveOptions, solver: Any) -> str:
@@ -463,12 +502,30 @@ def _own_integrator(solver: Any) -> str | None:
     return None
 
 
+def _input_status(model: Any, ts: Array, step: _FixedStep | None) -> RESULTS:
+    """What the inputs show before any step is taken, in rising priority: a fixed step that
+    is unstable or too small for `max_steps`, save times that are not increasing,
+    parameters outside their declared ranges. Arrays: checked inside the compiled code."""
+    status = RESULTS.successful if step is None else step.status
+    status = RESULTS.where(jnp.all(jnp.diff(ts) > 0), status, RESULTS.invalid_times)
+    if isinstance(model, AbstractModel):
+        status = RESULTS.where(model.parameters_in_range(), status, RESULTS.parameter_out_of_range)
+    return status
+
+
+def _raise_for_inputs(inputs: RESULTS, step: _FixedStep | None, model: Any, solver: Any) -> None:
+    """At top level, raises the failure that the inputs already show, before solving, with
+    its numbers; under `jit`/`vmap` the same status reaches the solve's `.result`."""
+    if _is_known(inputs) and inputs != RESULTS.successful:
+        raise SimulationError(RESULTS[inputs] + _step_detail(inputs, step, model, solver))
+
+
 def _checked_result(
-    result: RESULTS, model: Any, ts: Array, ys: Array, unreached: Array | None = None
+    result: RESULTS, inputs: RESULTS, ys: Array, unreached: Array | None = None
 ) -> RESULTS:
     """The solve's status, with what only the run-time values can show: non-finite states
-    (at the save times reached: `unreached` marks those after a terminating event), save
-    times that are not increasing, parameters outside their declared ranges."""
+    (at the save times reached: `unreached` marks those after a terminating event), and
+    the failures the inputs show (`_input_status`), which take precedence."""
     finite = jnp.isfinite(ys)
     if unreached is not None:
         finite = finite | unreached.reshape(-1, *(1,) * (ys.ndim - 1))
@@ -476,10 +533,12 @@ def _checked_result(
     result = RESULTS.where(
         (result == RESULTS.successful) & ~all_finite, RESULTS.nonfinite_state, result
     )
-    result = RESULTS.where(jnp.all(jnp.diff(ts) > 0), result, RESULTS.invalid_times)
-    if isinstance(model, AbstractModel):
-        result = RESULTS.where(model.parameters_in_range(), result, RESULTS.parameter_out_of_range)
-    return result
+    return RESULTS.where(inputs == RESULTS.successful, result, inputs)
+
+
+def _is_known(result: RESULTS) -> bool:
+    """Whether a status is a concrete value (at top level), not traced."""
+    return all(is_concrete(leaf) for leaf in jax.tree.leaves(result))
 
 
 def _failure_hint(solver: Any) -> str:
@@ -495,7 +554,7 @@ def _raise_on_failure(ys: Array, result: RESULTS, hint: str) -> Array:
     """Raises `SimulationError` for a failed solve. At top level the status is read after
     the compiled call returns, so no executable holds a host callback (and JAX's persistent
     compilation cache can keep it); inside `jit`/`vmap`/`grad` Equinox's `error_if` does it."""
-    if all(is_concrete(leaf) for leaf in jax.tree.leaves(result)):
+    if _is_known(result):
         if result != RESULTS.successful:
             raise SimulationError(RESULTS[result] + (hint if _ran_out_of_steps(result) else ""))
         return ys

@@ -10,15 +10,20 @@ Rosenbrock and Radau methods, and Diffrax runs the rest.
 """
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import diffrax as dfx
+import equinox as eqx
+import jax
+import jax.numpy as jnp
 import lineax as lx
 import numpy as np
 import optimistix as optx
+from jaxtyping import Array, ArrayLike
 
 from ._stiff import AbstractStiffSolver, Radau5, Rodas5P
+from .grid._stability import as_complex
 
 _rk4_tableau = dfx.ButcherTableau(
     c=np.array([0.5, 0.5, 1.0]),
@@ -207,71 +212,93 @@ def resolve_adjoint(adjoint: Any) -> dfx.AbstractAdjoint:
     )
 
 
-def stability_function(solver: Any) -> Callable[[np.ndarray], np.ndarray] | None:
+def stability_function(solver: Any) -> Callable[[Array], Array] | None:
     r"""The stability function $R(z) = 1 + z\, b^\top (I - zA)^{-1} \mathbf 1$ of an explicit
-    Runge–Kutta `solver`, or `None` when it is implicit or not a Runge–Kutta method."""
+    Runge–Kutta `solver`, or `None` when it is implicit or not a Runge–Kutta method.
+
+    $R$ is evaluated with `jnp` on complex arrays `z` (traced or not); the tableau is static.
+    """
     if isinstance(solver, dfx.Euler):
         return lambda z: 1.0 + z
     if not is_lean_solver(solver):
         return None
     tableau = solver.tableau
-    num_stages = len(tableau.b_sol)
-    matrix = np.zeros((num_stages, num_stages))
-    for row, coefficients in enumerate(tableau.a_lower, start=1):
-        matrix[row, : len(coefficients)] = coefficients
-    weights = np.asarray(tableau.b_sol, dtype=float)
+    rows = [()] + [tuple(float(a) for a in row) for row in tableau.a_lower]
+    weights = tuple(float(b) for b in tableau.b_sol)
 
-    def evaluate(z: np.ndarray) -> np.ndarray:
+    def combination(coefficients: Sequence[float], stages: list[Array]) -> Array:
+        terms = [c * stage for c, stage in zip(coefficients, stages, strict=False) if c != 0]
+        return sum(terms[1:], terms[0]) if terms else jnp.zeros_like(stages[0])
+
+    def evaluate(z: Array) -> Array:
         # A is strictly lower triangular, so (I - zA)^{-1} 1 is a forward substitution.
-        z = np.asarray(z, dtype=complex)
-        stages = np.empty((num_stages, *z.shape), dtype=complex)
-        for i in range(num_stages):
-            stages[i] = 1.0 + z * np.tensordot(matrix[i, :i], stages[:i], axes=1)
-        return 1.0 + z * np.tensordot(weights, stages, axes=1)
+        stages = [jnp.ones_like(z)]
+        for coefficients in rows[1:]:
+            stages.append(1.0 + z * combination(coefficients, stages))
+        return 1.0 + z * combination(weights, stages)
 
     return evaluate
 
 
 _SCAN_POINTS = 400
+_BISECTIONS = 40
 _LARGEST_SCALED_STEP = 20.0  # every explicit method's stability region lies inside |z| < 20
 _STABILITY_TOLERANCE = 1e-9
 
 
-def largest_stable_step(solver: Any, eigenvalues: np.ndarray) -> float | None:
-    """The largest $\\Delta t$ with $|R(\\Delta t\\,\\lambda)| \\le 1$ for all `eigenvalues`.
+def largest_stable_step(solver: Any, eigenvalues: ArrayLike) -> Array | None:
+    r"""The largest $\Delta t$ with $|R(\Delta t\,\lambda)| \le 1$ for all `eigenvalues`.
 
-    Returns `None` when `solver` has no known stability polynomial (implicit solvers: no
-    limit is imposed) or every eigenvalue is zero, and `0.0` when no step is stable (e.g.
-    forward Euler on purely imaginary eigenvalues).
+    A `jnp` computation, so `eigenvalues` may come from traced parameters (under `jax.jit`,
+    `jax.vmap`, `jax.grad`): steps $\Delta t = \tfrac{i}{400} \cdot 20 / \max|\lambda|$ are
+    scanned up to the first unstable one (a stability region need not be convex), then the
+    edge is bisected. The limit is a threshold, not a differentiable quantity: no gradient
+    flows through it.
+
+    **Returns:** `None` when `solver` has no known stability polynomial (implicit solvers: no
+    limit is imposed, a static decision); otherwise a scalar array: `inf` when every
+    eigenvalue is zero, and `0.0` when no step is stable (e.g. forward Euler on purely
+    imaginary eigenvalues).
     """
-    stability = stability_function(solver)
-    eigenvalues = np.asarray(eigenvalues, dtype=complex).ravel()
-    spectral_radius = float(np.max(np.abs(eigenvalues), initial=0.0))
-    if stability is None or spectral_radius == 0.0:
+    if stability_function(solver) is None:
         return None
+    return _largest_stable_step(solver, jax.lax.stop_gradient(jnp.asarray(eigenvalues)))
 
-    def stable(step: float) -> bool:
-        return bool(np.all(np.abs(stability(step * eigenvalues)) <= 1.0 + _STABILITY_TOLERANCE))
 
-    steps = np.linspace(0.0, _LARGEST_SCALED_STEP / spectral_radius, _SCAN_POINTS + 1)[1:]
-    stable_below, unstable_above = 0.0, None
-    for step in steps:  # scan first: a stability region need not be convex
-        if not stable(step):
-            unstable_above = step
-            break
-        stable_below = step
-    if unstable_above is None:
-        return stable_below
-    if stable_below == 0.0:
-        # Unstable already at a twentieth of a step per unit spectral radius: only a sliver
-        # of the region, if any, covers these eigenvalues, so no useful step is stable.
-        return 0.0
-    for _ in range(40):
-        middle = 0.5 * (stable_below + unstable_above)
-        stable_below, unstable_above = (
-            (middle, unstable_above) if stable(middle) else (stable_below, middle)
-        )
-    return stable_below
+@eqx.filter_jit  # one compilation per solver and eigenvalue shape, also under an outer jit
+def _largest_stable_step(solver: Any, eigenvalues: Array) -> Array:
+    stability = stability_function(solver)
+    eigenvalues = as_complex(jnp.ravel(eigenvalues))
+    complex_dtype = eigenvalues.dtype
+    real_dtype = jnp.real(eigenvalues).dtype
+    spectral_radius = jnp.max(jnp.abs(eigenvalues))
+    nonzero = spectral_radius > 0
+    increment = _LARGEST_SCALED_STEP / _SCAN_POINTS / jnp.where(nonzero, spectral_radius, 1.0)
+
+    def stable(step: Array) -> Array:
+        growth = jnp.abs(stability(step.astype(complex_dtype) * eigenvalues))
+        return jnp.all(growth <= 1.0 + _STABILITY_TOLERANCE)
+
+    def scanning(index: Array) -> Array:
+        return (index <= _SCAN_POINTS) & stable(jnp.asarray(index, real_dtype) * increment)
+
+    first_unstable = jax.lax.while_loop(scanning, lambda index: index + 1, jnp.asarray(1))
+    stable_below = jnp.asarray(first_unstable - 1, real_dtype) * increment
+    unstable_above = jnp.asarray(first_unstable, real_dtype) * increment
+
+    def bisect(_, bracket):
+        below, above = bracket
+        middle = 0.5 * (below + above)
+        middle_stable = stable(middle)
+        return jnp.where(middle_stable, middle, below), jnp.where(middle_stable, above, middle)
+
+    edge, _ = jax.lax.fori_loop(0, _BISECTIONS, bisect, (stable_below, unstable_above))
+    # Stable over the whole scan: the last step scanned. Unstable already at a twentieth
+    # of a step per unit spectral radius: only a sliver of the region, if any, covers these
+    # eigenvalues, so no useful step is stable.
+    limit = jnp.where(first_unstable > _SCAN_POINTS, stable_below, edge)
+    limit = jnp.where(first_unstable == 1, 0.0, limit)
+    return jnp.where(nonzero, limit, jnp.inf)
 
 
 IMPLICIT_METHODS = ("implicit_euler", "kvaerno3", "kvaerno4", "kvaerno5")

@@ -60,6 +60,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--check", action="store_true", help="only validate the experiment file, run nothing"
     )
+    run.add_argument(
+        "--data",
+        type=pathlib.Path,
+        default=None,
+        metavar="CSV",
+        help="fit this CSV file instead of the file's data source (any path: a csv path in "
+        "the TOML file must stay inside the experiment's folder or the project)",
+    )
 
     commands.add_parser(
         "list",
@@ -137,7 +145,13 @@ def _positive_int(text: str) -> int:
 
 def configure_jax(num_devices: int | None) -> None:
     """Application settings (the library never touches jax.config): float64, a persistent
-    compilation cache so a second run starts faster, and simulated CPU devices if asked."""
+    compilation cache so a second run starts faster, and simulated CPU devices if asked.
+
+    Every executable is cached, however quick to compile: a run compiles about a hundred,
+    most of them small, and together those cost more than the few large ones. None holds
+    a host callback (which would keep it out of the cache): top-level solves read their
+    status after the compiled call returns.
+    """
     import jax
 
     jax.config.update("jax_enable_x64", True)
@@ -145,7 +159,7 @@ def configure_jax(num_devices: int | None) -> None:
         pathlib.Path.home() / ".cache" / "simlab" / "jax"
     )
     jax.config.update("jax_compilation_cache_dir", cache)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     if num_devices is not None and num_devices > 1:
         try:
             jax.config.update("jax_num_cpu_devices", num_devices)
@@ -174,7 +188,7 @@ def _run(arguments) -> int:
     import simlab.experiment as experiments
 
     path = experiments.find(arguments.experiment)
-    experiment = experiments.load(path, quick=arguments.quick)
+    experiment = experiments.load(path, quick=arguments.quick, data=arguments.data)
     if arguments.check:
         print(f"{path}: valid.")
         return EXIT_OK

@@ -1,6 +1,11 @@
 """New parameter values, initial states, save times or tolerances never recompile a solve."""
 
 import contextlib
+import json
+import os
+import pathlib
+import subprocess
+import sys
 
 import jax
 import jax.monitoring
@@ -10,6 +15,7 @@ from helpers import lorenz
 
 import simlab
 
+ROOT = pathlib.Path(__file__).parent.parent
 BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 
 
@@ -81,3 +87,54 @@ def test_vmapped_solve_under_jit_compiles_once():
         jax.block_until_ready(solve(*new_inputs))
     assert len(first) == 1
     assert len(again) == 0
+
+
+# A fresh process with the command's JAX settings: top-level solves (lean fixed steps of a
+# grid model with its stability limit, the adaptive lean loop), then the counts of
+# persistent-cache hits and misses as JSON.
+_CACHED_RUN = """
+import json, jax, jax.monitoring, jax.numpy as jnp
+events = {"hits": 0, "misses": 0}
+names = {"/jax/compilation_cache/cache_hits": "hits",
+         "/jax/compilation_cache/cache_misses": "misses"}
+def listener(event, **kwargs):
+    if event in names:
+        events[names[event]] += 1
+jax.monitoring.register_event_listener(listener)
+import simlab, simlab.cli
+simlab.cli.configure_jax(None)
+grid = simlab.Grid((16,), extent=1.0)
+heat = simlab.models.Heat(diffusivity=0.1, grid=grid)
+ts = jnp.linspace(0.0, 0.1, 3)
+simlab.simulate(heat, jnp.sin(2 * jnp.pi * grid.coordinates()[0]), ts, solver="rk4",
+                adaptive=False)
+lorenz = simlab.models.Lorenz(sigma=10.0, rho=28.0, beta=8 / 3)
+simlab.simulate(lorenz, jnp.ones(3), ts)
+print(json.dumps(events))
+"""
+
+
+def test_a_second_process_finds_every_executable_in_the_persistent_cache(tmp_path):
+    """What the first process compiled, the second reads back: no executable is kept out of
+    the cache (a host callback such as `eqx.error_if` in compiled code would be)."""
+    environment = {
+        **os.environ,
+        "SIMLAB_CACHE_DIR": str(tmp_path / "cache"),
+        "PYTHONPATH": str(ROOT),
+        "JAX_PLATFORMS": "cpu",
+    }
+    counts = []
+    for _ in range(2):
+        finished = subprocess.run(
+            [sys.executable, "-c", _CACHED_RUN],
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=240,
+            check=False,
+        )
+        assert finished.returncode == 0, finished.stderr[-2000:]
+        counts.append(json.loads(finished.stdout.strip().splitlines()[-1]))
+    first, second = counts
+    assert first["misses"] > 10  # (a hit in the first: one executable compiled twice)
+    assert second == {"hits": first["hits"] + first["misses"], "misses": 0}

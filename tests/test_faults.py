@@ -15,6 +15,8 @@ import pytest
 from jaxtyping import Array, Float
 
 import simlab
+import simlab.experiment
+import simlab.plot
 from simlab.models import AbstractODEModel, parameter
 
 HERE = pathlib.Path(__file__).parent
@@ -382,6 +384,29 @@ def test_a_data_path_outside_the_project_is_refused(isolated, capsys, tmp_path_f
         assert "SECRET" not in line
 
 
+def test_a_data_file_outside_the_project_is_taken_from_the_command_line(
+    isolated, capsys, tmp_path_factory
+):
+    outside = tmp_path_factory.mktemp("elsewhere") / "pelts.csv"
+    outside.write_text(GOOD_CSV, encoding="utf-8")
+    project = isolated / "project"
+    project.mkdir()
+    os.chdir(project)
+    path = _experiment(project, outside)
+    code, line = _simlab(capsys, "run", str(path), "--check")
+    assert code == 2 and "--data PATH" in line  # the refusal names the way to pass it
+    # Named by the user, the same file is read; the experiment's own source is replaced.
+    code, line = _simlab(capsys, "run", str(path), "--check", "--data", str(outside))
+    assert code == 0 and "valid" in line
+    relative = os.path.relpath(outside, project)
+    experiment = simlab.experiment.load(_experiment(project, "missing.csv"), data=relative)
+    assert experiment.data.source == f"csv:{outside.resolve()}"
+    np.testing.assert_array_equal(experiment.data.observations, [[30, 4], [40, 5], [50, 7]])
+    # A bad file named on the command line gets the same one-line refusal as any other.
+    code, line = _simlab(capsys, "run", str(path), "--check", "--data", str(outside) + ".no")
+    assert code == 2 and "no such file" in line
+
+
 @pytest.mark.parametrize(
     ("change", "key", "needs"),
     [
@@ -599,3 +624,96 @@ def test_models_declare_state_units_and_datasets_their_time_unit():
     assert simlab.models.DampedPendulum.state_units == ("rad", "rad/s")
     assert simlab.models.LotkaVolterra.state_units == ("population", "population")
     assert simlab.datasets.lynx_hare().time_unit == "years"
+
+
+# --- float32: default tolerances follow the precision of the state -----------------------
+
+_FLOAT32_SOLVES = """
+import json, sys, warnings
+import jax
+jax.config.update("jax_enable_x64", False)
+import jax.numpy as jnp
+sys.path.insert(0, sys.argv[1])
+import simlab
+import simlab.experiment
+import simlab.plot
+from stiff_problems import PROBLEMS
+out = {}
+robertson = simlab.simulate(
+    simlab.models.Robertson(), jnp.array([1.0, 0.0, 0.0]), jnp.array([0.0, 40.0]), throw=False
+)
+out["robertson"] = [bool(robertson.succeeded), robertson.ys[-1].tolist()]
+for name in ("vdpol", "hires"):
+    problem = PROBLEMS[name]
+    solution = simlab.simulate(
+        lambda t, y, args, p=problem: p.vector_field(t, y),
+        jnp.asarray(problem.y0, jnp.float32),
+        jnp.array([0.0, problem.t1], jnp.float32),
+        solver="rodas5p",
+        throw=False,
+    )
+    out[name] = [bool(solution.succeeded), problem.scd(solution.ys[-1])]
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    simlab.simulate(
+        simlab.models.Robertson(), jnp.array([1.0, 0.0, 0.0]), jnp.array([0.0, 1.0]), rtol=1e-6
+    )
+out["warnings"] = [str(w.message) for w in caught]
+print(json.dumps(out))
+"""
+
+
+def test_float32_defaults_solve_the_stiff_test_problems_and_too_tight_rtol_warns():
+    """In float32 the defaults (rtol=1e-4, atol=1e-7) solve Robertson and the Test Set's
+    van der Pol and HIRES; float64's rtol=1e-6 would run van der Pol into max_steps."""
+    import subprocess
+    import sys
+
+    finished = subprocess.run(
+        [sys.executable, "-c", _FLOAT32_SOLVES, str(HERE)],
+        env={**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert finished.returncode == 0, finished.stderr[-2000:]
+    out = json.loads(finished.stdout.strip().splitlines()[-1])
+    succeeded, robertson = out["robertson"]
+    # The widely tabulated Robertson values at t = 40, to the default rtol.
+    assert succeeded
+    np.testing.assert_allclose(robertson, [0.7158270687, 9.185534764e-06, 0.2841637457], rtol=1e-3)
+    for name in ("vdpol", "hires"):
+        succeeded, digits = out[name]
+        assert succeeded and digits > 3.0, (name, digits)  # the Test Set's reference values
+    (warning,) = [w for w in out["warnings"] if "machine epsilons" in w]
+    assert "rtol=1e-06 is below 100 machine epsilons of the float32 state" in warning
+    assert "Pass rtol>=0.0001" in warning
+
+
+# --- figure units ---------------------------------------------------------------------------
+
+
+def _lotka_volterra_trajectory():
+    model = simlab.models.LotkaVolterra(alpha=0.5, beta=0.02, gamma=0.9, delta=0.03)
+    return model, simlab.simulate(model, jnp.array([30.0, 4.0]), jnp.linspace(0.0, 5.0, 21))
+
+
+def test_phase_portraits_and_trajectories_put_units_on_their_axes():
+    model, trajectory = _lotka_volterra_trajectory()
+    ax = simlab.plot.phase_portrait(trajectory, units=model.state_units)
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("prey (population)", "predator (population)")
+    ax = simlab.plot.phase_portrait(trajectory, units=("thousands", "thousands"), ylabel="lynx")
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("prey (thousands)", "lynx")
+    assert simlab.plot.phase_portrait(trajectory).get_xlabel() == "prey"  # no units known
+    data = simlab.datasets.lynx_hare()
+    ax = simlab.plot.trajectory(
+        trajectory, units=model.state_units, time_label=f"time ({data.time_unit})"
+    )
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("time (years)", "state (population)")
+    mixed = simlab.plot.trajectory(trajectory, units=("hares", "lynxes"))
+    assert mixed.get_ylabel() == "state"  # components in different units share no label
+    one = simlab.plot.trajectory(trajectory, units=("hares", "lynxes"), components=["prey"])
+    assert one.get_ylabel() == "state (hares)"
+    with pytest.raises(ValueError, match="one string per state component"):
+        simlab.plot.phase_portrait(trajectory, units=("thousands",))

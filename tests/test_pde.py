@@ -223,7 +223,7 @@ def test_fixed_step_above_the_stability_limit_is_refused_with_the_limit():
     # Forward Euler on the 5-point Laplacian: dt <= h^2 / (2 d D).
     limit = (1 / 16) ** 2 / (2 * 2 * 0.5)
     assert model.max_stable_step(dfx.Euler(), y0) == pytest.approx(limit, rel=1e-6)
-    with pytest.raises(ValueError, match="largest stable step 0.001953"):
+    with pytest.raises(simlab.SimulationError, match="largest stable step 0.001953"):
         simlab.simulate(
             model, y0, jnp.array([0.0, 0.1]), solver="euler", adaptive=False, dt0=1.01 * limit
         )
@@ -232,7 +232,7 @@ def test_fixed_step_above_the_stability_limit_is_refused_with_the_limit():
     assert advection.max_stable_step(dfx.Heun(), y0) == pytest.approx((1 / 16) / 2.0, rel=1e-6)
     # Waves (imaginary eigenvalues) are unstable with forward Euler at any step.
     wave = Wave(wave_speed=1.0, grid=grid)
-    with pytest.raises(ValueError, match="no fixed step is stable for Wave with Euler"):
+    with pytest.raises(simlab.SimulationError, match="no fixed step is stable for Wave with Euler"):
         simlab.simulate(
             wave, jnp.zeros((2, 16, 16)), jnp.array([0.0, 1.0]), solver="euler", adaptive=False
         )

@@ -7,6 +7,7 @@ import pytest
 from helpers import LORENZ, without_type_checks
 
 import simlab
+from simlab.models import Heat, Wave
 
 TS = jnp.linspace(0.0, 1.0, 5)
 Y0 = jnp.ones(3)
@@ -39,7 +40,6 @@ Y0 = jnp.ones(3)
         (dict(max_steps=0), "max_steps must be a positive integer"),
         (dict(dt0=-0.1), "dt0 must be positive"),
         (dict(adaptive=False), "adaptive=False takes fixed steps and needs a step: pass dt0"),
-        (dict(adaptive=False, dt0=1e-6, max_steps=100), "raise max_steps or dt0"),
     ],
 )
 def test_bad_input_is_refused_with_a_message_that_names_the_fix(kwargs, message):
@@ -99,3 +99,122 @@ def test_an_explicit_solver_on_a_stiff_model_fails_fast_with_a_hint():
             solver="tsit5",
             max_steps=2000,
         )
+
+
+def _heat_solve(diffusivity, dt0, *, throw=False):
+    """A forward-Euler heat solve whose stability limit is h^2 / (2 D)."""
+    grid = simlab.Grid((16,), extent=1.0, boundary="neumann")
+    (x,) = grid.coordinates()
+    model = Heat(diffusivity=diffusivity, grid=grid)
+    ts = jnp.linspace(0.0, 0.05, 3)
+    return simlab.simulate(
+        model, jnp.cos(jnp.pi * x), ts, solver="euler", adaptive=False, dt0=dt0, throw=throw
+    )
+
+
+def _heat_status(diffusivity, dt0):
+    return _heat_solve(diffusivity, dt0).result
+
+
+def test_an_unstable_fixed_step_fails_alike_directly_under_jit_and_under_vmap():
+    # Forward Euler on the 1-D Laplacian: dt <= h^2 / (2 D) = (1/16)^2 / 2 / D.
+    h = 1 / 16
+    diffusivities = jnp.array([1.0, 30.0])  # dt0 is stable for D = 1 only
+    dt0 = 0.5 * h**2 / 2
+    direct = [_heat_status(d, dt0) for d in diffusivities]
+    jitted = [jax.jit(_heat_status, static_argnums=1)(d, dt0) for d in diffusivities]
+    batched = jax.jit(jax.vmap(_heat_status, in_axes=(0, None)), static_argnums=1)(
+        diffusivities, dt0
+    )
+    for want in (simlab.RESULTS.successful, simlab.RESULTS.unstable_step):
+        expected = [want == simlab.RESULTS.successful, want == simlab.RESULTS.unstable_step]
+        assert [bool(status == want) for status in direct] == expected
+        assert [bool(status == want) for status in jitted] == expected
+        assert np.asarray(batched == want).tolist() == expected
+    # A traced step too: the limit is compared with it inside the compiled solve.
+    traced = jax.jit(_heat_status)(jnp.asarray(30.0), jnp.asarray(dt0))
+    assert traced == simlab.RESULTS.unstable_step
+    # At top level the failure is raised, with the limit and the ways out.
+    limit = h**2 / (2 * 30.0)
+    with pytest.raises(simlab.SimulationError, match=f"largest stable step {limit:.6g}") as error:
+        _heat_solve(30.0, dt0, throw=True)
+    assert "adaptive=True" in str(error.value) and "implicit" in str(error.value)
+    # Under jit with throw=True the same status raises inside the compiled code.
+    with pytest.raises(Exception, match="above the largest stable step"):
+        jax.jit(lambda d: _heat_solve(d, dt0, throw=True).ys)(jnp.asarray(30.0)).block_until_ready()
+
+
+def test_the_stability_limit_is_the_same_traced_and_matches_the_analytic_one():
+    grid = simlab.Grid((16, 16), extent=1.0)
+    y0 = jnp.zeros(grid.shape)
+
+    def limit(solver, diffusivity):
+        return Heat(diffusivity=diffusivity, grid=grid).max_stable_step(solver, y0)
+
+    for solver, factor in (
+        (simlab.SOLVERS["euler"].build(), 2.0),
+        (simlab.SOLVERS["rk4"].build(), 2.7853),
+    ):
+        # Forward Euler: |1 + z| <= 1 on [-2, 0]; RK4 reaches -2.785 on the real axis.
+        expected = factor * (1 / 16) ** 2 / (8 * np.asarray([0.5, 2.0]))  # max: 8 D / h^2
+        direct = [float(limit(solver, d)) for d in (0.5, 2.0)]
+        batched = jax.jit(jax.vmap(lambda d, s=solver: limit(s, d)))(jnp.array([0.5, 2.0]))
+        np.testing.assert_allclose(direct, expected, rtol=1e-3)
+        np.testing.assert_allclose(np.asarray(batched), direct, rtol=1e-12)
+
+
+def test_a_chosen_fixed_step_follows_traced_parameters():
+    """dt0=None picks 0.9 x the limit from the parameters' values, under vmap too, and
+    matches the exact semi-discrete decay of the slowest cosine mode."""
+    grid = simlab.Grid((16,), extent=1.0, boundary="neumann")
+    (x,) = grid.coordinates()
+    h = grid.spacing[0]
+    ts = jnp.array([0.0, 0.02])
+
+    def final(diffusivity):
+        model = Heat(diffusivity=diffusivity, grid=grid)
+        trajectory = simlab.simulate(
+            model, jnp.cos(jnp.pi * x), ts, solver="heun", adaptive=False, throw=False
+        )
+        return trajectory.ys[-1], trajectory.result, trajectory.stats["num_steps"]
+
+    diffusivities = jnp.array([0.5, 2.0])
+    ys, status, steps = jax.vmap(final)(diffusivities)
+    assert np.asarray(status == simlab.RESULTS.successful).tolist() == [True, True]
+    rate = (2 - 2 * np.cos(np.pi * h)) / h**2
+    for i, d in enumerate([0.5, 2.0]):
+        direct_ys, direct_status, direct_steps = final(jnp.asarray(d))
+        assert direct_status == simlab.RESULTS.successful
+        assert int(steps[i]) == int(direct_steps)
+        # Heun's real stability limit is 2 / |lambda_max| = h^2 / (2 D).
+        assert int(steps[i]) == int(np.ceil(0.02 / (0.9 * h**2 / (2 * d)) * (1 - 1e-9)))
+        np.testing.assert_allclose(ys[i], direct_ys, rtol=1e-12)
+        exact = np.exp(-d * rate * 0.02) * np.cos(np.pi * np.asarray(x))
+        np.testing.assert_allclose(ys[i], exact, atol=5e-4)
+
+
+def test_no_stable_fixed_step_is_a_status_under_vmap():
+    grid = simlab.Grid((16,))
+    ts = jnp.array([0.0, 0.1])
+
+    def status(speed):
+        model = Wave(wave_speed=speed, grid=grid)
+        return simlab.simulate(
+            model, jnp.zeros((2, 16)), ts, solver="euler", adaptive=False, throw=False
+        ).result
+
+    statuses = jax.vmap(status)(jnp.array([1.0, 2.0]))
+    assert np.asarray(statuses == simlab.RESULTS.unstable_step).tolist() == [True, True]
+
+
+def test_too_many_fixed_steps_fail_alike_directly_and_under_jit():
+    def status(dt0):
+        return simlab.simulate(
+            LORENZ, Y0, TS, adaptive=False, dt0=dt0, max_steps=100, throw=False
+        ).result
+
+    assert status(1e-3) == simlab.RESULTS.max_steps_reached
+    assert jax.jit(status)(jnp.asarray(1e-3)) == simlab.RESULTS.max_steps_reached
+    assert jax.jit(status)(jnp.asarray(0.02)) == simlab.RESULTS.successful
+    with pytest.raises(simlab.SimulationError, match="1000 fixed steps .* raise max_steps or dt0"):
+        simlab.simulate(LORENZ, Y0, TS, adaptive=False, dt0=1e-3, max_steps=100)

@@ -152,7 +152,7 @@ class Decomposed(AbstractModel):
         """The sharding of the state (and of each saved time of a trajectory)."""
         return NamedSharding(self.mesh, self.partition_spec)
 
-    def max_stable_step(self, solver: Any, y0: Any) -> float | None:
+    def max_stable_step(self, solver: Any, y0: Any) -> jax.Array | None:
         return self.model.max_stable_step(solver, y0)
 
     def shard(self, field: Any) -> jax.Array:

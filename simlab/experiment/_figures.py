@@ -157,8 +157,28 @@ def _data(run: StoredRun, num_components: int):
     return run.arrays["data_ts"], observations
 
 
-def _labels(entry: dict, x: str, y: str) -> dict[str, str]:
-    return {"time_label": entry.get("xlabel", x), "value_label": entry.get("ylabel", y)}
+def _units(run: StoredRun) -> tuple[tuple[str, ...], str]:
+    """`(state units, time unit)` for axis labels: a shipped data set's own units where the
+    run fits one (its observations are the state), else the model's `state_units`."""
+    names = _state_names(run)
+    dataset = run.config.get("data", {}).get("dataset")
+    if dataset is not None:
+        from .. import datasets
+
+        records = getattr(datasets, dataset)()
+        return (records.value_unit,) * len(names), records.time_unit
+    units = tuple(_model_class(run).state_units)
+    return (units if len(units) == len(names) else ()), ""
+
+
+def _labels(run: StoredRun, entry: dict) -> dict[str, Any]:
+    """The time and value labels of a trajectory figure: the entry's own, else with units."""
+    units, time_unit = _units(run)
+    return {
+        "time_label": entry.get("xlabel", f"time ({time_unit})" if time_unit else "time"),
+        "value_label": entry.get("ylabel"),
+        "units": units,
+    }
 
 
 def _fit_figure(run: StoredRun, entry: dict):
@@ -169,7 +189,7 @@ def _fit_figure(run: StoredRun, entry: dict):
         fitted,
         data=_data(run, fitted.ys.shape[1]),
         stderr=run.arrays["fit_prediction_stderr"],
-        **_labels(entry, "time", "state"),
+        **_labels(run, entry),
     )
     ax.set_title(_parameter_text(run), fontsize=9)
     return ax.figure
@@ -192,8 +212,13 @@ def _phase_portrait(run: StoredRun, entry: dict):
 
     trajectory = _trajectory(run)
     data = _data(run, trajectory.ys.shape[1])
-    ax = simlab.plot.phase_portrait(trajectory, data=None if data is None else data[1])
-    _axis_labels(ax, entry)
+    ax = simlab.plot.phase_portrait(
+        trajectory,
+        data=None if data is None else data[1],
+        units=_units(run)[0],
+        xlabel=entry.get("xlabel"),
+        ylabel=entry.get("ylabel"),
+    )
     return ax.figure
 
 

@@ -172,13 +172,19 @@ def deep_merge(base: dict, overrides: dict) -> dict:
     return merged
 
 
-def load(path: str | pathlib.Path, *, quick: bool = False) -> Experiment:
+def load(
+    path: str | pathlib.Path, *, quick: bool = False, data: str | pathlib.Path | None = None
+) -> Experiment:
     """Parses and checks an experiment file; nothing is compiled or run.
 
     **Arguments:**
 
     - `path`: the TOML file.
     - `quick`: apply the file's `[quick]` table, a reduced version for tests and previews.
+    - `data`: a CSV file that replaces the file's data source (`simlab run EXP --data
+      PATH`), relative to the current folder. Named by the user rather than by the file, it
+      may lie anywhere, while a `csv` path in the file must stay inside the experiment's
+      folder or the project. The `[data]` table's `time_column` and `columns` still apply.
 
     **Returns:** an [`simlab.experiment.Experiment`][].
 
@@ -196,20 +202,29 @@ def load(path: str | pathlib.Path, *, quick: bool = False) -> Experiment:
         raise ExperimentError(f"{path}: not valid TOML ({error}); fix the syntax there.") from None
     except UnicodeDecodeError:
         raise ExperimentError(f"{path}: not a UTF-8 text file; save it as UTF-8.") from None
-    return parse(config, path, quick=quick)
+    return parse(config, path, quick=quick, data_file=data)
 
 
-def parse(config: dict, path: pathlib.Path, *, quick: bool = False) -> Experiment:
-    """Checks an already parsed TOML table (see [`simlab.experiment.load`][])."""
+def parse(
+    config: dict,
+    path: pathlib.Path,
+    *,
+    quick: bool = False,
+    data_file: str | pathlib.Path | None = None,
+) -> Experiment:
+    """Checks an already parsed TOML table (see [`simlab.experiment.load`][]); `data_file`
+    is `load`'s `data`."""
     check = Checker(path)
     check.keys(config, "", TOP_LEVEL_KEYS)
+    if data_file is not None:
+        config = _with_data_file(check, config, pathlib.Path(data_file))
     overrides = check.table(config, "quick", "quick", required=False) or {}
     resolved = {k: v for k, v in config.items() if k != "quick"}
     if quick:
         resolved = deep_merge(resolved, overrides)
     elif overrides:  # the [quick] table is checked on every run, not only the first --quick
         try:
-            parse(config, path, quick=True)
+            parse(config, path, quick=True, data_file=data_file)
         except ExperimentError as error:
             raise ExperimentError(f"{error} (with the [quick] table applied)") from None
     description = check.string(resolved, "description", "description", default="")
@@ -217,7 +232,7 @@ def parse(config: dict, path: pathlib.Path, *, quick: bool = False) -> Experimen
     y0 = _initial_state(check, resolved, model)
     time = _time(check, resolved)
     solver = _solver(check, resolved)
-    data = _data(check, resolved, model)
+    data = _data(check, resolved, model, named_by_user=data_file is not None)
     fit = _fit(check, resolved, model, data)
     event = _event(check, resolved, model, y0, solver)
     sweep = _sweep(check, resolved, model, fit, event)
@@ -366,7 +381,9 @@ def _solver(check: Checker, config: dict) -> dict[str, Any]:
     return options
 
 
-def _data(check: Checker, config: dict, model: AbstractModel) -> DataSpec | None:
+def _data(
+    check: Checker, config: dict, model: AbstractModel, *, named_by_user: bool = False
+) -> DataSpec | None:
     table = check.table(config, "data", "data", required=False)
     if table is None:
         return None
@@ -399,14 +416,30 @@ def _data(check: Checker, config: dict, model: AbstractModel) -> DataSpec | None
             f"dataset:{name}", np.asarray(records.ts), np.asarray(records.observations), None
         )
     if "csv" in table:
-        return _csv_data(check, table, model)
+        return _csv_data(check, table, model, named_by_user=named_by_user)
     return _synthetic_data(check, table, model)
 
 
-def _csv_data(check: Checker, table: dict, model: AbstractModel) -> DataSpec:
+def _with_data_file(check: Checker, config: dict, data: pathlib.Path) -> dict:
+    """`config` reading its data from `data`, a CSV file named on the command line (which
+    `_csv_data` takes from anywhere): it replaces the `[data]` table's source, in the
+    `[quick]` table too, and keeps its `time_column` and `columns`."""
+    table = check.table(config, "data", "data", required=False) or {}
+    kept = {key: table[key] for key in ("time_column", "columns") if key in table}
+    replaced = {**config, "data": {**kept, "csv": str(data.expanduser().resolve())}}
+    quick = check.table(config, "quick", "quick", required=False)
+    if quick is not None and "data" in quick:
+        replaced["quick"] = {key: value for key, value in quick.items() if key != "data"}
+    return replaced
+
+
+def _csv_data(
+    check: Checker, table: dict, model: AbstractModel, *, named_by_user: bool = False
+) -> DataSpec:
     relative = pathlib.Path(check.string(table, "csv", "data"))
     csv_path = relative if relative.is_absolute() else check.path.parent / relative
-    _check_inside_project(check, csv_path)
+    if not named_by_user:
+        _check_inside_project(check, csv_path)
     if not csv_path.is_file():
         raise check.fail(
             "data.csv",
@@ -471,7 +504,8 @@ def _check_inside_project(check: Checker, path: pathlib.Path) -> None:
         raise check.fail(
             "data.csv",
             f"{str(path)!r} lies outside the experiment's folder and the current project; copy "
-            "the data file next to the experiment file.",
+            "the data file next to the experiment file, or name it on the command line: "
+            "`simlab run EXPERIMENT --data PATH`.",
         )
 
 

@@ -6,13 +6,29 @@ $\lambda$ the mode's eigenvalue (the operator's *symbol*). The step is stable wh
 $|R(\Delta t\,\lambda)| \le 1$ for every mode. This module gives the symbols; the
 stability functions of the solvers live with the other solver knowledge in
 `simlab._solvers`.
+
+The wavenumbers and the Laplacian's symbol depend on the grid only (static, NumPy); the
+advection symbol takes the speeds, which may be traced parameters (`jnp`).
 """
 
+import jax.lax as lax
+import jax.numpy as jnp
 import numpy as np
+from jaxtyping import Array, ArrayLike
 
 # Enough wavenumbers per axis to resolve the symbol's extremes (reached at theta = 0 or pi,
 # which are always sampled) and its shape in between, without costly 3-D sample sets.
 _WAVENUMBERS_PER_AXIS = {1: 257, 2: 33, 3: 13}
+
+
+def as_complex(value: ArrayLike) -> Array:
+    """`value` as a complex array of matching precision (an explicit cast, which strict
+    dtype promotion asks for: real and complex arrays never mix implicitly)."""
+    value = jnp.asarray(value)
+    if jnp.iscomplexobj(value):
+        return value
+    value = value.astype(jnp.result_type(value.dtype, 1.0))  # integers to floats
+    return lax.complex(value, jnp.zeros_like(value))
 
 
 def wavenumbers(ndim: int) -> list[np.ndarray]:
@@ -32,12 +48,15 @@ def laplacian_symbol(spacing: tuple[float, ...], order: int) -> np.ndarray:
     return total
 
 
-def advection_symbol(spacing: tuple[float, ...], speeds: np.ndarray, scheme: str) -> np.ndarray:
-    r"""Eigenvalues of $-\mathbf v \cdot \nabla$ on the wavenumber mesh for speeds $|v_i|$."""
-    total = 0.0
-    for theta, h, speed in zip(wavenumbers(len(spacing)), spacing, speeds, strict=True):
+def advection_symbol(spacing: tuple[float, ...], speeds: ArrayLike, scheme: str) -> Array:
+    r"""Eigenvalues of $-\mathbf v \cdot \nabla$ on the wavenumber mesh for speeds $|v_i|$
+    (an array of shape `(len(spacing),)`, possibly traced)."""
+    speeds = as_complex(speeds)
+    total = jnp.zeros((), speeds.dtype)
+    for axis, (theta, h) in enumerate(zip(wavenumbers(len(spacing)), spacing, strict=True)):
         if scheme == "central":
-            total = total - 1j * speed * np.sin(theta) / h
+            shape = -1j * np.sin(theta) / h
         else:
-            total = total - speed * (1.0 - np.exp(-1j * theta)) / h
+            shape = -(1.0 - np.exp(-1j * theta)) / h
+        total = total + speeds[axis] * jnp.asarray(shape, speeds.dtype)
     return total

@@ -88,8 +88,9 @@ class AbstractModel(eqx.Module):
         """Whether `simulate(solver=None)` should pick an implicit solver (a static choice)."""
 
     @abc.abstractmethod
-    def max_stable_step(self, solver: Any, y0: Any) -> float | None:
-        """The largest fixed step `solver` can take stably from `y0` (`None`: no known limit).
+    def max_stable_step(self, solver: Any, y0: Any) -> Array | None:
+        """The largest fixed step `solver` can take stably from `y0` (`None`: no known limit),
+        a scalar array computed from the possibly traced parameters and `y0`.
 
         `simulate(..., adaptive=False)` refuses a larger `dt0`, and picks a stable step when
         `dt0=None`.

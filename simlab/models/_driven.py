@@ -168,5 +168,5 @@ class BoundaryDriven(AbstractModel):
             field = field + value * response
         return field
 
-    def max_stable_step(self, solver: Any, y0: Any) -> float | None:
+    def max_stable_step(self, solver: Any, y0: Any) -> Array | None:
         return self.model.max_stable_step(solver, y0)

@@ -10,17 +10,15 @@ import dataclasses
 from typing import Any, ClassVar
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from .. import kernels
-from .._misc import is_concrete
-from .._solvers import largest_stable_step
+from .._solvers import largest_stable_step, stability_function
 from ..grid import IMPLS, Grid, advection, diffusion, laplacian, pad, resolve_impl
 from ..grid._operators import ADVECTION_SCHEMES, LAPLACIAN_ORDERS
-from ..grid._stability import advection_symbol, laplacian_symbol
+from ..grid._stability import advection_symbol, as_complex, laplacian_symbol
 from ._base import AbstractModel, parameter
 
 
@@ -57,20 +55,22 @@ class AbstractGridModel(AbstractModel):
         return False
 
     @abc.abstractmethod
-    def linear_eigenvalues(self, y0: np.ndarray) -> np.ndarray:
+    def linear_eigenvalues(self, y0: Array) -> Array:
         """Samples of the eigenvalues of the vector field's Jacobian near `y0` (von Neumann
-        analysis of the constant-coefficient problem with the largest coefficients)."""
+        analysis of the constant-coefficient problem with the largest coefficients), as a
+        `jnp` function of the parameters and `y0`, which may be traced."""
 
-    def max_stable_step(self, solver: Any, y0: Any) -> float | None:
+    def max_stable_step(self, solver: Any, y0: Any) -> Array | None:
         r"""The largest fixed step of an explicit Runge–Kutta `solver` for which every
         Fourier mode of the linearised problem stays bounded, $|R(\Delta t\,\lambda)| \le 1$.
 
-        `None` for implicit solvers (no limit) and while parameters or `y0` are traced.
+        A scalar array computed with `jnp` from the (possibly traced) parameters and `y0`, so
+        the same directly and under `jax.jit`/`jax.vmap`; `None` for implicit solvers (no
+        limit, a static decision). See `simlab._solvers.largest_stable_step`.
         """
-        leaves = jax.tree_util.tree_leaves((eqx.filter(self, eqx.is_array), y0))
-        if not all(is_concrete(leaf) for leaf in leaves):
+        if stability_function(solver) is None:
             return None
-        return largest_stable_step(solver, self.linear_eigenvalues(np.asarray(y0)))
+        return largest_stable_step(solver, self.linear_eigenvalues(jnp.asarray(y0)))
 
     def with_forward_mode_stencils(self):
         """The same model with stencils that forward-mode autodiff can push through.
@@ -131,8 +131,9 @@ class AbstractGridModel(AbstractModel):
             )
 
 
-def _largest(value: ArrayLike) -> float:
-    return float(np.max(np.abs(np.asarray(value))))
+def _largest(value: ArrayLike) -> Array:
+    """The largest magnitude in `value` (a scalar array; traced when `value` is)."""
+    return jnp.max(jnp.abs(jnp.asarray(value)))
 
 
 class Heat(AbstractGridModel):
@@ -245,10 +246,9 @@ class AdvectionDiffusion(AbstractGridModel):
         )
 
     def linear_eigenvalues(self, y0):
-        velocity = np.abs(np.asarray(self.velocity)).reshape(self.grid.ndim, -1).max(axis=1)
-        return _largest(self.diffusivity) * laplacian_symbol(
-            self.grid.spacing, 2
-        ) + advection_symbol(self.grid.spacing, velocity, self.scheme)
+        velocity = jnp.abs(jnp.asarray(self.velocity)).reshape(self.grid.ndim, -1).max(axis=1)
+        diffusion = _largest(self.diffusivity) * laplacian_symbol(self.grid.spacing, 2)
+        return as_complex(diffusion) + advection_symbol(self.grid.spacing, velocity, self.scheme)
 
 
 class Wave(AbstractGridModel):
@@ -319,7 +319,8 @@ class Wave(AbstractGridModel):
         frequency = _largest(self.wave_speed) * np.sqrt(
             -laplacian_symbol(self.grid.spacing, self.order)
         )
-        return np.concatenate([1j * frequency.ravel(), -1j * frequency.ravel()])
+        imaginary = 1j * as_complex(frequency.ravel())
+        return jnp.concatenate([imaginary, -imaginary])
 
 
 class Burgers(AbstractGridModel):
@@ -368,10 +369,9 @@ class Burgers(AbstractGridModel):
         return self.viscosity * laplacian(y, self.grid, impl=self.impl) - transport
 
     def linear_eigenvalues(self, y0):
-        speed = np.full(self.grid.ndim, _largest(y0))
-        return _largest(self.viscosity) * laplacian_symbol(self.grid.spacing, 2) + advection_symbol(
-            self.grid.spacing, speed, self.scheme
-        )
+        speed = jnp.full(self.grid.ndim, _largest(y0))
+        diffusion = _largest(self.viscosity) * laplacian_symbol(self.grid.spacing, 2)
+        return as_complex(diffusion) + advection_symbol(self.grid.spacing, speed, self.scheme)
 
 
 class GrayScott(AbstractGridModel):
@@ -482,11 +482,11 @@ class GrayScott(AbstractGridModel):
         return self.grid.ndim == 2 and scalar and resolve_impl(self.impl) == "pallas"
 
     def linear_eigenvalues(self, y0):
-        u, v = np.abs(y0[0]), np.abs(y0[1])
+        u, v = jnp.abs(y0[0]), jnp.abs(y0[1])
         # Largest absolute row sum of the reaction Jacobian [[-v²-F, -2uv], [v², 2uv-F-k]],
         # which bounds its eigenvalues (Gershgorin).
         feed, kill = _largest(self.feed_rate), _largest(self.kill_rate)
-        reaction_rate = float(np.max(v**2 + 2 * u * v + feed + kill))
+        reaction_rate = jnp.max(v**2 + 2 * u * v + feed + kill)
         symbol = laplacian_symbol(self.grid.spacing, 2)
-        diffusivity = max(_largest(self.diffusivity_u), _largest(self.diffusivity_v))
+        diffusivity = jnp.maximum(_largest(self.diffusivity_u), _largest(self.diffusivity_v))
         return diffusivity * symbol - reaction_rate

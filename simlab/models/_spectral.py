@@ -9,6 +9,7 @@ shape `grid.shape`; the grid must be periodic on every axis.
 from typing import ClassVar
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
@@ -28,8 +29,8 @@ from ._base import parameter
 from ._split import AbstractSpectralGridModel
 
 
-def _largest(value) -> float:
-    return float(np.max(np.abs(np.asarray(value))))
+def _largest(value) -> Array:
+    return jnp.max(jnp.abs(jnp.asarray(value)))  # traced when value is
 
 
 def _check_spectral_fields(model, name: str) -> None:
@@ -114,10 +115,10 @@ class KuramotoSivashinsky(AbstractSpectralGridModel):
         return apply_symbol(factor, fourier_transform(gradient_norm, self.grid))
 
     def linear_eigenvalues(self, y0):
-        symbol = np.asarray(self.linear_symbol())
+        symbol = jnp.asarray(self.linear_symbol())
         slope = _largest(spectral_gradient(y0, self.grid))
         k = np.sqrt(squared_wavenumber(self.grid))
-        return symbol + 1j * _largest(self.gradient_norm_scale) * slope * k
+        return jax.lax.complex(symbol, _largest(self.gradient_norm_scale) * slope * k)
 
 
 class SwiftHohenberg(AbstractSpectralGridModel):
@@ -184,4 +185,4 @@ class SwiftHohenberg(AbstractSpectralGridModel):
     def linear_eigenvalues(self, y0):
         amplitude = _largest(y0)
         rate = 2 * _largest(self.quadratic_coefficient) * amplitude + 3 * amplitude**2
-        return np.asarray(self.linear_symbol()) + rate
+        return jnp.asarray(self.linear_symbol()) + rate

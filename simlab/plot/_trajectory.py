@@ -13,7 +13,8 @@ def trajectory(
     band_width: float = 1.96,
     components=None,
     time_label: str = "time",
-    value_label: str = "state",
+    value_label: str | None = None,
+    units=None,
     ax=None,
 ):
     r"""Plots each state component against time, with observations and an uncertainty band.
@@ -29,7 +30,9 @@ def trajectory(
     - `stderr`: standard errors of `trajectory.ys`, same shape, drawn as a shaded band.
     - `band_width`: how many standard errors the band spans on each side.
     - `components`: names (or indices) of the components to draw (default: all).
-    - `time_label`, `value_label`: axis labels (give units, e.g. `"time (years)"`).
+    - `time_label`, `value_label`: axis labels (give units, e.g. `"time (years)"`);
+      `value_label=None` is `"state (UNIT)"` when the drawn components share one of `units`.
+    - `units`: the unit of each state component, e.g. the model's `state_units`.
     - `ax`: the Axes to draw on; `None` makes a new figure.
 
     **Returns:** the Axes.
@@ -53,6 +56,10 @@ def trajectory(
         )
     names = list(trajectory.state_names or [f"y{i}" for i in range(ys.shape[1])])
     indices = _indices(components, names)
+    units = _checked_units(units, len(names))
+    if value_label is None:
+        shared = {units[i] for i in indices} if units else set()
+        value_label = _with_unit("state", shared.pop() if len(shared) == 1 else "")
     if stderr is not None and np.shape(stderr) != ys.shape:
         raise ValueError(f"stderr must have the shape of ys, {ys.shape}; got {np.shape(stderr)}.")
     if data is not None:
@@ -93,6 +100,23 @@ def trajectory(
     return ax
 
 
+def _checked_units(units, num_components: int) -> tuple[str, ...]:
+    """`units` as a tuple of one string per component (`()` when none are given)."""
+    if units is None or len(units) == 0:
+        return ()
+    units = tuple(units)
+    if len(units) != num_components or not all(isinstance(unit, str) for unit in units):
+        raise ValueError(
+            f"units must give one string per state component ({num_components}); got {units!r}."
+        )
+    return units
+
+
+def _with_unit(label: str, unit: str) -> str:
+    """`"prey (thousands)"`: a label with its unit, or the label alone without one."""
+    return f"{label} ({unit})" if unit else label
+
+
 def _indices(components, names: list[str]) -> list[int]:
     if components is None:
         return list(range(len(names)))
@@ -123,7 +147,9 @@ def _legend_handles(ax, indices, names, data, stderr, band_width):
     return handles
 
 
-def phase_portrait(trajectory, *, x=None, y=None, data=None, ax=None):
+def phase_portrait(
+    trajectory, *, x=None, y=None, data=None, units=None, xlabel=None, ylabel=None, ax=None
+):
     """Plots one state component against another, with the direction of travel marked.
 
     **Arguments:**
@@ -131,6 +157,9 @@ def phase_portrait(trajectory, *, x=None, y=None, data=None, ax=None):
     - `trajectory`: a [`simlab.Trajectory`][] with `ys` of shape `(T, k)`, `k >= 2`.
     - `x`, `y`: the components on the axes, by name or index (default: the first two).
     - `data`: observations of shape `(N, k)` to draw as points in the same plane.
+    - `units`: the unit of each state component (e.g. the model's `state_units`), put on
+      the axes as `"prey (thousands)"`.
+    - `xlabel`, `ylabel`: axis labels in place of the component names and units.
     - `ax`: the Axes to draw on; `None` makes a new figure.
 
     **Returns:** the Axes.
@@ -140,7 +169,7 @@ def phase_portrait(trajectory, *, x=None, y=None, data=None, ax=None):
         ```python
         model = simlab.models.LotkaVolterra(alpha=0.5, beta=0.02, gamma=0.9, delta=0.03)
         trajectory = simlab.simulate(model, jnp.array([30.0, 4.0]), jnp.linspace(0, 20, 200))
-        ax = simlab.plot.phase_portrait(trajectory)
+        ax = simlab.plot.phase_portrait(trajectory, units=model.state_units)
         ```
     """
     ys = np.asarray(trajectory.ys)
@@ -148,6 +177,7 @@ def phase_portrait(trajectory, *, x=None, y=None, data=None, ax=None):
         raise ValueError(f"a phase portrait needs ys of shape (T, k) with k >= 2; got {ys.shape}.")
     names = list(trajectory.state_names or [f"y{i}" for i in range(ys.shape[1])])
     first, second = _indices([0 if x is None else x, 1 if y is None else y], names)
+    units = _checked_units(units, len(names)) or ("",) * len(names)
     figure, ax = new_axes(ax, figsize=(4.6, 4.2))
     with style():
         ax.plot(ys[:, first], ys[:, second], color=COLOURS[0], label="trajectory")
@@ -170,8 +200,8 @@ def phase_portrait(trajectory, *, x=None, y=None, data=None, ax=None):
                 markersize=4,
                 label="data",
             )
-        ax.set_xlabel(names[first])
-        ax.set_ylabel(names[second])
+        ax.set_xlabel(_with_unit(names[first], units[first]) if xlabel is None else xlabel)
+        ax.set_ylabel(_with_unit(names[second], units[second]) if ylabel is None else ylabel)
         ax.legend()
     return ax
 
