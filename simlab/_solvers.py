@@ -49,6 +49,32 @@ class RK4(dfx.AbstractERK):
         return 4
 
 
+# Forward Euler as a first-same-as-last tableau: its second stage, f at the new state, is the
+# next step's first, so each step costs one evaluation and the lean loop can run it.
+_euler_tableau = dfx.ButcherTableau(
+    c=np.array([1.0]),
+    b_sol=np.array([1.0, 0.0]),
+    b_error=np.zeros(2),
+    a_lower=(np.array([1.0]),),
+)
+
+
+class Euler(dfx.AbstractERK):
+    """Forward Euler, $y_{n+1} = y_n + h f(t_n, y_n)$, for fixed steps only.
+
+    The same method as `diffrax.Euler`, written as a Runge–Kutta tableau so that the lean
+    loop runs it. Dense output is third-order Hermite interpolation.
+    """
+
+    tableau: ClassVar[dfx.ButcherTableau] = _euler_tableau
+    interpolation_cls: ClassVar[Callable[..., dfx.ThirdOrderHermitePolynomialInterpolation]] = (
+        dfx.ThirdOrderHermitePolynomialInterpolation.from_k
+    )
+
+    def order(self, terms):
+        return 1
+
+
 @dataclasses.dataclass(frozen=True)
 class SolverSpec:
     """One solver as simlab sees it.
@@ -82,7 +108,7 @@ def _etdrk4() -> Any:
 SOLVERS: dict[str, SolverSpec] = {
     spec.name: spec
     for spec in (
-        SolverSpec("euler", dfx.Euler, 1, adaptive=False, implicit=False),
+        SolverSpec("euler", Euler, 1, adaptive=False, implicit=False),
         SolverSpec("heun", dfx.Heun, 2, adaptive=True, implicit=False),
         SolverSpec("midpoint", dfx.Midpoint, 2, adaptive=True, implicit=False),
         SolverSpec("ralston", dfx.Ralston, 2, adaptive=True, implicit=False),
