@@ -448,16 +448,28 @@ def _csv_data(check: Checker, table: dict, model: AbstractModel) -> DataSpec:
             )
     try:
         ts = np.array([float(row[time_column]) for row in rows])
-        values = np.array([[float(row[c]) for c in columns] for row in rows])
+        # An empty cell (or nan) is a value that was not observed: NaN, left out of the fit.
+        values = np.array([[float(row[c] or "nan") for c in columns] for row in rows])
     except ValueError:
         raise check.fail(
             "data.csv",
             f"{str(csv_path)!r} holds a value that is not a number in the columns "
-            f"{[time_column, *columns]}; use plain decimal numbers.",
+            f"{[time_column, *columns]}; use plain decimal numbers (an empty cell: missing).",
         ) from None
-    if not np.all(np.isfinite(values)) or not np.all(np.diff(ts) > 0):
+    if np.any(np.isinf(values)) or not np.all(np.isfinite(ts)) or not np.all(np.diff(ts) > 0):
         raise check.fail(
-            "data.csv", f"{str(csv_path)!r} needs finite values and strictly increasing times."
+            "data.csv",
+            f"{str(csv_path)!r} needs finite values (empty or nan where missing) and strictly "
+            "increasing times.",
+        )
+    unobserved = [
+        c for c, column in zip(columns, values.T, strict=True) if np.all(np.isnan(column))
+    ]
+    if unobserved:
+        raise check.fail(
+            "data.columns",
+            f"{str(csv_path)!r} has no value in column {unobserved[0]!r}; fill it in or leave "
+            "it out of data.columns.",
         )
     return DataSpec(f"csv:{csv_path}", ts, values, tuple(columns))
 

@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._fit._noise import LogNormal
 from .._fit._uncertainty import natural_values, with_natural_values
 from ._style import COLOURS, new_axes, style
 
@@ -37,7 +38,9 @@ def fit_curves(
       where the true curve lies;
     - the *prediction band* (lighter, `prediction_band=True`), $\hat h(t) \pm
       z\sqrt{\sigma_h(t)^2 + \hat\sigma^2 s^2}$, $\hat\sigma^2$ the fit's noise variance
-      and $s$ the noise scale: where new observations are expected to fall.
+      and $s$ the noise scale: where new observations are expected to fall (under
+      log-normal noise the same in $\log y$, a band that widens with the curve; none for
+      count noise).
 
     With `posterior` (a [`simlab.Posterior`][] of this fit), the confidence band is the
     *posterior band* instead: the model simulated from `num_draws` posterior draws, and at
@@ -45,7 +48,8 @@ def fit_curves(
     $\tfrac12(1 \mp \text{level})$), with the posterior median dashed; the delta-method
     band's edges stay as thin lines, for comparison.
 
-    The legend sits above the axes, inside the figure (constrained layout), so that a plain
+    A fit with `t0` draws its curves from `t0` (a dashed line), where its initial state
+    holds. The legend sits above the axes, inside the figure (constrained layout), so that a plain
     `savefig` keeps it.
 
     **Arguments:**
@@ -85,8 +89,17 @@ def fit_curves(
             f"observations must have one row per time: ts has shape {ts.shape}, observations "
             f"{observations.shape}."
         )
-    fine = np.linspace(ts[0], ts[-1], num_points)
-    prediction, confidence, spread = bands(result, fine, band_width, data_set, member)
+    experiment = result.problem.experiments[data_set]
+    t0 = float(experiment.ts[0]) if experiment.skip else None  # the fit started before ts[0]
+    fine = (
+        np.linspace(ts[0], ts[-1], num_points)
+        if t0 is None
+        else np.linspace(t0, ts[-1], num_points + 1)[1:]  # from t0, where y0 holds
+    )
+    prediction, stderr = result.predict(jnp.asarray(fine), data_set=data_set, member=member)
+    prediction, stderr = np.asarray(prediction), np.asarray(stderr)
+    confidence = band_width * stderr
+    lower, upper = prediction_limits(result, prediction, stderr, band_width, data_set, member)
     if prediction.shape[1] != observations.shape[1]:
         raise ValueError(
             f"the fit observes {prediction.shape[1]} quantities but observations has "
@@ -105,9 +118,9 @@ def fit_curves(
         for j, label in enumerate(labels):
             colour = COLOURS[j % len(COLOURS)]
             first = j == 0
-            if prediction_band and np.all(np.isfinite(spread[:, j])):
+            if prediction_band and np.all(np.isfinite(upper[:, j] - lower[:, j])):
                 ax.fill_between(
-                    fine, prediction[:, j] - spread[:, j], prediction[:, j] + spread[:, j],
+                    fine, lower[:, j], upper[:, j],
                     color=colour, alpha=0.10, linewidth=0,
                     label=f"{level} prediction band (new observations)" if first else None,
                 )  # fmt: skip
@@ -126,6 +139,8 @@ def fit_curves(
                     )  # fmt: skip
             ax.plot(fine, prediction[:, j], color=colour, label=f"{label} (fit)")
             ax.plot(ts, observations[:, j], "o", color=colour, markersize=4, label=label)
+        if t0 is not None:
+            ax.axvline(t0, color="0.5", lw=0.8, ls="--", label=f"t0 = {t0:g} (start)")
         ax.set_xlabel(time_label)
         ax.set_ylabel(
             _value_label(result, prediction.shape[1]) if value_label is None else value_label
@@ -277,14 +292,29 @@ def _simulate_draws(result, thetas, ts, data_set: int, member: int):
 
 def bands(result, ts, band_width: float = 1.96, data_set: int = 0, member: int = 0):
     """`(prediction, confidence, spread)` at `ts`, each `(len(ts), k)`: the fitted curve,
-    and the half-widths of its confidence band and of the prediction band."""
+    and the half-widths of its confidence band and of the prediction band (its upper
+    half-width under log-normal noise, where the band is not symmetric)."""
     prediction, stderr = result.predict(jnp.asarray(ts), data_set=data_set, member=member)
     prediction, stderr = np.asarray(prediction), np.asarray(stderr)
+    _, upper = prediction_limits(result, prediction, stderr, band_width, data_set, member)
+    return prediction, band_width * stderr, upper - prediction
+
+
+def prediction_limits(result, prediction, stderr, band_width: float, data_set=0, member=0):
+    r"""The prediction band's `(lower, upper)`: where new observations are expected.
+
+    Additive noise: $\hat h \pm z\sqrt{\sigma_h^2 + \hat\sigma^2 s^2}$. Log-normal noise
+    is additive in $\log y$, so the band is $\hat h\,e^{\pm z \sqrt{(\sigma_h/\hat h)^2 +
+    \hat\sigma^2 s^2}}$ ($\sigma_h/\hat h$ the standard error of $\log\hat h$)."""
     # The noise scale of each observed quantity (its median over times, if it varies).
     scale = np.median(np.asarray(result.problem.experiments[data_set].noise_scale[member]), 0)
     observation_sd = np.sqrt(float(result.noise_variance)) * scale
+    if isinstance(result.problem.noise, LogNormal):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            spread = band_width * np.sqrt((stderr / prediction) ** 2 + observation_sd**2)
+        return prediction * np.exp(-spread), prediction * np.exp(spread)
     spread = band_width * np.sqrt(stderr**2 + observation_sd**2)
-    return prediction, band_width * stderr, spread
+    return prediction - spread, prediction + spread
 
 
 def _value_label(result, num_observed: int) -> str:
