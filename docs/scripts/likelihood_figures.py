@@ -1,13 +1,19 @@
 """Makes the likelihood figures of the fitting tutorial and prints the numbers quoted next to
 them: docs/figures/fit_missing_t0.png, fit_noise_models.png, fit_waterfall.png,
-fit_profiles.png, fit_corner.png and fit_posterior_band.png.
+fit_profiles.png, and (part `experiment`) fit_experiment_corner.png and
+fit_experiment_posterior.png.
 
 Run from the repository root: `python docs/scripts/likelihood_figures.py [PART ...]`, PART
-one of `missing`, `noise`, `multistart` (waterfall and profiles), `posterior`; all by default.
+one of `missing`, `noise`, `multistart` (waterfall and profiles), `posterior` (the lynx-hare
+NUTS posterior: fit_corner.png, fit_posterior_band.png; long on a shared CPU) and
+`experiment` (a small synthetic experiment file with [fit.sampling], run by `simlab run`);
+all but `posterior` by default.
 """
 
 import pathlib
+import shutil
 import sys
+import tempfile
 
 import jax
 
@@ -143,11 +149,84 @@ def posterior() -> None:
     plt.close(ax.figure)
 
 
-PARTS = {"missing": missing, "noise": noise, "multistart": multistart, "posterior": posterior}
+EXPERIMENT = """
+description = "Lotka-Volterra fitted to its own noisy snapshots; NUTS posterior"
+
+[model]
+name = "LotkaVolterra"
+parameters = { alpha = 0.5, beta = 0.025, gamma = 0.9, delta = 0.025 }
+
+[initial_state]
+prey = 30.0
+predator = 4.0
+
+[time]
+stop = 15.0
+num_points = 16
+
+[solver]
+name = "tsit5"
+rtol = 1e-6
+atol = 1e-6
+
+[data]
+synthetic = true
+true_parameters = { alpha = 0.55, gamma = 0.85 }
+noise = 3.0
+seed = 1
+
+[fit]
+parameters = ["alpha", "gamma"]
+bounds = { alpha = [0.2, 1.5], gamma = [0.2, 2.0] }
+
+[fit.sampling]
+num_samples = 300
+num_warmup = 200
+num_chains = 4
+num_predictive = 200
+
+[[figures]]
+kind = "corner"
+
+[[figures]]
+kind = "posterior_predictive"
+xlabel = "time"
+ylabel = "population"
+"""
+
+
+def experiment() -> None:
+    """The posterior figures of an experiment file, drawn by `simlab run` itself."""
+    import simlab.experiment as experiments
+    from simlab import cli
+    from simlab.experiment._folder import read_run
+
+    with tempfile.TemporaryDirectory() as scratch:
+        path = pathlib.Path(scratch) / "posterior.toml"
+        path.write_text(EXPERIMENT, encoding="utf-8")
+        if cli.main(["run", str(path), "--out", str(pathlib.Path(scratch) / "run")]) != 0:
+            raise SystemExit("the experiment failed")
+        run = read_run(pathlib.Path(scratch) / "run")
+        print(cli.printable(experiments.show(run.folder)))
+        for name, entry in run.metrics["sampling"]["summary"].items():
+            print(name, {k: entry[k] for k in ("mean", "sd", "r_hat", "ess_bulk")})
+        for source, target in (("corner", "corner"), ("posterior_predictive", "posterior")):
+            shutil.copyfile(
+                run.figures_folder / f"{source}.png", FIGURES / f"fit_experiment_{target}.png"
+            )
+
+
+PARTS = {
+    "missing": missing,
+    "noise": noise,
+    "multistart": multistart,
+    "posterior": posterior,
+    "experiment": experiment,
+}
 
 
 def main(parts: list[str]) -> None:
-    for part in parts or list(PARTS):
+    for part in parts or [part for part in PARTS if part != "posterior"]:
         PARTS[part]()
 
 
