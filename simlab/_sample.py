@@ -226,7 +226,9 @@ class _LogPosterior(eqx.Module):
     def optimum(self, result: FitResult) -> dict[str, Any]:
         position = {"u": self.problem.initial_unconstrained()}
         if _fits_scale(self.problem):
-            position["log_scale"] = 0.5 * jnp.log(2 * result.loss / result.num_observed)
+            position["log_scale"] = 0.5 * jnp.log(
+                2 * result.loss / result.num_observed.astype(result.loss.dtype)
+            )
         return position
 
     def natural(self, position) -> Array:

@@ -1,7 +1,8 @@
 """The demo: the `lynx_hare` experiment, start to finish, and where to look afterwards.
 
 Run with `make demo` (or `python -m simlab.demo`). It fits the Lotka–Volterra model to the
-Hudson's Bay lynx–hare records, sweeps around the fit and draws the figures, exactly as
+Hudson's Bay lynx–hare records (log-normal noise, 100 starts), profiles the likelihood of
+its four rates, sweeps around the fit and draws the figures, exactly as
 `simlab run lynx_hare` does, then prints where the figures are.
 """
 
@@ -27,6 +28,7 @@ def main(results_root: str = "results", *, quick: bool = False) -> pathlib.Path:
     fit_figure = figures / "fit.png"
     print()
     print(f"The lynx–hare fit:  {fit_figure}")
+    print(f"Its profiles:       {figures / 'profiles.png'} (95% intervals of the rates)")
     pictures = ", ".join(sorted(path.name for path in figures.glob("*.png")))
     print(f"All figures:        {figures}/ ({pictures})")
     print(f"Summary:            .venv/bin/simlab show {folder}")

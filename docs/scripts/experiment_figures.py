@@ -17,7 +17,9 @@ FIGURES = pathlib.Path(__file__).resolve().parents[1] / "figures"
 # experiment → (figure in the run's figures/, name under docs/figures/)
 CHOSEN = {
     "lynx_hare": [("fit.png", "experiment_lynx_hare_fit.png"),
-                  ("sweep_heatmap.png", "experiment_lynx_hare_sweep.png")],
+                  ("sweep_heatmap.png", "experiment_lynx_hare_sweep.png"),
+                  ("waterfall.png", "experiment_lynx_hare_waterfall.png"),
+                  ("profiles.png", "experiment_lynx_hare_profiles.png")],
     "pendulum_sweep": [("sweep_heatmap.png", "experiment_pendulum_sweep.png")],
     "gray_scott_patterns": [("pattern_gallery.png", "experiment_gray_scott_patterns.png")],
     "heat_inverse": [("snapshots.png", "experiment_heat_inverse.png")],

@@ -116,7 +116,7 @@ def _objective_of(problem: FitProblem, loss):
     """The optimiser's loss as a negative log-likelihood, up to a constant: with a fitted
     noise scale the scale is profiled out, $-\\log L = \\tfrac{N}{2}\\log(2\\,\\mathrm{loss})$."""
     if problem.is_least_squares and problem.fit_noise:
-        return 0.5 * problem.num_observed() * jnp.log(2 * loss)
+        return 0.5 * problem.num_observed().astype(loss.dtype) * jnp.log(2 * loss)
     return loss
 
 

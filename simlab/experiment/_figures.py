@@ -15,9 +15,18 @@ from ..io import atomic_write
 from ..models import AbstractGridModel, AbstractModel
 from ._check import Checker
 from ._fields import model_classes, observable_names
-from ._folder import CONFIG, StoredRun
+from ._folder import CONFIG, PROFILE_ARRAYS, StoredRun
 
 VECTOR_FORMAT = "svg"
+NEEDS = {
+    "fit": "a [fit] table",
+    "sweep": "a [sweep] table",
+    "fit.starts": "a multi-start fit: fit.starts = N, with fit.bounds for every parameter",
+    "fit.profiles": "a [fit.profiles] table",
+    "fit.sampling": "a [fit.sampling] table",
+    "sensitivity": "a [sensitivity] table",
+    "continuation": "a [continuation] table",
+}
 SUITS = {"grid": "grid models", "ode": "models with named states (ODEs)", "any": "any model"}
 STRING_OPTIONS = ("title", "label", "xlabel", "ylabel", "variable")
 INTEGER_OPTIONS = {"channel": 0, "every": 1}  # each with its smallest value
@@ -30,8 +39,9 @@ class FigureKind:
     **Attributes:**
 
     - `name`: the `kind` written in the experiment file.
-    - `needs`: the tables the experiment must have for it (`"fit"`, `"sweep"`,
-      `"sensitivity"`, `"continuation"`).
+    - `needs`: what the experiment must have for it: tables (`"fit"`, `"sweep"`,
+      `"fit.profiles"`, `"fit.sampling"`, `"sensitivity"`, `"continuation"`) or
+      `"fit.starts"` (a multi-start fit).
     - `suits`: the models it is drawn for: `"grid"`, `"ode"` (named states) or `"any"`.
     - `options`: the keys it accepts besides `kind` and `name`; any other key is refused.
     - `check_options`: further checks, `check(checker, entry, where, model, spec)`, run
@@ -49,11 +59,11 @@ class FigureKind:
     draw: Callable[[StoredRun, dict, pathlib.Path], list[pathlib.Path]]
 
     def check(self, check: Checker, entry: dict, where: str, model: AbstractModel, tables):
-        """Refuses the entry if the experiment lacks a table it needs, or the model does
-        not suit it; `tables` maps each table's name to its spec (or `None`)."""
+        """Refuses the entry if the experiment lacks what it needs, or the model does not
+        suit it; `tables` maps each of `NEEDS` to its spec (or `None`)."""
         for table in self.needs:
             if tables[table] is None:
-                raise check.fail(f"{where}.kind", f"{self.name!r} needs a [{table}] table.")
+                raise check.fail(f"{where}.kind", f"{self.name!r} needs {NEEDS[table]}.")
         if self.suits != "any" and (self.suits == "grid") != isinstance(model, AbstractGridModel):
             raise check.fail(
                 f"{where}.kind",
@@ -227,6 +237,111 @@ def _loss(run: StoredRun, entry: dict):
 
     ax = simlab.plot.loss_curve(run.arrays["fit_loss_history"])
     _axis_labels(ax, entry)
+    return ax.figure
+
+
+# The figures of a fit's likelihood: multi-start, profiles, posterior.
+
+
+def _waterfall(run: StoredRun, entry: dict):
+    import jax.numpy as jnp
+
+    import simlab
+    import simlab.plot
+
+    record, arrays = run.metrics["fit"]["starts"], run.arrays
+    columns = {name: index for index, name in enumerate(record["names"])}
+    starts = simlab.Starts(
+        initial={n: jnp.asarray(arrays["fit_starts_initial"][:, i]) for n, i in columns.items()},
+        params={n: jnp.asarray(arrays["fit_starts_params"][:, i]) for n, i in columns.items()},
+        loss=jnp.asarray(arrays["fit_starts_loss"]),
+        converged=jnp.asarray(arrays["fit_starts_converged"]),
+        best=jnp.asarray(record["best"]),
+    )
+    ax = simlab.plot.waterfall(starts)
+    _axis_labels(ax, entry)
+    return ax.figure
+
+
+def stored_profiles(run: StoredRun) -> dict:
+    """The run's profile likelihoods as `simlab.Profile`s, from its arrays and metrics."""
+    import jax.numpy as jnp
+
+    import simlab
+
+    profiles = {}
+    for name, record in run.metrics["fit"]["profiles"].items():
+        arrays = {f: jnp.asarray(run.arrays[f"profile_{name}_{f}"]) for f in PROFILE_ARRAYS}
+        lower = -np.inf if record["lower"] is None else record["lower"]
+        upper = np.inf if record["upper"] is None else record["upper"]
+        profiles[name] = simlab.Profile(
+            name=name,
+            **arrays,
+            threshold=jnp.asarray(record["threshold"]),
+            estimate=jnp.asarray(record["estimate"]),
+            lower=jnp.asarray(lower),
+            upper=jnp.asarray(upper),
+            lower_open=jnp.asarray(record["lower_open"]),
+            upper_open=jnp.asarray(record["upper_open"]),
+            level=record["level"],
+        )
+    return profiles
+
+
+def _profiles(run: StoredRun, entry: dict):
+    import simlab.plot
+
+    axes = simlab.plot.profiles(stored_profiles(run))
+    if entry.get("ylabel"):
+        axes[0].set_ylabel(entry["ylabel"])
+    return axes[0].figure
+
+
+def stored_posterior(run: StoredRun):
+    """The run's posterior draws as a `simlab.Posterior`."""
+    import jax.numpy as jnp
+
+    import simlab
+
+    draws = run.arrays["posterior_samples"]
+    return simlab.Posterior(
+        samples={
+            n: jnp.asarray(draws[..., i]) for i, n in enumerate(run.metrics["sampling"]["names"])
+        },
+        log_density=jnp.asarray(run.arrays["posterior_log_density"]),
+        divergent=jnp.asarray(run.arrays["posterior_divergent"]),
+        acceptance_rate=jnp.asarray(run.arrays["posterior_acceptance_rate"]),
+    )
+
+
+def _corner(run: StoredRun, entry: dict):
+    import simlab.plot
+
+    fitted = run.config["fit"]["parameters"]
+    return simlab.plot.corner(stored_posterior(run), names=fitted)
+
+
+def _posterior_predictive(run: StoredRun, entry: dict):
+    import simlab.plot
+
+    curves, sampling = run.arrays["posterior_predictive"], run.metrics["sampling"]
+    observed = run.config.get("data", {}).get("columns") or list(_state_names(run))
+    data = None
+    if "data_ts" in run.arrays and run.arrays["data_observations"].shape[1] == curves.shape[2]:
+        data = (run.arrays["data_ts"], run.arrays["data_observations"])
+    ax = simlab.plot.posterior_band(
+        run.arrays["simulation_ts"],
+        curves,
+        data=data,
+        fitted=run.arrays.get("fit_prediction"),
+        labels=observed if len(observed) == curves.shape[2] else None,
+        legend_title=(
+            f"{curves.shape[0]} posterior draws simulated ({sampling['num_chains']} chains × "
+            f"{sampling['num_samples']} draws, {sampling['num_divergent']} divergent)"
+        ),
+        time_label=entry.get("xlabel", "time"),
+        value_label=entry.get("ylabel", "observed value"),
+    )
     return ax.figure
 
 
@@ -503,6 +618,19 @@ FIGURE_KINDS = {
         FigureKind("fit", ("fit",), "ode", _LABELS, (), _still(_fit_figure)),
         FigureKind("phase_portrait", (), "ode", _LABELS, (), _still(_phase_portrait)),
         FigureKind("loss", ("fit",), "any", _LABELS, (), _still(_loss)),
+        FigureKind("waterfall", ("fit.starts",), "any", _LABELS, (), _still(_waterfall)),
+        FigureKind(
+            "profiles", ("fit.profiles",), "any", ("title", "ylabel"), (), _still(_profiles)
+        ),
+        FigureKind("corner", ("fit.sampling",), "any", ("title",), (), _still(_corner)),
+        FigureKind(
+            "posterior_predictive",
+            ("fit.sampling",),
+            "ode",
+            _LABELS,
+            (),
+            _still(_posterior_predictive),
+        ),
         FigureKind(
             "sweep_heatmap",
             ("sweep",),

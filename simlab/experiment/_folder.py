@@ -30,6 +30,9 @@ FIGURES = "figures"
 COMPLETE = "complete.json"  # written last: a folder without it is unfinished
 OWNER = ".simlab-owner"  # the process id building a staging folder
 RUN_MARKERS = (METRICS, PROVENANCE, COMPLETE)
+# A profiled parameter NAME is stored as arrays `profile_NAME_<field>` for these fields of
+# its `simlab.Profile` (its interval goes to metrics.json, fit.profiles.NAME).
+PROFILE_ARRAYS = ("values", "nll", "converged")
 
 
 def is_run(folder: pathlib.Path) -> bool:

@@ -18,7 +18,7 @@ from .._results import status_code, status_name
 from ..models import AbstractGridModel
 from ..parallel import member_mesh
 from ._fields import OBSERVABLE_FUNCTIONS
-from ._folder import CONTINUATION_ARRAYS
+from ._folder import CONTINUATION_ARRAYS, PROFILE_ARRAYS
 from ._spec import DataSpec, Experiment
 
 
@@ -54,45 +54,22 @@ def compute(
         arrays["data_ts"], arrays["data_observations"] = data.ts, data.observations
 
     if experiment.fit is not None:
-        say(f"fitting {list(experiment.fit.parameters)} of {type(model).__name__} ...")
-        started = time.perf_counter()
-        result = _fit.fit(
-            model,
-            data.ts,
-            data.observations,
-            y0=y0,
-            params=list(experiment.fit.parameters),
-            observe=list(data.observed) if data.observed else None,
-            fit_y0=experiment.fit.fit_initial_state,
-            method=experiment.fit.method,
-            max_steps=experiment.fit.max_steps,
-            rtol=experiment.fit.rtol,
-            atol=experiment.fit.atol,
-            simulate_options=SolveOptions.from_mapping(experiment.solver),
-            progress=False if quiet else None,
-            throw=False,
-        )
-        model, y0 = result.model, jnp.asarray(result.y0)
-        arrays["fit_loss_history"] = np.asarray(result.loss_history)[: int(result.num_steps)]
-        if not isinstance(model, AbstractGridModel):
-            prediction, stderr = result.predict(ts)
-            arrays["fit_prediction"], arrays["fit_prediction_stderr"] = map(
-                np.asarray, (prediction, stderr)
-            )
-        metrics["fit"] = _fit_metrics(result, model)
-        wall["fit"] = time.perf_counter() - started
-        say(_fit_line(metrics["fit"]))
+        model, y0, fitted = _run_fit(experiment, data, arrays, metrics, wall, say, quiet)
 
     started = time.perf_counter()
+    save_ts, skip = simulation_times(experiment)
     trajectory = _simulate.simulate(
         model,
         y0,
-        ts,
+        save_ts,
         throw=False,
         options=SolveOptions.from_mapping(experiment.solver),
         event=None if experiment.event is None else experiment.event(model),
     )
-    arrays["simulation_ts"], arrays["simulation_ys"] = np.asarray(ts), np.asarray(trajectory.ys)
+    arrays["simulation_ts"], arrays["simulation_ys"] = (
+        np.asarray(ts),
+        np.asarray(trajectory.ys)[skip:],
+    )
     metrics["simulation"] = {
         "succeeded": bool(trajectory.succeeded),
         "num_steps": int(trajectory.stats["num_steps"]),
@@ -100,6 +77,11 @@ def compute(
     if experiment.event is not None:
         metrics["simulation"]["event"] = _event_metrics(trajectory)
     wall["simulation"] = time.perf_counter() - started
+
+    if experiment.fit is not None and experiment.fit.sampling is not None:
+        started = time.perf_counter()
+        _run_sampling(experiment, fitted, arrays, metrics, say)
+        wall["sampling"] = time.perf_counter() - started
 
     if experiment.sweep is not None:
         started = time.perf_counter()
@@ -110,7 +92,7 @@ def compute(
             model,
             axes,
             y0,
-            ts,
+            save_ts,
             mode=experiment.sweep.mode,
             observable=OBSERVABLE_FUNCTIONS[experiment.sweep.observable],
             mesh=mesh,
@@ -180,16 +162,157 @@ def _synthetic(experiment: Experiment, data: DataSpec) -> DataSpec:
         [jnp.asarray(value) for value in data.true_parameters.values()],
     )
     ts = experiment.time.ts()
+    save_ts, skip = simulation_times(experiment)
     clean = np.asarray(
         _simulate.simulate(
             truth,
             jnp.asarray(experiment.y0),
-            ts,
+            save_ts,
             options=SolveOptions.from_mapping(experiment.solver),
         ).ys
-    )
+    )[skip:]
     noise = data.noise * np.random.default_rng(data.seed).standard_normal(clean.shape)
     return dataclasses.replace(data, ts=ts, observations=clean + noise)
+
+
+def simulation_times(experiment: Experiment) -> tuple[np.ndarray, int]:
+    """The times a simulation saves at, and how many leading ones are not kept: the
+    experiment's times, preceded by the fit's `t0` (where the initial state holds) if any."""
+    ts = experiment.time.ts()
+    t0 = experiment.fit.t0 if experiment.fit is not None else None
+    return (ts, 0) if t0 is None else (np.concatenate([np.asarray([t0]), ts]), 1)
+
+
+def _run_fit(experiment: Experiment, data: DataSpec, arrays, metrics, wall, say, quiet: bool):
+    """The fit, its multi-start record and its profiles, stored; returns the fitted model,
+    its initial state and the `FitResult`."""
+    spec, model = experiment.fit, experiment.model
+    say(f"fitting {list(spec.parameters)} of {type(model).__name__} ...")
+    started = time.perf_counter()
+    noise_scale = spec.noise_scale
+    result = _fit.fit(
+        model,
+        data.ts,
+        data.observations,
+        y0=jnp.asarray(experiment.y0),
+        params=list(spec.parameters),
+        observe=list(data.observed) if data.observed else None,
+        fit_y0=spec.fit_initial_state,
+        t0=spec.t0,
+        noise=spec.noise,
+        noise_scale=None if noise_scale is None else jnp.asarray(noise_scale, dtype=float),
+        fit_noise=spec.fit_noise,
+        bounds=spec.bounds or None,
+        starts=spec.starts,
+        key=jr.key(spec.seed) if spec.starts is not None else None,
+        method=spec.method,
+        max_steps=spec.max_steps,
+        rtol=spec.rtol,
+        atol=spec.atol,
+        simulate_options=SolveOptions.from_mapping(experiment.solver),
+        progress=False if quiet else None,
+        throw=False,
+    )
+    fitted, y0 = result.model, jnp.asarray(result.y0)
+    arrays["fit_loss_history"] = np.asarray(result.loss_history)[: int(result.num_steps)]
+    if not isinstance(fitted, AbstractGridModel):
+        prediction, stderr = result.predict(experiment.time.ts())
+        arrays["fit_prediction"], arrays["fit_prediction_stderr"] = map(
+            np.asarray, (prediction, stderr)
+        )
+    metrics["fit"] = _fit_metrics(result, fitted)
+    metrics["fit"]["noise"] = spec.noise
+    if result.starts is not None:
+        metrics["fit"]["starts"] = _store_starts(result.starts, arrays)
+    wall["fit"] = time.perf_counter() - started
+    say(_fit_line(metrics["fit"]))
+    if spec.profiles is not None:
+        started = time.perf_counter()
+        say(f"profiling {list(spec.profiles.parameters)} ...")
+        profiles = result.profile(
+            list(spec.profiles.parameters),
+            level=spec.profiles.level,
+            num_points=spec.profiles.num_points,
+            span=spec.profiles.span,
+        )
+        metrics["fit"]["profiles"] = {
+            name: _store_profile(profile, arrays) for name, profile in profiles.items()
+        }
+        wall["profiles"] = time.perf_counter() - started
+    return fitted, y0, result
+
+
+def _store_starts(starts, arrays) -> dict[str, Any]:
+    """Every start's loss, convergence, starting and end point (columns in `names` order)."""
+    names = list(starts.params)
+    arrays["fit_starts_loss"] = np.asarray(starts.loss)
+    arrays["fit_starts_converged"] = np.asarray(starts.converged)
+    arrays["fit_starts_initial"] = np.stack([np.asarray(starts.initial[n]) for n in names], -1)
+    arrays["fit_starts_params"] = np.stack([np.asarray(starts.params[n]) for n in names], -1)
+    return {
+        "names": names,
+        "num_starts": int(starts.loss.shape[0]),
+        "num_converged": int(np.sum(starts.converged)),
+        "best": int(starts.best),
+        "best_loss": _number(starts.loss[starts.best]),
+    }
+
+
+def _store_profile(profile, arrays) -> dict[str, Any]:
+    """A profile's grid, rise and convergence as arrays; its interval as metrics."""
+    for field in PROFILE_ARRAYS:
+        arrays[f"profile_{profile.name}_{field}"] = np.asarray(getattr(profile, field))
+    return {
+        "estimate": _number(profile.estimate),
+        "lower": _number(profile.lower),
+        "upper": _number(profile.upper),
+        "lower_open": bool(profile.lower_open),
+        "upper_open": bool(profile.upper_open),
+        "threshold": _number(profile.threshold),
+        "level": profile.level,
+    }
+
+
+def _run_sampling(experiment: Experiment, result, arrays, metrics, say) -> None:
+    """NUTS draws, their ArviZ summary and the posterior predictive curves, stored."""
+    from .. import _sample
+    from ..plot._fit import posterior_curves
+
+    spec = experiment.fit.sampling
+    say(f"sampling the posterior: {spec.num_chains} chains of {spec.num_samples} draws ...")
+    posterior = _sample.sample(
+        result,
+        priors=dict(spec.priors),
+        num_samples=spec.num_samples,
+        num_warmup=spec.num_warmup,
+        num_chains=spec.num_chains,
+        key=jr.key(spec.seed),
+    )
+    names = list(posterior.samples)
+    arrays["posterior_samples"] = np.stack([np.asarray(posterior.samples[n]) for n in names], -1)
+    arrays["posterior_divergent"] = np.asarray(posterior.divergent)
+    arrays["posterior_log_density"] = np.asarray(posterior.log_density)
+    arrays["posterior_acceptance_rate"] = np.asarray(posterior.acceptance_rate)
+    import arviz
+
+    table = arviz.summary(posterior.to_arviz(), hdi_prob=0.95, round_to="none")
+    metrics["sampling"] = {
+        "names": names,
+        "num_chains": spec.num_chains,
+        "num_samples": spec.num_samples,
+        "num_warmup": spec.num_warmup,
+        "num_divergent": int(np.sum(posterior.divergent)),
+        "summary": {
+            name: {column: _number(table.loc[name, column]) for column in table.columns}
+            for name in names
+        },
+    }
+    if not isinstance(result.model, AbstractGridModel):
+        arrays["posterior_predictive"] = posterior_curves(
+            result, posterior, experiment.time.ts(), num_draws=spec.num_predictive
+        )
+    worst = max((entry.get("r_hat") or 1.0) for entry in metrics["sampling"]["summary"].values())
+    say(f"sampling: {metrics['sampling']['num_divergent']} divergent, largest R-hat {worst:.3f}")
 
 
 def _number(value) -> float | None:

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from .._fit._fit import METHODS
+from .._fit._noise import NOISE_MODELS, AbstractLeastSquaresNoise
 from .._options import SolveOptions
 from .._sensitivity import METHODS as SENSITIVITY_METHODS, _check_sizes as check_sensitivity_sizes
 from .._simulate import _chosen_integrator
@@ -30,6 +32,23 @@ SENSITIVITY_OBSERVABLES = ("final_state", "peak", "event")
 EVENT_DIRECTIONS = {"rising": 1, "falling": -1, "either": 0}
 EXTREMA = {"maximum": -1, "minimum": 1}  # the direction in which the rate crosses zero
 GRID_FIELDS = ("gaussian", "sine", "gray_scott_seed")
+FIT_KEYS = (
+    "parameters",
+    "fit_initial_state",
+    "method",
+    "max_steps",
+    "rtol",
+    "atol",
+    "t0",
+    "noise",
+    "noise_scale",
+    "fit_noise",
+    "starts",
+    "bounds",
+    "seed",
+    "profiles",
+    "sampling",
+)
 TOP_LEVEL_KEYS = (
     "description",
     "model",
@@ -71,13 +90,47 @@ class DataSpec:
 
 
 @dataclasses.dataclass(frozen=True)
+class ProfileSpec:
+    """`[fit.profiles]`: the parameters profiled, the level, the grid (see `FitResult.profile`)."""
+
+    parameters: tuple[str, ...]
+    level: float
+    num_points: int
+    span: float
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplingSpec:
+    """`[fit.sampling]`: NUTS settings (see `simlab.sample`), uniform priors by name, and how
+    many draws are simulated for the posterior predictive band."""
+
+    num_samples: int
+    num_warmup: int
+    num_chains: int
+    seed: int
+    priors: dict[str, tuple[float, float]]
+    num_predictive: int
+
+
+@dataclasses.dataclass(frozen=True)
 class FitSpec:
+    """`[fit]`: the keywords of `simlab.fit` an experiment file can give, checked."""
+
     parameters: tuple[str, ...]
     fit_initial_state: bool
-    method: str
+    method: str | None
     max_steps: int | None
     rtol: float
     atol: float
+    t0: float | None = None
+    noise: str = "gaussian"
+    noise_scale: float | tuple[float, ...] | None = None
+    fit_noise: bool | None = None
+    starts: int | None = None
+    bounds: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
+    seed: int = 0
+    profiles: ProfileSpec | None = None
+    sampling: SamplingSpec | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -233,13 +286,12 @@ def parse(
     time = _time(check, resolved)
     solver = _solver(check, resolved)
     data = _data(check, resolved, model, named_by_user=data_file is not None)
-    fit = _fit(check, resolved, model, data)
+    fit = _fit(check, resolved, model, data, time)
     event = _event(check, resolved, model, y0, solver)
     sweep = _sweep(check, resolved, model, fit, event)
     sensitivity = _sensitivity(check, resolved, model, y0, event)
     continuation = _continuation(check, resolved, model, y0)
-    tables = {"fit": fit, "sweep": sweep, "sensitivity": sensitivity}
-    figures = _figures(check, resolved, model, {**tables, "continuation": continuation})
+    figures = _figures(check, resolved, model, fit, sweep, sensitivity, continuation)
     _check_sizes(check, y0, time, sweep, fit, solver)
     return Experiment(
         name=path.stem,
@@ -481,16 +533,28 @@ def _csv_data(
             )
     try:
         ts = np.array([float(row[time_column]) for row in rows])
-        values = np.array([[float(row[c]) for c in columns] for row in rows])
+        # An empty cell (or nan) is a value that was not observed: NaN, left out of the fit.
+        values = np.array([[float(row[c] or "nan") for c in columns] for row in rows])
     except ValueError:
         raise check.fail(
             "data.csv",
             f"{str(csv_path)!r} holds a value that is not a number in the columns "
-            f"{[time_column, *columns]}; use plain decimal numbers.",
+            f"{[time_column, *columns]}; use plain decimal numbers (an empty cell: missing).",
         ) from None
-    if not np.all(np.isfinite(values)) or not np.all(np.diff(ts) > 0):
+    if np.any(np.isinf(values)) or not np.all(np.isfinite(ts)) or not np.all(np.diff(ts) > 0):
         raise check.fail(
-            "data.csv", f"{str(csv_path)!r} needs finite values and strictly increasing times."
+            "data.csv",
+            f"{str(csv_path)!r} needs finite values (empty or nan where missing) and strictly "
+            "increasing times.",
+        )
+    unobserved = [
+        c for c, column in zip(columns, values.T, strict=True) if np.all(np.isnan(column))
+    ]
+    if unobserved:
+        raise check.fail(
+            "data.columns",
+            f"{str(csv_path)!r} has no value in column {unobserved[0]!r}; fill it in or leave "
+            "it out of data.columns.",
         )
     return DataSpec(f"csv:{csv_path}", ts, values, tuple(columns))
 
@@ -574,24 +638,219 @@ def _synthetic_data(check: Checker, table: dict, model: AbstractModel) -> DataSp
     )
 
 
-def _fit(check: Checker, config: dict, model: AbstractModel, data: DataSpec | None):
+def _fit(check: Checker, config: dict, model: AbstractModel, data, time: TimeSpan):
     table = check.table(config, "fit", "fit", required=False)
     if table is None:
         return None
     if data is None:
         raise check.fail("fit", "needs data to fit; add a [data] table.")
-    check.keys(
-        table, "fit", ("parameters", "fit_initial_state", "method", "max_steps", "rtol", "atol")
-    )
-    return FitSpec(
-        parameters=check.names(table, "parameters", "fit", model.parameter_names()),
+    check.keys(table, "fit", FIT_KEYS)
+    parameters = check.names(table, "parameters", "fit", model.parameter_names())
+    noise = check.string(table, "noise", "fit", default="gaussian", choices=tuple(NOISE_MODELS))
+    least_squares = issubclass(NOISE_MODELS[noise], AbstractLeastSquaresNoise)
+    method = check.string(table, "method", "fit", default=None, choices=METHODS)
+    if method == "least_squares" and not least_squares:
+        raise check.fail(
+            "fit.method",
+            f"'least_squares' needs Gaussian or log-normal noise; for noise = {noise!r} use "
+            "'quasi_newton' or 'gradient' (or leave method out).",
+        )
+    for key in ("noise_scale", "fit_noise"):
+        if key in table and not least_squares:
+            raise check.fail(
+                f"fit.{key}",
+                f"is about the scale of Gaussian or log-normal noise; noise = {noise!r} has "
+                "none (its spread follows from the mean), so remove it.",
+            )
+    if data.source != "synthetic":
+        try:
+            NOISE_MODELS[noise]().check_observations(data.observations, "")
+        except ValueError as error:
+            raise check.fail("fit.noise", f"does not suit the data: {error}") from None
+    bounds = _fit_bounds(check, table, model, parameters)
+    starts = check.integer(table, "starts", "fit", default=None, minimum=2)
+    if starts is not None:
+        _check_finite_ranges(check, "fit.starts", model, parameters, bounds, {})
+    fit = FitSpec(
+        parameters=parameters,
         fit_initial_state=check.boolean(table, "fit_initial_state", "fit", default=False),
-        method=check.string(
-            table, "method", "fit", default="least_squares", choices=("least_squares", "gradient")
-        ),
+        method=method,
         max_steps=check.integer(table, "max_steps", "fit", default=None),
         rtol=check.number(table, "rtol", "fit", default=1e-8, positive=True),
         atol=check.number(table, "atol", "fit", default=1e-12, positive=True),
+        t0=_fit_t0(check, table, data, time),
+        noise=noise,
+        noise_scale=_noise_scale(check, table, _num_observed(data, model)),
+        fit_noise=(
+            check.boolean(table, "fit_noise", "fit", default=False)
+            if "fit_noise" in table
+            else None
+        ),
+        starts=starts,
+        bounds=bounds,
+        seed=check.integer(table, "seed", "fit", default=0, minimum=0),
+        profiles=_fit_profiles(check, table, parameters),
+    )
+    return dataclasses.replace(fit, sampling=_fit_sampling(check, table, model, fit))
+
+
+def _num_observed(data: DataSpec, model: AbstractModel) -> int:
+    if data.source == "synthetic":  # every state is observed
+        return len(model.state_names) if model.state_names else 1
+    return data.observations.shape[1]
+
+
+def _fit_t0(check: Checker, table: dict, data: DataSpec, time: TimeSpan) -> float | None:
+    """The time `[initial_state]` holds, before the first saved time and observation."""
+    t0 = check.number(table, "t0", "fit", default=None)
+    if t0 is None:
+        return None
+    if not t0 < time.start:
+        raise check.fail(
+            "fit.t0",
+            f"is {t0:g}: the simulation starts there, so it must come before time.start "
+            f"({time.start:g}), the first saved time; lower it, or raise time.start.",
+        )
+    if data.source != "synthetic" and not t0 < data.ts[0]:
+        raise check.fail(
+            "fit.t0",
+            f"is {t0:g}, not before the first observation time {data.ts[0]:g}; lower it, or "
+            "remove it to start at the first observation.",
+        )
+    return t0
+
+
+def _noise_scale(check: Checker, table: dict, num_observed: int):
+    """A positive number, or one per observed quantity."""
+    if "noise_scale" not in table:
+        return None
+    value = table["noise_scale"]
+    if isinstance(value, list):
+        if len(value) != num_observed:
+            raise check.fail(
+                "fit.noise_scale",
+                f"gives {len(value)} values for {num_observed} observed quantities; give one "
+                "number, or one per observed quantity.",
+            )
+        return tuple(
+            check.number({"noise_scale": v}, "noise_scale", "fit", positive=True) for v in value
+        )
+    return check.number(table, "noise_scale", "fit", positive=True)
+
+
+def _pair(check: Checker, value: Any, where: str, example: str) -> tuple[float, float]:
+    """`[lower, upper]`: two finite numbers, lower < upper."""
+    if (
+        not isinstance(value, list)
+        or len(value) != 2
+        or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in value)
+        or not all(math.isfinite(v) for v in value)
+    ):
+        raise check.fail(where, f"must be a pair [lower, upper] of numbers, e.g. {example}; got "
+                         f"{value!r}.")  # fmt: skip
+    lower, upper = (float(v) for v in value)
+    if not lower < upper:
+        raise check.fail(where, f"is [{lower:g}, {upper:g}]; the lower end must come first.")
+    return lower, upper
+
+
+def _ranges(
+    check: Checker, table: dict, where: str, model: AbstractModel, parameters: tuple[str, ...]
+) -> dict[str, tuple[float, float]]:
+    """A table of `name = [lower, upper]` for fitted parameters: inside each parameter's
+    declared range, and holding its starting value."""
+    ranges = {}
+    declared = model.parameter_bounds()
+    for name, value in table.items():
+        key = f"{where}.{name}"
+        if name not in parameters:
+            raise check.fail(
+                key, f"is not a fitted parameter; fit.parameters are {list(parameters)}."
+            )
+        lower, upper = _pair(check, value, key, "[0.1, 2.0]")
+        bounds = declared.get(name)
+        if bounds is not None and (lower < bounds.lower or upper > bounds.upper):
+            raise check.fail(
+                key,
+                f"= [{lower:g}, {upper:g}] reaches outside {name}'s valid range "
+                f"{bounds.describe()}; narrow it to lie inside.",
+            )
+        start = float(getattr(model, name))
+        if not lower < start < upper:
+            raise check.fail(
+                key,
+                f"= [{lower:g}, {upper:g}] does not hold the starting value {name} = {start:g} "
+                "(model.parameters); widen it or move the starting value inside.",
+            )
+        ranges[name] = (lower, upper)
+    return ranges
+
+
+def _fit_bounds(check: Checker, table: dict, model, parameters) -> dict[str, tuple[float, float]]:
+    return _ranges(check, check.table(table, "bounds", "fit.bounds", required=False) or {},
+                   "fit.bounds", model, parameters)  # fmt: skip
+
+
+def _check_finite_ranges(check: Checker, key: str, model, parameters, *given: dict) -> None:
+    """Every fitted parameter has a finite range, declared or given in one of `given`."""
+    declared = model.parameter_bounds()
+    for name in parameters:
+        bounds = declared.get(name)
+        if any(name in ranges for ranges in given) or (
+            bounds is not None and math.isfinite(bounds.lower) and math.isfinite(bounds.upper)
+        ):
+            continue
+        describe = bounds.describe() if bounds is not None else "(-inf, inf)"
+        need = (
+            "draws its starts from" if key == "fit.starts" else "has a uniform default prior over"
+        )
+        raise check.fail(
+            key,
+            f"{need} each parameter's range, but {name} has range {describe}; give "
+            f"fit.bounds.{name} = [lower, upper]"
+            + (f" or fit.sampling.priors.{name} = [lower, upper]." if key != "fit.starts" else "."),
+        )
+
+
+def _fit_profiles(check: Checker, table: dict, parameters) -> ProfileSpec | None:
+    profiles = check.table(table, "profiles", "fit.profiles", required=False)
+    if profiles is None:
+        return None
+    where = "fit.profiles"
+    check.keys(profiles, where, ("parameters", "level", "num_points", "span"))
+    names = (
+        check.names(profiles, "parameters", where, parameters)
+        if "parameters" in profiles
+        else parameters
+    )
+    level = check.number(profiles, "level", where, default=0.95)
+    if not 0 < level < 1:
+        raise check.fail(f"{where}.level", f"must lie between 0 and 1, e.g. 0.95; got {level!r}.")
+    num_points = check.integer(profiles, "num_points", where, default=21, minimum=3)
+    span = check.number(profiles, "span", where, default=4.0, positive=True)
+    return ProfileSpec(names, level, num_points, span)
+
+
+def _fit_sampling(check: Checker, table: dict, model, fit: FitSpec) -> SamplingSpec | None:
+    sampling = check.table(table, "sampling", "fit.sampling", required=False)
+    if sampling is None:
+        return None
+    where = "fit.sampling"
+    check.keys(
+        sampling,
+        where,
+        ("num_samples", "num_warmup", "num_chains", "seed", "priors", "num_predictive"),
+    )
+    priors_table = check.table(sampling, "priors", f"{where}.priors", required=False) or {}
+    priors = _ranges(check, priors_table, f"{where}.priors", model, fit.parameters)
+    _check_finite_ranges(check, f"{where}.priors", model, fit.parameters, fit.bounds, priors)
+    return SamplingSpec(
+        num_samples=check.integer(sampling, "num_samples", where, default=1000),
+        num_warmup=check.integer(sampling, "num_warmup", where, default=500),
+        num_chains=check.integer(sampling, "num_chains", where, default=4),
+        seed=check.integer(sampling, "seed", where, default=0, minimum=0),
+        priors=priors,
+        num_predictive=check.integer(sampling, "num_predictive", where, default=200),
     )
 
 
@@ -666,9 +925,20 @@ def _sweep_axis(check: Checker, axis: Any, where: str, model, name: str) -> dict
     return resolved
 
 
-def _figures(check: Checker, config: dict, model, tables: dict) -> tuple[FigureSpec, ...]:
-    """The `[[figures]]`; `tables` maps each table a figure may need to its spec (or None)."""
+def _figures(
+    check: Checker, config: dict, model, fit, sweep, sensitivity, continuation
+) -> tuple[FigureSpec, ...]:
+    """The `[[figures]]`, each checked against the tables (and their parts) it needs."""
     figures, names = [], set()
+    tables = {
+        "fit": fit,
+        "sweep": sweep,
+        "fit.starts": fit and fit.starts,
+        "fit.profiles": fit and fit.profiles,
+        "fit.sampling": fit and fit.sampling,
+        "sensitivity": sensitivity,
+        "continuation": continuation,
+    }
     for where, entry, kind in figure_entries(check, config):
         kind.check(check, entry, where, model, tables)
         figure = FigureSpec(

@@ -7,7 +7,11 @@ from ._fields import (
     field_image as field_image,
     field_snapshots as field_snapshots,
 )
-from ._fit import fit_curves as fit_curves
+from ._fit import (
+    fit_curves as fit_curves,
+    posterior_band as posterior_band,
+    posterior_curves as posterior_curves,
+)
 from ._gallery import animate as animate, sweep_gallery as sweep_gallery
 from ._likelihood import corner as corner, profiles as profiles, waterfall as waterfall
 from ._loss import loss_curve as loss_curve

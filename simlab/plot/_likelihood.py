@@ -2,7 +2,9 @@
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.ticker import MaxNLocator
 
+from .._fit._multistart import Starts
 from ._style import COLOURS, new_axes, style
 
 
@@ -16,7 +18,8 @@ def waterfall(result, *, tolerance: float = 1e-3, ax=None):
 
     **Arguments:**
 
-    - `result`: a [`simlab.FitResult`][] of a fit with `starts=N`.
+    - `result`: a [`simlab.FitResult`][] of a fit with `starts=N`, or its
+      [`simlab.Starts`][] (`result.starts`).
     - `tolerance`: starts within this much of the best loss are drawn as having found it.
     - `ax`: the Axes to draw on; `None` makes a new figure.
 
@@ -30,9 +33,10 @@ def waterfall(result, *, tolerance: float = 1e-3, ax=None):
         ax = simlab.plot.waterfall(result)
         ```
     """
-    if result.starts is None:
+    starts = result if isinstance(result, Starts) else result.starts
+    if starts is None:
         raise ValueError("waterfall needs a multi-start fit: pass starts=N (and bounds, key).")
-    loss = np.sort(np.asarray(result.starts.loss))
+    loss = np.sort(np.asarray(starts.loss))
     finite = np.isfinite(loss)
     relative = loss[finite] - loss[finite][0] + 1.0
     found = relative - 1.0 <= tolerance * max(1.0, abs(loss[finite][0]))
@@ -49,6 +53,9 @@ def waterfall(result, *, tolerance: float = 1e-3, ax=None):
             label=f"{int(found.sum())} of {loss.size} starts at the best loss",
         )
         ax.set_yscale("log")
+        # At least a decade: starts that all agree must not fill the axis with rounding.
+        ax.set_ylim(0.8, max(10.0, 2.0 * float(relative.max())))
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("start, sorted by final loss")
         ax.set_ylabel("final loss − best + 1")
         if not np.all(finite):
