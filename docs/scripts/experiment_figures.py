@@ -1,6 +1,6 @@
 """Regenerates docs/figures/experiment_*.png from full runs of the shipped experiments.
 
-python docs/scripts/experiment_figures.py               # runs all four (≈ 8 min on 2 cores)
+python docs/scripts/experiment_figures.py               # runs all five (≈ 8 min on 2 cores)
 python docs/scripts/experiment_figures.py RUN_FOLDER... # copies from finished runs
 """
 
@@ -21,6 +21,7 @@ CHOSEN = {
     "pendulum_sweep": [("sweep_heatmap.png", "experiment_pendulum_sweep.png")],
     "gray_scott_patterns": [("pattern_gallery.png", "experiment_gray_scott_patterns.png")],
     "heat_inverse": [("snapshots.png", "experiment_heat_inverse.png")],
+    "kuramoto_sivashinsky": [("space_time.png", "experiment_kuramoto_sivashinsky.png")],
 }  # fmt: skip
 
 

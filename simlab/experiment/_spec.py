@@ -23,7 +23,7 @@ from ._figures import figure_entries
 DATASETS = ("lynx_hare",)
 SWEEP_MODES = ("grid", "zip")
 OBSERVABLES = ("final_state", "peak", "final_field")
-GRID_FIELDS = ("gaussian", "sine", "gray_scott_seed")
+GRID_FIELDS = ("gaussian", "sine", "gray_scott_seed", "kassam_trefethen")
 TOP_LEVEL_KEYS = (
     "description",
     "model",
@@ -301,7 +301,7 @@ def _time(check: Checker, config: dict) -> TimeSpan:
 
 def _solver(check: Checker, config: dict) -> dict[str, Any]:
     table = check.table(config, "solver", "solver", required=False) or {}
-    check.keys(table, "solver", ("name", "rtol", "atol", "max_steps"))
+    check.keys(table, "solver", ("name", "rtol", "atol", "max_steps", "adaptive", "dt0"))
     options: dict[str, Any] = {}
     if "name" in table:
         options["solver"] = check.string(table, "name", "solver", choices=tuple(SOLVERS))
@@ -310,6 +310,19 @@ def _solver(check: Checker, config: dict) -> dict[str, Any]:
             options[key] = check.number(table, key, "solver", positive=True)
     if "max_steps" in table:
         options["max_steps"] = check.integer(table, "max_steps", "solver")
+    options.update(_fixed_steps(check, table))
+    return options
+
+
+def _fixed_steps(check: Checker, table: dict) -> dict[str, Any]:
+    """`adaptive = false` with a step `dt0` (fixed-step solvers such as "etdrk4" need both)."""
+    options: dict[str, Any] = {}
+    if "adaptive" in table:
+        options["adaptive"] = check.boolean(table, "adaptive", "solver", default=True)
+    if "dt0" in table:
+        options["dt0"] = check.number(table, "dt0", "solver", positive=True)
+    if options.get("adaptive") is False and "dt0" not in options:
+        raise check.fail("solver.dt0", "is missing; adaptive = false takes fixed steps of dt0.")
     return options
 
 
