@@ -8,7 +8,6 @@ solver), which also reports their standard errors.
 Run: `python examples/heat_inverse.py`
 """
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -30,7 +29,7 @@ class LayeredHeat(AbstractODEModel):
     equal thickness, each with its own diffusivity (one parameter per layer)."""
 
     layer_diffusivity: jax.Array = parameter(lower=0.0, unit="length²/time")
-    grid: simlab.Grid = eqx.field(static=True)
+    grid: simlab.Grid
 
     state_names = ()
 

@@ -45,7 +45,13 @@ from ._lean import checkpointed_loop, fixed_steps_per_interval
 from ._results import RESULTS
 from .grid._spectral import check_periodic, fourier_transform, inverse_fourier_transform
 from .models._base import is_concrete
-from .models._split import SplitParts, check_linear_part, check_linear_symbol, split_parts
+from .models._pde import AbstractSplitGridModel
+from .models._split import (
+    check_linear_part,
+    check_linear_symbol,
+    nonlinear_spectrum,
+    require_split_model,
+)
 
 
 class _Coefficients(eqx.Module):
@@ -60,14 +66,25 @@ class _Coefficients(eqx.Module):
 def _coefficients(
     symbol: Array, h: Array, num_points: int, radius: float, dtype: Any
 ) -> _Coefficients:
-    """The ETDRK4 coefficients at step `h`, by Kassam and Trefethen's contour means, in the
-    spectrum's complex `dtype`."""
-    z = (h.astype(symbol.dtype) * symbol).astype(dtype)
-    angles = 2 * np.pi * (np.arange(1, num_points + 1) - 0.5) / num_points
+    """The ETDRK4 coefficients at step `h`, by Kassam and Trefethen's contour means: real
+    for a real symbol (the contour points come in conjugate pairs, so the means are real),
+    else in the spectrum's complex `dtype`."""
+    real_symbol = not jnp.iscomplexobj(symbol)
+    coefficient_dtype = jnp.finfo(dtype).dtype if real_symbol else dtype
+    z = (h.astype(symbol.dtype) * symbol).astype(coefficient_dtype)
+    indices = np.arange(1, num_points + 1)
+    weights = np.ones(num_points)
+    if real_symbol:
+        # f(conj r) = conj f(r): the upper half of the circle, doubled, gives the real mean
+        # (the point at angle pi, for an odd count, is its own conjugate).
+        indices = np.arange(1, (num_points + 1) // 2 + 1)
+        weights = np.where(2 * indices - 1 == num_points, 1.0, 2.0)
+    angles = 2 * np.pi * (indices - 0.5) / num_points
     roots = jnp.asarray(np.exp(1j * angles), dtype=dtype)
+    weights = jnp.asarray(weights, dtype=coefficient_dtype)
 
     def accumulate(i, sums):
-        r = z + radius * roots[i]
+        r = z.astype(dtype) + radius * roots[i]
         exp_r = jnp.exp(r)
         terms = (
             (jnp.exp(r / 2) - 1) / r,
@@ -75,14 +92,14 @@ def _coefficients(
             (2 + r + exp_r * (-2 + r)) / r**3,
             (-4 - 3 * r - r**2 + exp_r * (4 - r)) / r**3,
         )
-        return tuple(s + term for s, term in zip(sums, terms, strict=True))
+        if real_symbol:
+            terms = tuple(term.real for term in terms)
+        return tuple(s + weights[i] * term for s, term in zip(sums, terms, strict=True))
 
-    zeros = jnp.zeros(z.shape, dtype)
-    sums = lax.fori_loop(0, num_points, accumulate, (zeros,) * 4)
-    # A real symbol has a real contour mean (the points come in conjugate pairs).
-    real_symbol = not jnp.iscomplexobj(symbol)
-    means = [(s / num_points).real.astype(dtype) if real_symbol else s / num_points for s in sums]
-    step = h.astype(dtype)
+    zeros = jnp.zeros(z.shape, coefficient_dtype)
+    sums = lax.fori_loop(0, indices.size, accumulate, (zeros,) * 4)
+    means = [s / num_points for s in sums]
+    step = h.astype(coefficient_dtype)
     return _Coefficients(
         exp_full=jnp.exp(z),
         exp_half=jnp.exp(z / 2),
@@ -93,31 +110,44 @@ def _coefficients(
     )
 
 
-def _etdrk4_step(parts: SplitParts, coefficients: _Coefficients, t, v, h, args):
+def _scaled(coefficient: Array, spectrum: Array) -> Array:
+    """`coefficient * spectrum`; a real coefficient scales the real and imaginary parts (two
+    real products, and half the memory traffic of a complex coefficient)."""
+    if jnp.iscomplexobj(coefficient):
+        return coefficient * spectrum
+    return lax.complex(coefficient * spectrum.real, coefficient * spectrum.imag)
+
+
+def _etdrk4_step(model: AbstractSplitGridModel, coefficients: _Coefficients, t, v, h, args):
     """One ETDRK4 step of the spectrum `v` from `t` to `t + h`."""
     c = coefficients
 
     def nonlinear(time, spectrum):
-        return parts.nonlinear_spectral(time, spectrum, args)
+        return nonlinear_spectrum(model, time, spectrum, args)
 
     n_v = nonlinear(t, v)
-    a = c.exp_half * v + c.stage * n_v
+    a = _scaled(c.exp_half, v) + _scaled(c.stage, n_v)
     n_a = nonlinear(t + h / 2, a)
-    b = c.exp_half * v + c.stage * n_a
+    b = _scaled(c.exp_half, v) + _scaled(c.stage, n_a)
     n_b = nonlinear(t + h / 2, b)
-    d = c.exp_half * a + c.stage * (2 * n_b - n_v)
+    d = _scaled(c.exp_half, a) + _scaled(c.stage, 2 * n_b - n_v)
     n_d = nonlinear(t + h, d)
     return (
-        c.exp_full * v + c.weight_1 * n_v + c.weight_2 * 2 * (n_a + n_b) + c.weight_3 * n_d
+        _scaled(c.exp_full, v)
+        + _scaled(c.weight_1, n_v)
+        + _scaled(c.weight_2, 2 * (n_a + n_b))
+        + _scaled(c.weight_3, n_d)
     ).astype(v.dtype)
 
 
 @eqx.filter_jit
-def _solve(solver: "ETDRK4", parts: SplitParts, ts, y0, args, steps_per_interval, max_steps):
-    grid = parts.grid
+def _solve(
+    solver: "ETDRK4", model: AbstractSplitGridModel, ts, y0, args, steps_per_interval, max_steps
+):
+    grid = model.grid
     uniform = isinstance(steps_per_interval, int)
     spectrum0 = fourier_transform(y0, grid)
-    symbol = jnp.broadcast_to(parts.linear_symbol(), spectrum0.shape)
+    symbol = jnp.broadcast_to(jnp.asarray(model.linear_symbol()), spectrum0.shape)
 
     def coefficient_fn(h):
         return _coefficients(
@@ -135,7 +165,7 @@ def _solve(solver: "ETDRK4", parts: SplitParts, ts, y0, args, steps_per_interval
 
         def step(i, v):
             t = t_start + jnp.asarray(i, h.dtype) * h
-            return _etdrk4_step(parts, coefficients, t, v, h, args)
+            return _etdrk4_step(model, coefficients, t, v, h, args)
 
         if uniform:
             v = checkpointed_loop(step, steps_per_interval, v)
@@ -223,8 +253,8 @@ class ETDRK4(eqx.Module):
         [`simlab.RESULTS`][] status and int32 step counts (`num_steps`,
         `num_accepted_steps`, `num_rejected_steps`).
         """
-        parts = split_parts(model)
-        check_periodic(parts.grid, "ETDRK4")
+        model = require_split_model(model)
+        check_periodic(model.grid, "ETDRK4")
         ts, y0 = jnp.asarray(ts), jnp.asarray(y0)
         if jnp.iscomplexobj(y0):
             raise ValueError("ETDRK4 steps real fields (rfft); got a complex y0.")
@@ -232,8 +262,8 @@ class ETDRK4(eqx.Module):
             raise ValueError("ETDRK4 takes fixed steps and needs the largest one: pass dt0=...")
         if is_concrete(dt0) and not float(dt0) > 0:
             raise ValueError(f"dt0 must be positive; got {dt0}.")
-        check_linear_part(parts, ts[0], y0, args)
-        check_linear_symbol(parts, ts[0], y0, args)
+        check_linear_part(model, ts[0], y0, args)
+        check_linear_symbol(model, ts[0], y0, args)
         steps_per_interval = fixed_steps_per_interval(ts, dt0)
         if is_concrete(steps_per_interval):
             total = int(np.sum(np.asarray(steps_per_interval) * np.ones(ts.shape[0] - 1)))
@@ -242,4 +272,4 @@ class ETDRK4(eqx.Module):
                     f"{total} ETDRK4 steps of at most dt0={dt0} are needed to reach ts[-1], more "
                     f"than max_steps={max_steps}; raise max_steps or dt0."
                 )
-        return _solve(self, parts, ts, y0, args, steps_per_interval, max_steps)
+        return _solve(self, model, ts, y0, args, steps_per_interval, max_steps)

@@ -17,7 +17,7 @@ from jaxtyping import Array
 
 from ._results import RESULTS
 from ._solvers import imex_solver
-from .models._split import check_linear_part, split_parts
+from .models._split import check_linear_part, require_split_model
 
 
 def imex_solve(
@@ -42,7 +42,7 @@ def imex_solve(
 
     **Arguments:**
 
-    - `model`: a split model (see `simlab.models._split.is_split_model`).
+    - `model`: a split model (a `simlab.models.AbstractSplitGridModel`).
     - `ts`: strictly increasing save times; `y0`: the state at `ts[0]`; `args`: passed on.
     - `solver`: `"kencarp3"`, `"kencarp4"`, `"kencarp5"` (Newton–GMRES from
       `simlab._solvers.imex_solver`) or a Diffrax KenCarp instance.
@@ -54,7 +54,7 @@ def imex_solve(
 
     **Returns:** `(ys, result, stats)` as from `diffrax.diffeqsolve`.
     """
-    parts = split_parts(model)
+    model = require_split_model(model)
     if isinstance(solver, str):
         solver = imex_solver(solver.lower(), rtol=rtol, atol=atol)
     if not isinstance(solver, dfx.KenCarp3 | dfx.KenCarp4 | dfx.KenCarp5):
@@ -63,7 +63,7 @@ def imex_solve(
         )
     if not adaptive and dt0 is None:
         raise ValueError("adaptive=False takes fixed steps and needs a step: pass dt0=...")
-    check_linear_part(parts, ts[0], y0, args)
+    check_linear_part(model, ts[0], y0, args)
     # As arrays these are traced by the compiled solve, so new values never recompile it.
     dt0 = None if dt0 is None else jnp.asarray(dt0)
     controller = (
@@ -71,7 +71,7 @@ def imex_solve(
         if adaptive
         else dfx.ConstantStepSize()
     )
-    terms = dfx.MultiTerm(dfx.ODETerm(parts.nonlinear), dfx.ODETerm(parts.linear))
+    terms = dfx.MultiTerm(dfx.ODETerm(model.nonlinear), dfx.ODETerm(model.linear))
     solution = dfx.diffeqsolve(
         terms,
         solver,

@@ -15,7 +15,14 @@ from simlab.experiment import ExperimentError, _figures
 from simlab.experiment._folder import StoredRun, to_toml
 from simlab.experiment._run import Outcome
 
-SHIPPED = ("gray_scott_patterns", "heat_inverse", "lynx_hare", "pendulum_sweep", "sir_sensitivity")
+SHIPPED = (
+    "gray_scott_patterns",
+    "heat_inverse",
+    "kuramoto_sivashinsky",
+    "lynx_hare",
+    "pendulum_sweep",
+    "sir_sensitivity",
+)
 
 
 def _figure_files(folder: pathlib.Path) -> set[str]:

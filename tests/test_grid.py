@@ -107,7 +107,7 @@ def test_neumann_ghost_cells_give_the_outward_derivative():
     h = 0.25
     grid = sg.Grid((5, 4), spacing=h, boundary=[(sg.Neumann(3.0), sg.Neumann(-1.0)), "periodic"])
     field = np.random.default_rng(1).standard_normal((2, *grid.shape))  # a leading channel axis
-    padded = np.asarray(jax.jit(sg.pad, static_argnums=(1, 2))(field, grid, 2))
+    padded = np.asarray(jax.jit(sg.pad, static_argnums=2)(field, grid, 2))  # grid: a pytree
     assert padded.shape == (2, 9, 8)
     interior = padded[:, 2:-2, 2:-2]
     np.testing.assert_allclose(interior, field)
@@ -277,3 +277,68 @@ def test_laplacian_equals_its_interior_form_on_a_padded_array(order):
         )
     )(field)
     np.testing.assert_allclose(direct, from_padded, rtol=1e-12, atol=1e-9)
+
+
+def _band_limited(grid):
+    """A smooth field of a few modes on a (2 pi, 3) periodic box, and its exact derivatives."""
+    x, y = grid.mesh()
+    ky = 2 * jnp.pi / 3
+    u = jnp.sin(2 * x) * jnp.cos(2 * ky * y) + 0.5 * jnp.cos(3 * x - ky * y)
+    u_x = 2 * jnp.cos(2 * x) * jnp.cos(2 * ky * y) - 1.5 * jnp.sin(3 * x - ky * y)
+    u_y = -2 * ky * jnp.sin(2 * x) * jnp.sin(2 * ky * y) + 0.5 * ky * jnp.sin(3 * x - ky * y)
+    lap = -(4 + 4 * ky**2) * jnp.sin(2 * x) * jnp.cos(2 * ky * y) - 0.5 * (9 + ky**2) * jnp.cos(
+        3 * x - ky * y
+    )
+    return u, jnp.stack([u_x, u_y]), lap
+
+
+def test_spectral_impl_is_exact_on_band_limited_fields():
+    grid = sg.Grid((16, 12), extent=(2 * np.pi, 3.0))
+    u, gradient, lap = _band_limited(grid)
+    np.testing.assert_allclose(sg.laplacian(u, grid, impl="spectral"), lap, atol=1e-12)
+    np.testing.assert_allclose(sg.gradient(u, grid, impl="spectral"), gradient, atol=1e-12)
+    np.testing.assert_allclose(sg.divergence(gradient, grid, impl="spectral"), lap, atol=1e-12)
+    velocity = jnp.array([0.7, -1.3])
+    np.testing.assert_allclose(
+        sg.advection(u, velocity, grid, impl="spectral"),
+        0.7 * gradient[0] - 1.3 * gradient[1],
+        atol=1e-12,
+    )
+    np.testing.assert_allclose(sg.diffusion(u, 0.3, grid, impl="spectral"), 0.3 * lap, atol=1e-12)
+    # The same operators as simlab.grid._spectral, and far from the stencils' h^2 error.
+    assert jnp.array_equal(sg.laplacian(u, grid, impl="spectral"), sg.spectral_laplacian(u, grid))
+    assert jnp.array_equal(sg.gradient(u, grid, impl="spectral"), sg.spectral_gradient(u, grid))
+    assert float(jnp.max(jnp.abs(sg.laplacian(u, grid) - lap))) > 0.1
+    # A constant diffusivity field gives the scalar result; channels pass through.
+    field = jnp.full(grid.shape, 0.3)
+    np.testing.assert_allclose(sg.diffusion(u, field, grid, impl="spectral"), 0.3 * lap, atol=1e-12)
+    both = jnp.stack([u, 2 * u])
+    np.testing.assert_allclose(
+        sg.laplacian(both, grid, impl="spectral"), jnp.stack([lap, 2 * lap]), atol=1e-12
+    )
+
+
+def test_spectral_heat_decays_at_the_exact_rate():
+    grid = sg.Grid((16,), extent=2 * np.pi)
+    (x,) = grid.coordinates()
+    model = simlab.models.Heat(diffusivity=0.1, grid=grid, impl="spectral")
+    y0 = jnp.sin(5 * x)
+    trajectory = simlab.simulate(model, y0, jnp.array([0.0, 1.0]), rtol=1e-12, atol=1e-12)
+    exact = np.exp(-0.1 * 25) * np.sin(5 * x)
+    np.testing.assert_allclose(trajectory.ys[-1], exact, atol=1e-9)
+    stencil = simlab.models.Heat(diffusivity=0.1, grid=grid)
+    finite_difference = simlab.simulate(stencil, y0, jnp.array([0.0, 1.0]), rtol=1e-12, atol=1e-12)
+    assert float(jnp.max(jnp.abs(finite_difference.ys[-1] - exact))) > 1e-2
+
+
+def test_spectral_impl_refuses_walls_and_padded_arrays():
+    walls = sg.Grid((16,), extent=1.0, boundary="dirichlet")
+    u = jnp.ones(16)
+    for operator in (sg.laplacian, sg.gradient):
+        with pytest.raises(ValueError, match="impl='spectral' works in Fourier space and needs a"):
+            operator(u, walls, impl="spectral")
+    with pytest.raises(ValueError, match="Heat with impl='spectral' works in Fourier space"):
+        simlab.models.Heat(diffusivity=1.0, grid=walls, impl="spectral")
+    with pytest.raises(ValueError, match="has no padded form: call simlab.grid.laplacian"):
+        sg.laplacian_interior(jnp.ones(18), (0.1,), impl="spectral")
+    assert sg.resolve_impl("spectral") == "spectral"

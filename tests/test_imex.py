@@ -10,13 +10,15 @@ import pytest
 import simlab
 from simlab._imex import imex_solve
 from simlab._results import RESULTS
-from simlab.models import AdvectionDiffusion, Burgers, GrayScott, Heat, KuramotoSivashinsky
-from simlab.models._split import (
-    check_linear_part,
-    check_linear_symbol,
-    is_split_model,
-    split_parts,
+from simlab.models import (
+    AbstractSplitGridModel,
+    AdvectionDiffusion,
+    Burgers,
+    GrayScott,
+    Heat,
+    KuramotoSivashinsky,
 )
+from simlab.models._split import check_linear_part, check_linear_symbol
 
 
 def _burgers():
@@ -67,12 +69,11 @@ def _split_models():
 
 @pytest.mark.parametrize(("model", "_"), _split_models())
 def test_declared_splits_add_up_to_the_vector_field(model, _):
-    assert is_split_model(model)
-    parts = split_parts(model)
+    assert isinstance(model, AbstractSplitGridModel)
     y = jnp.asarray(np.random.default_rng(0).uniform(0.1, 1.0, model.state_shape))
-    check_linear_part(parts, 0.0, y, None)  # linear even with nonzero wall values
+    check_linear_part(model, 0.0, y, None)  # linear even with nonzero wall values
     np.testing.assert_allclose(
-        parts.linear(0.0, y, None) + parts.nonlinear(0.0, y, None), model(0.0, y, None), atol=1e-12
+        model.linear(0.0, y, None) + model.nonlinear(0.0, y, None), model(0.0, y, None), atol=1e-12
     )
 
 
@@ -81,11 +82,10 @@ def test_symbols_of_the_stencils_are_their_fourier_multipliers():
         periodic = all(model.grid.is_periodic)
         if not periodic or jnp.ndim(getattr(model, "diffusivity", 0.0)) != 0:
             continue
-        parts = split_parts(model)
-        check_linear_symbol(parts, 0.0, jnp.zeros(shape), None)  # raises on a mismatch
+        check_linear_symbol(model, 0.0, jnp.zeros(shape), None)  # raises on a mismatch
     # The 5-point Laplacian's symbol at mode (1, 2) of a 12 x 10 grid, worked out by hand.
     heat = _split_models()[0][0]
-    (hx, hy), symbol = heat.grid.spacing, split_parts(heat).linear_symbol()
+    (hx, hy), symbol = heat.grid.spacing, heat.linear_symbol()
     expected = 0.2 * (
         (2 * np.cos(2 * np.pi / 12) - 2) / hx**2 + (2 * np.cos(4 * np.pi / 10) - 2) / hy**2
     )
@@ -153,6 +153,6 @@ def test_imex_refuses_other_solvers_and_unsplit_models():
     with pytest.raises(ValueError, match="needs a step: pass dt0"):
         imex_solve(model, ts, y0, None, rtol=1e-6, atol=1e-8, max_steps=10, adaptive=False)
     wave = simlab.models.Wave(wave_speed=1.0, grid=simlab.Grid((16,)))
-    assert not is_split_model(wave)
+    assert not isinstance(wave, AbstractSplitGridModel)
     with pytest.raises(ValueError, match="Wave declares no split"):
         imex_solve(wave, ts, jnp.zeros((2, 16)), None, rtol=1e-6, atol=1e-8, max_steps=10)

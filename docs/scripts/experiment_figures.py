@@ -1,6 +1,6 @@
 """Regenerates docs/figures/experiment_*.png from full runs of the shipped experiments.
 
-python docs/scripts/experiment_figures.py               # runs them all (≈ 10 min on 2 cores)
+python docs/scripts/experiment_figures.py               # runs them all (≈ 12 min on 2 cores)
 python docs/scripts/experiment_figures.py RUN_FOLDER... # copies from finished runs
 """
 
@@ -25,6 +25,7 @@ CHOSEN = {
     "heat_inverse": [("snapshots.png", "experiment_heat_inverse.png")],
     "sir_sensitivity": [("peak_time_indices.png", "experiment_sir_peak_time_indices.png"),
                         ("peak_time_map.png", "experiment_sir_peak_time_map.png")],
+    "kuramoto_sivashinsky": [("space_time.png", "experiment_kuramoto_sivashinsky.png")],
 }  # fmt: skip
 
 

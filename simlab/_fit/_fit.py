@@ -69,7 +69,7 @@ class FitResult(eqx.Module):
     """
 
     model: Any
-    params: dict[str, Array]
+    params: dict[str, Any]  # an array, or a module for a module path (e.g. "grid")
     stderr: dict[str, Array]
     covariance: Array
     y0: Any

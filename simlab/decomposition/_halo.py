@@ -52,7 +52,7 @@ class HaloExchange(AbstractBoundaryCondition):
 
     axis_name: str = eqx.field(static=True)
     num_blocks: int = eqx.field(static=True)
-    boundary: AbstractBoundaryCondition = eqx.field(static=True)
+    boundary: AbstractBoundaryCondition  # its values are leaves, like any condition's
 
     def __check_init__(self):
         if not isinstance(self.boundary, AbstractBoundaryCondition):

@@ -32,6 +32,10 @@ def initial_field(
     - `"sine"`: $A \\prod_i \\sin(\\pi x_i / L_i)$, the slowest mode of a Dirichlet box.
     - `"gray_scott_seed"`: $(u, v) = (1, 0)$ with a central square (side `width` times the
       extent) set to $(1/2, 1/4)$, Pearson's seed.
+    - `"kassam_trefethen"`: $A \\prod_i \\cos(2\\pi x_i / L_i)\\,(1 + \\sin(2\\pi x_i / L_i))$,
+      smooth and periodic: on $L = 32\\pi$ it is Kassam and Trefethen's
+      $\\cos(x/16)(1 + \\sin(x/16))$ start for Kuramoto–Sivashinsky (SIAM J. Sci. Comput. 26,
+      2005).
 
     `noise` adds uniform noise of that amplitude (drawn with NumPy's generator from `seed`).
     """
@@ -51,6 +55,12 @@ def initial_field(
             ],
             axis=0,
         )
+    elif kind == "kassam_trefethen":
+        phases = [
+            2 * np.pi * (x - x0) / extent
+            for x, x0, extent in zip(coordinates, grid.origin, grid.extent, strict=True)
+        ]
+        field = amplitude * np.prod([np.cos(p) * (1 + np.sin(p)) for p in phases], axis=0)
     else:
         inside = np.all(
             [

@@ -467,6 +467,20 @@ def _field(run: StoredRun, entry: dict):
     return ax.figure
 
 
+def _space_time(run: StoredRun, entry: dict):
+    """A 1-D field's history: position across, time up."""
+    import simlab.plot
+
+    ax = simlab.plot.space_time(
+        _field_trajectory(run, entry),
+        _grid(run),
+        label=entry.get("label", "u"),
+        position_label=entry.get("xlabel", "x"),
+        time_label=entry.get("ylabel", "time"),
+    )
+    return ax.figure
+
+
 def _snapshots(run: StoredRun, entry: dict):
     """A 1-D field at a few data times: observations as points, the fitted model as lines."""
     import matplotlib.pyplot as plt
@@ -674,6 +688,14 @@ FIGURE_KINDS = {
             (*_LABELS, "variable"),
             (_state_component,),
             _still(_bifurcation),
+        ),
+        FigureKind(
+            "space_time",
+            (),
+            "grid",
+            (*_LABELS, "label", "channel"),
+            (_one_dimensional, _existing_channel),
+            _still(_space_time),
         ),
         FigureKind(
             "animation",

@@ -31,7 +31,7 @@ OBSERVABLES = ("final_state", "peak", "final_field", "event")
 SENSITIVITY_OBSERVABLES = ("final_state", "peak", "event")
 EVENT_DIRECTIONS = {"rising": 1, "falling": -1, "either": 0}
 EXTREMA = {"maximum": -1, "minimum": 1}  # the direction in which the rate crosses zero
-GRID_FIELDS = ("gaussian", "sine", "gray_scott_seed")
+GRID_FIELDS = ("gaussian", "sine", "gray_scott_seed", "kassam_trefethen")
 FIT_KEYS = (
     "parameters",
     "fit_initial_state",
@@ -421,7 +421,7 @@ def _time(check: Checker, config: dict) -> TimeSpan:
 
 def _solver(check: Checker, config: dict) -> dict[str, Any]:
     table = check.table(config, "solver", "solver", required=False) or {}
-    check.keys(table, "solver", ("name", "rtol", "atol", "max_steps"))
+    check.keys(table, "solver", ("name", "rtol", "atol", "max_steps", "adaptive", "dt0"))
     options: dict[str, Any] = {}
     if "name" in table:
         options["solver"] = check.string(table, "name", "solver", choices=tuple(SOLVERS))
@@ -430,6 +430,19 @@ def _solver(check: Checker, config: dict) -> dict[str, Any]:
             options[key] = check.number(table, key, "solver", positive=True)
     if "max_steps" in table:
         options["max_steps"] = check.integer(table, "max_steps", "solver")
+    options.update(_fixed_steps(check, table))
+    return options
+
+
+def _fixed_steps(check: Checker, table: dict) -> dict[str, Any]:
+    """`adaptive = false` with a step `dt0` (fixed-step solvers such as "etdrk4" need both)."""
+    options: dict[str, Any] = {}
+    if "adaptive" in table:
+        options["adaptive"] = check.boolean(table, "adaptive", "solver", default=True)
+    if "dt0" in table:
+        options["dt0"] = check.number(table, "dt0", "solver", positive=True)
+    if options.get("adaptive") is False and "dt0" not in options:
+        raise check.fail("solver.dt0", "is missing; adaptive = false takes fixed steps of dt0.")
     return options
 
 

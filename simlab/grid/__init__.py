@@ -17,6 +17,9 @@
   `impl`; `"auto"` is Pallas on GPU/TPU where a kernel exists, XLA otherwise
   ([`simlab.grid.resolve_impl`][]). The kernels are reverse-mode only: for forward-mode
   autodiff use `impl="xla"` (or `"auto"` on a CPU).
+- `impl="spectral"` makes `<op>(field, grid)` differentiate in Fourier space instead
+  (exact for band-limited fields; periodic grids only, refused otherwise). It has no
+  padded form, so `<op>_interior` refuses it.
 """
 
 from ._boundary import (
@@ -49,7 +52,9 @@ from ._spectral import (
     dealiased_product as dealiased_product,
     dealiasing_mask as dealiasing_mask,
     fourier_transform as fourier_transform,
+    impulse_response_symbol as impulse_response_symbol,
     inverse_fourier_transform as inverse_fourier_transform,
+    spectral_divergence as spectral_divergence,
     spectral_gradient as spectral_gradient,
     spectral_laplacian as spectral_laplacian,
     wavenumbers as wavenumbers,

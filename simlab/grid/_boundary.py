@@ -1,12 +1,18 @@
-"""Boundary conditions, each of which knows how to fill the ghost cells of one grid side."""
+"""Boundary conditions, each of which knows how to fill the ghost cells of one grid side.
+
+The kind of a condition (its class, and a Robin condition's coefficients) is static; the
+values it imposes are array leaves, so gradients flow into them.
+"""
 
 import abc
 import math
-from typing import Literal
+from typing import Any, Literal
 
 import equinox as eqx
 import jax.numpy as jnp
-from jaxtyping import Array
+from jaxtyping import Array, Float
+
+from .._misc import as_float_array, is_concrete
 
 Side = Literal["low", "high"]
 
@@ -75,25 +81,58 @@ class Periodic(AbstractBoundaryCondition):
         return _side_slab(field, axis, 0, width)
 
 
+def _as_value(value: Any) -> Any:
+    """A number as a floating-point array; anything else as it is, for `_check_value` to
+    refuse by name."""
+    try:
+        return as_float_array(value)
+    except TypeError:
+        return value
+
+
+def _value_field(default: float = 0.0) -> Any:
+    """A boundary value: an ordinary floating-point array leaf, so `jax.grad` flows into it."""
+    return eqx.field(converter=_as_value, default=default)
+
+
+def _check_value(owner: str, name: str, value: Array) -> None:
+    """A boundary value must be a finite scalar (checked where it is concrete)."""
+    if not eqx.is_inexact_array(value):
+        raise ValueError(f"{owner} {name} must be a finite float; got {value!r}.")
+    if jnp.shape(value) != ():
+        raise ValueError(f"{owner} {name} must be a scalar; got shape {jnp.shape(value)}.")
+    if is_concrete(value) and not bool(jnp.isfinite(value)):
+        raise ValueError(f"{owner} {name} must be a finite float; got {float(value)!r}.")
+
+
+def _static_coefficient(owner: str, name: str, number: Any) -> float:
+    if isinstance(number, bool) or not isinstance(number, int | float):
+        raise ValueError(f"{owner} {name} must be a finite float; got {number!r}.")
+    if not math.isfinite(number):
+        raise ValueError(f"{owner} {name} must be a finite float; got {number!r}.")
+    return float(number)
+
+
 class Dirichlet(AbstractBoundaryCondition):
     r"""Fixed value $u = g$ on the boundary face (between the last cell and its ghost).
 
     Ghost cells are odd reflections about the face, $u_\text{ghost} = 2g - u_\text{mirror}$,
-    so the face value is $g$ to second order.
+    so the face value is $g$ to second order. $g$ is an array leaf: `jax.grad` of a
+    solution with respect to it, and `simlab.fit` of a wall temperature, work as for any
+    model parameter.
 
     **Arguments:**
 
-    - `value`: the boundary value $g$ (a finite float; default 0).
+    - `value`: the boundary value $g$ (a finite scalar; default 0).
     """
 
-    value: float = eqx.field(static=True, default=0.0)
+    value: Float[Array, ""] = _value_field()
 
     def __check_init__(self):
-        if not isinstance(self.value, int | float) or not math.isfinite(self.value):
-            raise ValueError(f"Dirichlet value must be a finite float; got {self.value!r}.")
+        _check_value("Dirichlet", "value", self.value)
 
     def ghost_cells(self, field, axis, side, width, spacing):
-        return 2.0 * self.value - mirror_cells(field, axis, side, width)
+        return 2.0 * self.value.astype(field.dtype) - mirror_cells(field, axis, side, width)
 
 
 class Neumann(AbstractBoundaryCondition):
@@ -101,26 +140,23 @@ class Neumann(AbstractBoundaryCondition):
 
     Zero (the default) is a no-flux wall: diffusion then conserves the total mass exactly.
     Ghost cells are $u_\text{ghost} = u_\text{mirror} + q\,(2k-1)\,h$ for the $k$-th cell out.
+    $q$ is an array leaf (differentiable, fittable).
 
     **Arguments:**
 
-    - `normal_derivative`: $q$, the derivative along the outward normal (a finite float).
+    - `normal_derivative`: $q$, the derivative along the outward normal (a finite scalar).
     """
 
-    normal_derivative: float = eqx.field(static=True, default=0.0)
+    normal_derivative: Float[Array, ""] = _value_field()
 
     def __check_init__(self):
-        value = self.normal_derivative
-        if not isinstance(value, int | float) or not math.isfinite(value):
-            raise ValueError(f"Neumann normal_derivative must be a finite float; got {value!r}.")
+        _check_value("Neumann", "normal_derivative", self.normal_derivative)
 
     def ghost_cells(self, field, axis, side, width, spacing):
         mirror = mirror_cells(field, axis, side, width)
-        if self.normal_derivative == 0:
-            return mirror
         axis = axis % field.ndim
         distances = _distance_to_mirror(width, side, spacing, field.ndim, axis)
-        return mirror + self.normal_derivative * distances.astype(field.dtype)
+        return mirror + self.normal_derivative.astype(field.dtype) * distances.astype(field.dtype)
 
 
 class Robin(AbstractBoundaryCondition):
@@ -137,25 +173,24 @@ class Robin(AbstractBoundaryCondition):
     u_\text{ghost} = \frac{g - (a/2 - b/d_k)\, u_\text{mirror}}{a/2 + b/d_k},
     $$
 
-    exact for linear profiles, second order otherwise.
+    exact for linear profiles, second order otherwise. The coefficients $a, b$ are static
+    (they decide whether the formula is singular on a grid); $g$ is an array leaf.
 
     **Arguments:**
 
     - `value_coefficient`: $a$ (a finite float).
     - `derivative_coefficient`: $b$ (a finite float; $a$ and $b$ not both zero).
-    - `value`: $g$ (a finite float; default 0).
+    - `value`: $g$ (a finite scalar; default 0).
     """
 
     value_coefficient: float = eqx.field(static=True)
     derivative_coefficient: float = eqx.field(static=True)
-    value: float = eqx.field(static=True, default=0.0)
+    value: Float[Array, ""] = _value_field()
 
     def __check_init__(self):
-        names = ("value_coefficient", "derivative_coefficient", "value")
-        for name in names:
-            number = getattr(self, name)
-            if not isinstance(number, int | float) or not math.isfinite(number):
-                raise ValueError(f"Robin {name} must be a finite float; got {number!r}.")
+        for name in ("value_coefficient", "derivative_coefficient"):
+            _static_coefficient("Robin", name, getattr(self, name))
+        _check_value("Robin", "value", self.value)
         if self.value_coefficient == 0 and self.derivative_coefficient == 0:
             raise ValueError(
                 "Robin condition a u + b du/dn = g with a = b = 0 constrains nothing (ill-posed); "
@@ -175,7 +210,8 @@ class Robin(AbstractBoundaryCondition):
                 f"a/2 + b/d = 0 at a ghost-cell distance d = -2b/a = {-2 * b / a:g}; refine or "
                 "coarsen the grid, or check the sign of b (b/a > 0 is the physical case)."
             )
-        return (self.value - (a / 2 - b / distances) * mirror) / (a / 2 + b / distances)
+        value = self.value.astype(field.dtype)
+        return (value - (a / 2 - b / distances) * mirror) / (a / 2 + b / distances)
 
 
 BOUNDARY_NAMES: dict[str, type[AbstractBoundaryCondition]] = {

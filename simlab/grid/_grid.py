@@ -22,8 +22,10 @@ class Grid(eqx.Module):
     the boundary faces sit half a cell beyond the first and last centres. Every field stored
     on the grid has the grid's shape as its trailing axes (leading axes are channels).
 
-    All attributes are static: a grid is part of a model's structure, not a leaf that
-    `jax.grad` differentiates.
+    The geometry (shape, spacing, origin) and the kind of condition on each side are
+    static; the conditions' values (a Dirichlet $g$, a Neumann flux, a Robin right-hand
+    side) are array leaves. A model holds its grid as an ordinary field, so `jax.grad`,
+    `jax.vmap` and `simlab.fit` see the wall values like any other parameter.
 
     **Arguments:**
 
@@ -55,9 +57,7 @@ class Grid(eqx.Module):
     shape: tuple[int, ...] = eqx.field(static=True)
     spacing: tuple[float, ...] = eqx.field(static=True)
     origin: tuple[float, ...] = eqx.field(static=True)
-    boundaries: tuple[tuple[AbstractBoundaryCondition, AbstractBoundaryCondition], ...] = eqx.field(
-        static=True
-    )
+    boundaries: tuple[tuple[AbstractBoundaryCondition, AbstractBoundaryCondition], ...]
 
     def __init__(
         self,

@@ -25,6 +25,12 @@ from ..kernels import LAPLACIAN_WEIGHTS, axis_weights, laplacian_from_shifts, la
 from ._boundary import Neumann, Periodic
 from ._dispatch import Impl, chosen_kernel
 from ._grid import SIDES, Grid, check_field_shape
+from ._spectral import (
+    check_periodic,
+    spectral_divergence,
+    spectral_gradient,
+    spectral_laplacian,
+)
 
 LAPLACIAN_ORDERS = tuple(LAPLACIAN_WEIGHTS)
 ADVECTION_SCHEMES = ("upwind", "central")
@@ -97,14 +103,16 @@ def laplacian(field: ArrayLike, grid: Grid, *, order: int = 2, impl: Impl = "aut
 
     Order 2 is the $(1, -2, 1)/h^2$ stencil per axis (5 points in 2-D); order 4 is
     $(-1, 16, -30, 16, -1)/(12 h^2)$. Boundary conditions enter through ghost cells.
+    `impl="spectral"` multiplies the Fourier coefficients by $-|\mathbf k|^2$ instead
+    (exact for band-limited fields; periodic grids only; `order` is then unused).
 
     **Arguments:**
 
     - `field`: an array whose trailing axes are `grid.shape`.
     - `grid`: the [`simlab.Grid`][].
-    - `order`: 2 or 4, the order of accuracy.
-    - `impl`: `"xla"` (the jnp reference), `"pallas"` (a kernel from `simlab.kernels`), or
-      `"auto"` (Pallas on GPU/TPU when available, XLA on CPU).
+    - `order`: 2 or 4, the order of accuracy of the stencil.
+    - `impl`: `"xla"` (the jnp reference), `"pallas"` (a kernel from `simlab.kernels`),
+      `"auto"` (Pallas on GPU/TPU when available, XLA on CPU) or `"spectral"` (Fourier).
 
     **Returns:** an array of the same shape as `field`.
 
@@ -117,6 +125,8 @@ def laplacian(field: ArrayLike, grid: Grid, *, order: int = 2, impl: Impl = "aut
         ```
     """
     width = stencil_width("laplacian", order=order)
+    if _is_spectral(impl, grid):
+        return spectral_laplacian(field, grid)
     if chosen_kernel(impl, "laplacian") is not None:
         return laplacian_interior(pad(field, grid, width), grid.spacing, order=order, impl=impl)
     field = jnp.asarray(field)
@@ -146,7 +156,8 @@ def gradient(field: ArrayLike, grid: Grid, *, impl: Impl = "auto") -> Array:
 
     - `field`: an array whose trailing axes are `grid.shape`.
     - `grid`: the [`simlab.Grid`][].
-    - `impl`: `"auto"`, `"xla"` or `"pallas"` (see [`simlab.grid.laplacian`][]).
+    - `impl`: `"auto"`, `"xla"`, `"pallas"` or `"spectral"` (see
+      [`simlab.grid.laplacian`][]).
 
     **Returns:** an array of shape `(grid.ndim, *field.shape)`: component `i` is
     $\partial u/\partial x_i$.
@@ -159,6 +170,8 @@ def gradient(field: ArrayLike, grid: Grid, *, impl: Impl = "auto") -> Array:
         simlab.grid.gradient(jnp.sin(2 * jnp.pi * x), grid).shape  # (2, 32, 32)
         ```
     """
+    if _is_spectral(impl, grid):
+        return spectral_gradient(field, grid)
     return gradient_interior(pad(field, grid, 1), grid.spacing, impl=impl)
 
 
@@ -181,7 +194,8 @@ def divergence(vector_field: ArrayLike, grid: Grid, *, impl: Impl = "auto") -> A
 
     - `vector_field`: an array of shape `(grid.ndim, *grid.shape)`.
     - `grid`: the [`simlab.Grid`][].
-    - `impl`: `"auto"`, `"xla"` or `"pallas"` (see [`simlab.grid.laplacian`][]).
+    - `impl`: `"auto"`, `"xla"`, `"pallas"` or `"spectral"` (see
+      [`simlab.grid.laplacian`][]).
 
     **Returns:** an array of shape `grid.shape`.
 
@@ -199,6 +213,8 @@ def divergence(vector_field: ArrayLike, grid: Grid, *, impl: Impl = "auto") -> A
             f"divergence takes a vector field of shape (grid.ndim, *grid.shape) = "
             f"{(grid.ndim, *grid.shape)}; got {vector_field.shape}."
         )
+    if _is_spectral(impl, grid):
+        return spectral_divergence(vector_field, grid)
     return divergence_interior(pad(vector_field, grid, 1), grid.spacing, impl=impl)
 
 
@@ -229,7 +245,9 @@ def advection(
 
     `scheme="upwind"` takes one-sided differences from the side the flow comes from
     (first order, monotone, diffusive); `"central"` takes $(u_{i+1} - u_{i-1})/2h$ (second
-    order, not dissipative, unstable with forward Euler).
+    order, not dissipative, unstable with forward Euler). `impl="spectral"` multiplies the
+    Fourier gradient by $\mathbf v$ pointwise (pseudo-spectral, not dealiased; `scheme` is
+    then unused).
 
     **Arguments:**
 
@@ -238,7 +256,8 @@ def advection(
       `(grid.ndim, *grid.shape)`.
     - `grid`: the [`simlab.Grid`][].
     - `scheme`: `"upwind"` or `"central"`.
-    - `impl`: `"auto"`, `"xla"` or `"pallas"` (see [`simlab.grid.laplacian`][]).
+    - `impl`: `"auto"`, `"xla"`, `"pallas"` or `"spectral"` (see
+      [`simlab.grid.laplacian`][]).
 
     **Returns:** an array of the same shape as `field`.
 
@@ -255,6 +274,15 @@ def advection(
         raise ValueError(
             f"velocity must have shape ({grid.ndim},) (constant) or {(grid.ndim, *grid.shape)} "
             f"(a field); got {velocity.shape}."
+        )
+    if scheme not in ADVECTION_SCHEMES:
+        raise ValueError(f"scheme must be one of {list(ADVECTION_SCHEMES)}; got {scheme!r}.")
+    if _is_spectral(impl, grid):
+        derivatives = spectral_gradient(field, grid)
+        # Leading ones make the velocity's rank the field's: it broadcasts over channel axes.
+        speed_shape = (1,) * (derivatives.ndim - velocity.ndim) + velocity.shape[1:]
+        return sum(
+            velocity[axis].reshape(speed_shape) * derivatives[axis] for axis in range(grid.ndim)
         )
     padded = pad(field, grid, 1)
     return advection_interior(padded, velocity, grid.spacing, scheme=scheme, impl=impl)
@@ -305,7 +333,9 @@ def diffusion(
     - `field`: an array whose trailing axes are `grid.shape`.
     - `diffusivity`: a scalar, or a non-negative field of shape `grid.shape`.
     - `grid`: the [`simlab.Grid`][].
-    - `impl`: `"auto"`, `"xla"` or `"pallas"` (see [`simlab.grid.laplacian`][]).
+    - `impl`: `"auto"`, `"xla"`, `"pallas"` or `"spectral"` (see
+      [`simlab.grid.laplacian`][]; spectral with a field is
+      $\nabla\cdot(D\nabla u)$ pseudo-spectrally, not dealiased).
 
     **Returns:** an array of the same shape as `field`.
 
@@ -325,6 +355,10 @@ def diffusion(
             f"diffusivity must be a scalar or a field of the grid's shape {grid.shape}; got "
             f"shape {diffusivity.shape}."
         )
+    if _is_spectral(impl, grid):
+        derivatives = spectral_gradient(field, grid)
+        shape = (1,) * (derivatives.ndim - grid.ndim) + grid.shape
+        return spectral_divergence(diffusivity.reshape(shape) * derivatives, grid)
     return diffusion_interior(
         pad(field, grid, 1), pad_coefficient(diffusivity, grid, 1), grid.spacing, impl=impl
     )
@@ -351,6 +385,14 @@ def diffusion_interior(
         flux_low = face_low * (at(padded, 0) - at(padded, -1))
         total = total + (flux_high - flux_low) / h**2
     return total
+
+
+def _is_spectral(impl: Impl, grid: Grid) -> bool:
+    """Whether `impl` asks for Fourier derivatives (refused, clearly, off periodic grids)."""
+    if impl != "spectral":
+        return False
+    check_periodic(grid, "impl='spectral'")
+    return True
 
 
 def _check_order(order: int) -> None:

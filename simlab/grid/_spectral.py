@@ -17,7 +17,7 @@ in each factor and in the product: the folded modes then land only on discarded 
 the kept part of a quadratic product is exact.
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import jax.numpy as jnp
 import numpy as np
@@ -34,7 +34,7 @@ def check_periodic(grid: Grid, what: str) -> None:
         raise ValueError(
             f"{what} works in Fourier space and needs a periodic grid on every axis; got "
             f"boundaries {grid.boundaries}. Build the grid with boundary='periodic', or use "
-            "the finite-difference operators (simlab.grid.laplacian, ...) for walls."
+            "the finite-difference stencils (impl='auto' or 'xla') for walls."
         )
 
 
@@ -163,6 +163,25 @@ def spectral_gradient(field: ArrayLike, grid: Grid) -> Array:
     )
 
 
+def spectral_divergence(vector_field: ArrayLike, grid: Grid) -> Array:
+    r"""The divergence $\nabla \cdot \mathbf F$ by Fourier differentiation,
+    $\widehat{\nabla\cdot\mathbf F} = \sum_i i k_i \hat F_i$ (Nyquist modes of odd
+    derivatives dropped, as in [`spectral_gradient`][simlab.grid.spectral_gradient]).
+
+    **Arguments:**
+
+    - `vector_field`: a real array of shape `(grid.ndim, *grid.shape)`.
+    - `grid`: a periodic [`simlab.Grid`][].
+
+    **Returns:** an array of shape `grid.shape`.
+    """
+    spectrum = fourier_transform(vector_field, grid)
+    total = sum(
+        apply_symbol(1j * k, spectrum[axis]) for axis, k in enumerate(_derivative_wavenumbers(grid))
+    )
+    return inverse_fourier_transform(total, grid)
+
+
 def spectral_laplacian(field: ArrayLike, grid: Grid) -> Array:
     r"""The Laplacian $\nabla^2 u$ by Fourier differentiation, $\widehat{\nabla^2 u} =
     -|\mathbf k|^2 \hat u$: exact (to roundoff) for fields resolved by the grid.
@@ -225,3 +244,34 @@ def dealiased_product(
     for factor in factors:
         product = product * dealias(factor, grid, fraction)
     return dealias(product, grid, fraction)
+
+
+def impulse_response_symbol(
+    linear_fn: Callable[[Array], Array], grid: Grid, shape: tuple[int, ...]
+) -> Array:
+    r"""The Fourier symbol of a translation-invariant linear operator on a periodic grid,
+    read off its response to a unit impulse: $\lambda = \mathcal F(L\delta)$.
+
+    A constant-coefficient stencil is a circular convolution, $Lu = \kappa \ast u$ with
+    $\kappa = L\delta$, and the DFT turns convolution into multiplication, so the symbol
+    is exact to roundoff.
+
+    **Arguments:**
+
+    - `linear_fn`: $u \mapsto L u$, for arrays of shape `shape` (channels are not mixed).
+    - `grid`: a periodic [`simlab.Grid`][].
+    - `shape`: the state's shape (leading channel axes, then `grid.shape`).
+
+    **Returns:** a complex array of shape `(*shape[:-grid.ndim], *spectral_shape(grid))`.
+
+    !!! example
+
+        ```python
+        grid = simlab.Grid((16,), extent=1.0)
+        symbol = simlab.grid.impulse_response_symbol(
+            lambda u: simlab.grid.laplacian(u, grid), grid, grid.shape
+        )  # (2 cos(k h) - 2) / h², the 3-point stencil's multiplier
+        ```
+    """
+    impulse = jnp.zeros(shape).at[(...,) + (0,) * grid.ndim].set(1.0)
+    return fourier_transform(linear_fn(impulse), grid)

@@ -9,9 +9,9 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, PyTree
+from jaxtyping import Array, PyTree
 
-from .._misc import is_concrete
+from .._misc import as_float_array, is_concrete
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,14 +35,6 @@ class Bounds:
     def describe(self) -> str:
         left = "[" if self.lower_inclusive else "("
         return f"{left}{self.lower:g}, {self.upper:g})"
-
-
-def as_float_array(value: ArrayLike) -> Array:
-    """Converts a parameter to a floating-point array (integers would break `jax.grad`)."""
-    dtype = jnp.asarray(value).dtype
-    if not jnp.issubdtype(dtype, jnp.inexact):
-        dtype = jnp.result_type(float)
-    return jnp.asarray(value, dtype=dtype)  # strongly typed, so batches and fits agree
 
 
 def parameter(

@@ -1,20 +1,12 @@
-r"""Wall values as parameters: a grid model driven by (time-dependent) boundary values that
+r"""Time-dependent wall values: a grid model whose boundary values follow a schedule that
 `jax.grad` and `simlab.fit` see.
 
-A grid's conditions are static, because they decide which ghost-cell formula applies. Their
-*values* enter the vector field affinely: with $g_s$ the value on side $s$ (a Dirichlet
-value, a Neumann flux, a Robin right-hand side),
-
-$$
-f_g(t, u) = f_0(t, u) + \sum_s g_s(t)\, r_s, \qquad r_s = f_{e_s}(t, 0) - f_0(t, 0),
-$$
-
-where $f_0$ has every driven value set to zero and $f_{e_s}$ has a unit value on side $s$.
-This holds exactly for stencils that are linear in the padded field (diffusion, linear
-advection) plus pointwise terms, which is every model in `_AFFINE_IN_WALL_VALUES`.
+A grid's conditions hold their values as array leaves, so a constant wall value is fitted
+directly (`params=["grid"]`). `BoundaryDriven` adds time dependence: at each time it sets
+the driven sides' values to the schedule's (piecewise linear between knots) and evaluates
+the wrapped model once.
 """
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -25,13 +17,12 @@ from jaxtyping import Array, Float
 
 from ..grid import Dirichlet, Grid, Neumann, Robin
 from ._base import AbstractModel, parameter
-from ._pde import AbstractGridModel, AdvectionDiffusion, GrayScott, Heat, Wave
+from ._pde import AbstractGridModel
 
-_AFFINE_IN_WALL_VALUES = (Heat, AdvectionDiffusion, GrayScott, Wave)
 _SIDES = ("low", "high")
 
 
-def _with_value(condition: Any, value: float) -> Any:
+def _with_value(condition: Any, value: Any) -> Any:
     if isinstance(condition, Dirichlet):
         return Dirichlet(value)
     if isinstance(condition, Neumann):
@@ -51,13 +42,12 @@ class BoundaryDriven(AbstractModel):
 
     The wrapped model's grid says which condition holds on each side (its own values on
     the driven sides are ignored); `values` gives them. The vector field is the wrapped
-    model's with those values, computed as the zero-value field plus each value times the
-    field's response to a unit value (exact: the models allowed are affine in their wall
-    values).
+    model's with those values in its grid.
 
     **Arguments:**
 
-    - `model`: a `Heat`, `AdvectionDiffusion`, `GrayScott` or `Wave` model.
+    - `model`: a grid model ([`simlab.models.AbstractGridModel`][]) with a Dirichlet,
+      Neumann or Robin condition on each driven side.
     - `values`: shape `(len(sides),)` for constant values, or `(len(sides), len(times))`
       for values at `times`, linearly interpolated between them (held beyond the ends).
     - `sides`: the driven sides, `(axis, "low" | "high")` pairs.
@@ -97,11 +87,10 @@ class BoundaryDriven(AbstractModel):
         self.times = None if times is None else tuple(float(t) for t in times)
 
     def __check_init__(self):
-        if not isinstance(self.model, _AFFINE_IN_WALL_VALUES):
+        if not isinstance(self.model, AbstractGridModel):
             raise ValueError(
-                f"BoundaryDriven drives models whose vector field is affine in the wall values "
-                f"({', '.join(c.__name__ for c in _AFFINE_IN_WALL_VALUES)}); got "
-                f"{type(self.model).__name__}."
+                f"BoundaryDriven drives the walls of a grid model (simlab.models."
+                f"AbstractGridModel, e.g. Heat); got {type(self.model).__name__}."
             )
         grid = self.model.grid
         if not self.sides or len(set(self.sides)) != len(self.sides):
@@ -142,31 +131,18 @@ class BoundaryDriven(AbstractModel):
         times = jnp.asarray(self.times, dtype=self.values.dtype)
         return jnp.stack([jnp.interp(t, times, row) for row in self.values])
 
-    def _with_values(self, unit_side: int | None) -> AbstractGridModel:
-        """The wrapped model with every driven value 0, except 1 on `sides[unit_side]`."""
+    def model_at(self, t: Any) -> AbstractGridModel:
+        """The wrapped model with the driven sides' values at time `t`."""
         grid = self.model.grid
         pairs = [list(pair) for pair in grid.boundaries]
-        for index, (axis, side) in enumerate(self.sides):
-            value = 1.0 if index == unit_side else 0.0
+        for (axis, side), value in zip(self.sides, self.boundary_values(t), strict=True):
             position = _SIDES.index(side)
             pairs[axis][position] = _with_value(pairs[axis][position], value)
-        new_grid = Grid(
-            grid.shape,
-            spacing=grid.spacing,
-            origin=grid.origin,
-            boundary=[tuple(pair) for pair in pairs],
-        )
-        return dataclasses.replace(self.model, grid=new_grid)
+        boundaries = tuple(tuple(pair) for pair in pairs)
+        return eqx.tree_at(lambda model: model.grid.boundaries, self.model, boundaries)
 
     def __call__(self, t, y, args):
-        base = self._with_values(None)
-        zero = jnp.zeros_like(y)
-        at_rest = base(t, zero, args)
-        field = base(t, y, args)
-        for index, value in enumerate(self.boundary_values(t)):
-            response = self._with_values(index)(t, zero, args) - at_rest
-            field = field + value * response
-        return field
+        return self.model_at(t)(t, y, args)
 
     def max_stable_step(self, solver: Any, y0: Any) -> Array | None:
         return self.model.max_stable_step(solver, y0)

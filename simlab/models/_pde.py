@@ -18,7 +18,13 @@ from .. import kernels
 from .._solvers import largest_stable_step, stability_function
 from ..grid import IMPLS, Grid, advection, diffusion, laplacian, pad, resolve_impl
 from ..grid._operators import ADVECTION_SCHEMES, LAPLACIAN_ORDERS
-from ..grid._stability import advection_symbol, as_complex, laplacian_symbol
+from ..grid._spectral import check_periodic, impulse_response_symbol
+from ..grid._stability import (
+    advection_symbol,
+    as_complex,
+    laplacian_symbol,
+    wavenumbers as stability_wavenumbers,
+)
 from ._base import AbstractModel, parameter
 
 
@@ -116,6 +122,8 @@ class AbstractGridModel(AbstractModel):
             raise ValueError(
                 f"{type(self).__name__}: impl must be one of {IMPLS}; got {self.impl!r}."
             )
+        if self.impl == "spectral":
+            check_periodic(self.grid, f"{type(self).__name__} with impl='spectral'")
         self._check_fields()
 
     def _check_coefficient(self, name: str, *, allow_field: bool, vector: bool = False) -> None:
@@ -131,12 +139,121 @@ class AbstractGridModel(AbstractModel):
             )
 
 
+class AbstractSplitGridModel(AbstractGridModel):
+    r"""A grid model whose vector field is a linear operator plus a nonlinear rest,
+    $f(t, u) = L u + N(t, u)$, for IMEX (`simlab._imex`) and exponential (`simlab._etdrk`)
+    solvers.
+
+    Subclasses implement:
+
+    - `linear(t, y, args)`: $L u$ in real space (linear in `y`; simlab checks this on a
+      random probe before solving);
+    - `nonlinear(t, y, args)`: $N(t, u)$, everything else (it may itself be linear, e.g.
+      advection that is cheap to treat explicitly);
+    - `linear_symbol()`: on a periodic grid, the Fourier multiplier $\lambda$ of $L$ on the
+      half spectrum of `jnp.fft.rfftn` (shape `(*grid.shape[:-1], grid.shape[-1] // 2 + 1)`,
+      with a leading channel axis where channels have different operators); raise a
+      `ValueError` naming the reason where $L$ is not diagonal in Fourier space;
+    - `__call__(t, y, args)`: the whole vector field, equal to `linear + nonlinear`, so every
+      explicit solver works (a model may compute it in one pass, or with a fused kernel).
+    """
+
+    @abc.abstractmethod
+    def linear(self, t: Any, y: Array, args: Any) -> Array:
+        """The linear part $L u$ (treated implicitly by IMEX, exactly by ETDRK)."""
+
+    @abc.abstractmethod
+    def nonlinear(self, t: Any, y: Array, args: Any) -> Array:
+        """The rest of the vector field, $N(t, u)$ (treated explicitly)."""
+
+    @abc.abstractmethod
+    def linear_symbol(self) -> Array:
+        r"""The Fourier multiplier $\lambda$ of the linear part on the rfft half spectrum."""
+
+
+class AbstractAffineSplitGridModel(AbstractSplitGridModel):
+    r"""A finite-difference split model: its vector field is an affine stencil part
+    $A(u) = L u + A(0)$ plus the rest $R(t, u)$.
+
+    A wall with a nonzero value (Dirichlet $g$, Neumann $q$, Robin $g$) makes a stencil
+    affine rather than linear, so the split is $L u = A(u) - A(0)$ and $N = R + A(0)$: the
+    boundary values' constant joins the explicit part. $L$ must be a symmetric stencil
+    (diffusion and pointwise rates; advection belongs to the rest), so its symbol is real:
+    the real part of its response to a unit impulse
+    ([`simlab.grid.impulse_response_symbol`][]), exact for constant coefficients on a
+    periodic grid (the solvers check it against the stencil on a random probe).
+
+    Subclasses implement `affine_terms` and `other_terms` (their sum is `__call__`) and set
+    the class variable `constant_coefficients`: the fields that must be scalars for $L$ to
+    have a Fourier symbol. `affine_terms` holds the stencils and linear rates, whose only
+    constant comes from the walls (a constant source belongs in `other_terms`): on a grid
+    periodic on every axis $A(0) = 0$, and the split costs no extra stencil evaluation.
+    """
+
+    constant_coefficients: eqx.AbstractClassVar[tuple[str, ...]]
+
+    @abc.abstractmethod
+    def affine_terms(self, t: Any, y: Array, args: Any) -> Array:
+        """The stencil terms, affine in `y`: $A(u) = L u + A(0)$."""
+
+    @abc.abstractmethod
+    def other_terms(self, t: Any, y: Array, args: Any) -> Array:
+        """The rest of the vector field, $R(t, u)$."""
+
+    def linear(self, t, y, args):
+        if all(self.grid.is_periodic):  # no walls, no constant
+            return self.affine_terms(t, y, args)
+        return self.affine_terms(t, y, args) - self.affine_terms(t, jnp.zeros_like(y), args)
+
+    def nonlinear(self, t, y, args):
+        if all(self.grid.is_periodic):
+            return self.other_terms(t, y, args)
+        return self.other_terms(t, y, args) + self.affine_terms(t, jnp.zeros_like(y), args)
+
+    def linear_symbol(self):
+        check_periodic(self.grid, f"the Fourier symbol of {type(self).__name__}")
+        for name in self.constant_coefficients:
+            if jnp.ndim(getattr(self, name)) != 0:
+                raise ValueError(
+                    f"{type(self).__name__}: an exponential integrator needs a "
+                    f"constant-coefficient linear part, but {name} is a field; use an IMEX "
+                    "solver such as 'kencarp4', which treats variable coefficients implicitly "
+                    "in real space."
+                )
+        # A symmetric stencil (diffusion, pointwise rates) has a real symbol; its response's
+        # imaginary part is roundoff. The solvers check the symbol against the stencil.
+        symbol = impulse_response_symbol(
+            lambda y: self.linear(0.0, y, None), self.grid, self.state_shape
+        )
+        return symbol.real
+
+
 def _largest(value: ArrayLike) -> Array:
     """The largest magnitude in `value` (a scalar array; traced when `value` is)."""
     return jnp.max(jnp.abs(jnp.asarray(value)))
 
 
-class Heat(AbstractGridModel):
+def _laplacian_eigenvalues(grid: Grid, order: int, impl: str) -> np.ndarray:
+    r"""Samples of the Laplacian's eigenvalues: the stencil's, or $-|\mathbf k|^2$ up to
+    the Nyquist wavenumbers $\pi / h_i$ for Fourier derivatives."""
+    if impl == "spectral":
+        modes = zip(stability_wavenumbers(grid.ndim), grid.spacing, strict=True)
+        return -sum((theta / h) ** 2 for theta, h in modes)
+    return laplacian_symbol(grid.spacing, order)
+
+
+def _advection_eigenvalues(grid: Grid, speeds: ArrayLike, scheme: str, impl: str):
+    r"""Samples of the eigenvalues of $-\mathbf v\cdot\nabla$: the stencil's, or
+    $-i \mathbf v \cdot \mathbf k$ for Fourier derivatives."""
+    if impl == "spectral":
+        speeds = as_complex(speeds)
+        modes = zip(stability_wavenumbers(grid.ndim), grid.spacing, strict=True)
+        shapes = [jnp.asarray(-1j * theta / h, speeds.dtype) for theta, h in modes]
+        return sum(speeds[axis] * shape for axis, shape in enumerate(shapes))
+    return advection_symbol(grid.spacing, speeds, scheme)
+
+
+class Heat(AbstractAffineSplitGridModel):
     r"""Diffusion of heat (or any scalar), $\partial_t u = \nabla \cdot (D \nabla u)$.
 
     With a scalar diffusivity this is $D \nabla^2 u$, discretised to `order` 2 or 4; a
@@ -148,7 +265,8 @@ class Heat(AbstractGridModel):
     - `diffusivity`: $D \ge 0$ in length²/time: a scalar or a field of shape `grid.shape`.
     - `grid`: the [`simlab.Grid`][] with its boundary conditions.
     - `order`: 2 or 4, the order of the Laplacian (4 needs a scalar diffusivity).
-    - `impl`: `"auto"`, `"xla"` or `"pallas"` for the stencil.
+    - `impl`: `"auto"`, `"xla"`, `"pallas"` or `"spectral"` (Fourier derivatives on a
+      periodic grid) for the stencil.
 
     The state is the field, shape `grid.shape`. Explicit fixed steps must satisfy the
     diffusion-number limit, $\Delta t \lesssim h^2 / (2 d D)$ for forward Euler in $d$
@@ -167,9 +285,11 @@ class Heat(AbstractGridModel):
     diffusivity: Float[Array, "*grid"] = parameter(
         lower=0.0, lower_inclusive=True, unit="length²/time"
     )
-    grid: Grid = eqx.field(static=True)
+    grid: Grid
     order: int = eqx.field(static=True, default=2)
     impl: str = eqx.field(static=True, default="auto")
+
+    constant_coefficients: ClassVar[tuple[str, ...]] = ("diffusivity",)
 
     @property
     def channel_shape(self) -> tuple[int, ...]:
@@ -187,11 +307,17 @@ class Heat(AbstractGridModel):
             return self.diffusivity * laplacian(y, self.grid, order=4, impl=self.impl)
         return diffusion(y, self.diffusivity, self.grid, impl=self.impl)
 
+    def affine_terms(self, t, y, args):
+        return self(t, y, args)
+
+    def other_terms(self, t, y, args):
+        return jnp.zeros_like(y)
+
     def linear_eigenvalues(self, y0):
-        return _largest(self.diffusivity) * laplacian_symbol(self.grid.spacing, self.order)
+        return _largest(self.diffusivity) * _laplacian_eigenvalues(self.grid, self.order, self.impl)
 
 
-class AdvectionDiffusion(AbstractGridModel):
+class AdvectionDiffusion(AbstractAffineSplitGridModel):
     r"""A scalar carried by a flow and diffusing, $\partial_t u = \nabla\cdot(D\nabla u) -
     \mathbf v \cdot \nabla u$.
 
@@ -202,7 +328,7 @@ class AdvectionDiffusion(AbstractGridModel):
       shape `(grid.ndim, *grid.shape)`.
     - `grid`: the [`simlab.Grid`][].
     - `scheme`: `"upwind"` (first order, monotone) or `"central"` (second order) advection.
-    - `impl`: `"auto"`, `"xla"` or `"pallas"`.
+    - `impl`: `"auto"`, `"xla"`, `"pallas"` or `"spectral"` (periodic grids).
 
     The state is the field, shape `grid.shape`. Explicit fixed steps must satisfy both the
     diffusion-number and the CFL limit ($\Delta t \lesssim h/|v|$).
@@ -223,9 +349,11 @@ class AdvectionDiffusion(AbstractGridModel):
         lower=0.0, lower_inclusive=True, unit="length²/time"
     )
     velocity: Float[Array, "..."] = parameter(unit="length/time")
-    grid: Grid = eqx.field(static=True)
+    grid: Grid
     scheme: str = eqx.field(static=True, default="upwind")
     impl: str = eqx.field(static=True, default="auto")
+
+    constant_coefficients: ClassVar[tuple[str, ...]] = ("diffusivity",)
 
     @property
     def channel_shape(self) -> tuple[int, ...]:
@@ -241,14 +369,20 @@ class AdvectionDiffusion(AbstractGridModel):
             )
 
     def __call__(self, t, y, args):
-        return diffusion(y, self.diffusivity, self.grid, impl=self.impl) - advection(
-            y, self.velocity, self.grid, scheme=self.scheme, impl=self.impl
-        )
+        return self.affine_terms(t, y, args) + self.other_terms(t, y, args)
+
+    def affine_terms(self, t, y, args):
+        """Diffusion, implicit in IMEX (advection is cheap to treat explicitly)."""
+        return diffusion(y, self.diffusivity, self.grid, impl=self.impl)
+
+    def other_terms(self, t, y, args):
+        return -advection(y, self.velocity, self.grid, scheme=self.scheme, impl=self.impl)
 
     def linear_eigenvalues(self, y0):
         velocity = jnp.abs(jnp.asarray(self.velocity)).reshape(self.grid.ndim, -1).max(axis=1)
-        diffusion = _largest(self.diffusivity) * laplacian_symbol(self.grid.spacing, 2)
-        return as_complex(diffusion) + advection_symbol(self.grid.spacing, velocity, self.scheme)
+        diffusion = _largest(self.diffusivity) * _laplacian_eigenvalues(self.grid, 2, self.impl)
+        advection = _advection_eigenvalues(self.grid, velocity, self.scheme, self.impl)
+        return as_complex(diffusion) + advection
 
 
 class Wave(AbstractGridModel):
@@ -266,7 +400,7 @@ class Wave(AbstractGridModel):
     - `wave_speed`: $c \ge 0$ in length/time (a scalar or a field of shape `grid.shape`).
     - `grid`: the [`simlab.Grid`][].
     - `order`: 2 or 4, the order of the Laplacian.
-    - `impl`: `"auto"`, `"xla"` or `"pallas"`.
+    - `impl`: `"auto"`, `"xla"`, `"pallas"` or `"spectral"` (periodic grids).
 
     The state has shape `(2, *grid.shape)`: displacement $u$, then velocity $w$. Its
     eigenvalues are imaginary, so forward Euler and Heun are unstable at every step; use
@@ -286,7 +420,7 @@ class Wave(AbstractGridModel):
     wave_speed: Float[Array, "*grid"] = parameter(
         lower=0.0, lower_inclusive=True, unit="length/time"
     )
-    grid: Grid = eqx.field(static=True)
+    grid: Grid
     order: int = eqx.field(static=True, default=2)
     impl: str = eqx.field(static=True, default="auto")
 
@@ -317,13 +451,13 @@ class Wave(AbstractGridModel):
 
     def linear_eigenvalues(self, y0):
         frequency = _largest(self.wave_speed) * np.sqrt(
-            -laplacian_symbol(self.grid.spacing, self.order)
+            -_laplacian_eigenvalues(self.grid, self.order, self.impl)
         )
         imaginary = 1j * as_complex(frequency.ravel())
         return jnp.concatenate([imaginary, -imaginary])
 
 
-class Burgers(AbstractGridModel):
+class Burgers(AbstractAffineSplitGridModel):
     r"""Viscous Burgers equation, $\partial_t \mathbf u + (\mathbf u \cdot \nabla)\mathbf u =
     \nu \nabla^2 \mathbf u$: nonlinear advection steepening into shocks that viscosity smooths.
 
@@ -332,7 +466,7 @@ class Burgers(AbstractGridModel):
     - `viscosity`: $\nu > 0$ in length²/time.
     - `grid`: the [`simlab.Grid`][].
     - `scheme`: `"upwind"` (robust) or `"central"` (second order, for resolved flows).
-    - `impl`: `"auto"`, `"xla"` or `"pallas"`.
+    - `impl`: `"auto"`, `"xla"`, `"pallas"` or `"spectral"` (periodic grids).
 
     The state is the velocity: shape `grid.shape` in 1-D, `(grid.ndim, *grid.shape)`
     otherwise (one component per axis).
@@ -348,9 +482,11 @@ class Burgers(AbstractGridModel):
     """
 
     viscosity: Float[Array, ""] = parameter(lower=0.0, unit="length²/time")
-    grid: Grid = eqx.field(static=True)
+    grid: Grid
     scheme: str = eqx.field(static=True, default="upwind")
     impl: str = eqx.field(static=True, default="auto")
+
+    constant_coefficients: ClassVar[tuple[str, ...]] = ()
 
     def _check_fields(self):
         self._check_coefficient("viscosity", allow_field=False)
@@ -364,17 +500,25 @@ class Burgers(AbstractGridModel):
         return () if self.grid.ndim == 1 else (self.grid.ndim,)
 
     def __call__(self, t, y, args):
+        return self.affine_terms(t, y, args) + self.other_terms(t, y, args)
+
+    def affine_terms(self, t, y, args):
+        """Viscous diffusion."""
+        return self.viscosity * laplacian(y, self.grid, impl=self.impl)
+
+    def other_terms(self, t, y, args):
+        r"""Nonlinear transport, $-(\mathbf u \cdot \nabla)\mathbf u$."""
         velocity = y[None] if self.grid.ndim == 1 else y
-        transport = advection(y, velocity, self.grid, scheme=self.scheme, impl=self.impl)
-        return self.viscosity * laplacian(y, self.grid, impl=self.impl) - transport
+        return -advection(y, velocity, self.grid, scheme=self.scheme, impl=self.impl)
 
     def linear_eigenvalues(self, y0):
         speed = jnp.full(self.grid.ndim, _largest(y0))
-        diffusion = _largest(self.viscosity) * laplacian_symbol(self.grid.spacing, 2)
-        return as_complex(diffusion) + advection_symbol(self.grid.spacing, speed, self.scheme)
+        diffusion = _largest(self.viscosity) * _laplacian_eigenvalues(self.grid, 2, self.impl)
+        advection = _advection_eigenvalues(self.grid, speed, self.scheme, self.impl)
+        return as_complex(diffusion) + advection
 
 
-class GrayScott(AbstractGridModel):
+class GrayScott(AbstractAffineSplitGridModel):
     r"""The Gray–Scott reaction–diffusion system, which forms spots, stripes and mazes:
 
     $$
@@ -390,7 +534,7 @@ class GrayScott(AbstractGridModel):
     - `kill_rate`: $k$, the extra removal rate of $v$.
     - `diffusivity_u`, `diffusivity_v`: $D_u$, $D_v$ (scalars or fields of `grid.shape`).
     - `grid`: the [`simlab.Grid`][] (periodic is usual).
-    - `impl`: `"auto"`, `"xla"` or `"pallas"`.
+    - `impl`: `"auto"`, `"xla"`, `"pallas"` or `"spectral"` (periodic grids).
 
     The state has shape `(2, *grid.shape)`: $u$, then $v$. $(u, v) = (1, 0)$ is a
     homogeneous steady state; $F = 0.035$, $k = 0.065$ grows spots from a local seed.
@@ -417,8 +561,10 @@ class GrayScott(AbstractGridModel):
     diffusivity_v: Float[Array, "*grid"] = parameter(
         lower=0.0, lower_inclusive=True, unit="length²/time"
     )
-    grid: Grid = eqx.field(static=True)
+    grid: Grid
     impl: str = eqx.field(static=True, default="auto")
+
+    constant_coefficients: ClassVar[tuple[str, ...]] = ("diffusivity_u", "diffusivity_v")
 
     @property
     def channel_shape(self) -> tuple[int, ...]:
@@ -475,6 +621,19 @@ class GrayScott(AbstractGridModel):
             ]
         )
 
+    def affine_terms(self, t, y, args):
+        r"""Diffusion and the linear drains, $D_u \nabla^2 u - F u$ and
+        $D_v \nabla^2 v - (F + k) v$."""
+        u, v = y[0], y[1]
+        du = diffusion(u, self.diffusivity_u, self.grid, impl=self.impl) - self.feed_rate * u
+        dv = diffusion(v, self.diffusivity_v, self.grid, impl=self.impl)
+        return jnp.stack([du, dv - (self.feed_rate + self.kill_rate) * v])
+
+    def other_terms(self, t, y, args):
+        """The conversion $u v^2$ and the feed $F$."""
+        conversion = y[0] * y[1] ** 2
+        return jnp.stack([self.feed_rate - conversion, conversion])
+
     def _takes_fused_kernel(self) -> bool:
         """Whether the fused Pallas vector field serves (one read and one write of each
         field per step): Pallas chosen, a 2-D grid and scalar diffusivities."""
@@ -487,6 +646,6 @@ class GrayScott(AbstractGridModel):
         # which bounds its eigenvalues (Gershgorin).
         feed, kill = _largest(self.feed_rate), _largest(self.kill_rate)
         reaction_rate = jnp.max(v**2 + 2 * u * v + feed + kill)
-        symbol = laplacian_symbol(self.grid.spacing, 2)
+        symbol = _laplacian_eigenvalues(self.grid, 2, self.impl)
         diffusivity = jnp.maximum(_largest(self.diffusivity_u), _largest(self.diffusivity_v))
         return diffusivity * symbol - reaction_rate

@@ -85,7 +85,7 @@ class KuramotoSivashinsky(AbstractSpectralGridModel):
         ```
     """
 
-    grid: Grid = eqx.field(static=True)
+    grid: Grid
     anti_diffusivity: Float[Array, ""] = parameter(lower=0.0, default=1.0)
     hyperdiffusivity: Float[Array, ""] = parameter(lower=0.0, default=1.0)
     gradient_norm_scale: Float[Array, ""] = parameter(default=1.0)
@@ -158,7 +158,7 @@ class SwiftHohenberg(AbstractSpectralGridModel):
         ```
     """
 
-    grid: Grid = eqx.field(static=True)
+    grid: Grid
     reactivity: Float[Array, ""] = parameter(default=0.7)
     critical_wavenumber: Float[Array, ""] = parameter(lower=0.0, default=1.0)
     quadratic_coefficient: Float[Array, ""] = parameter(default=1.0)

@@ -6,6 +6,7 @@ from ._fields import (
     field_animation as field_animation,
     field_image as field_image,
     field_snapshots as field_snapshots,
+    space_time as space_time,
 )
 from ._fit import (
     fit_curves as fit_curves,
@@ -20,6 +21,5 @@ from ._style import COLOURS as COLOURS, new_axes as new_axes, style as style
 from ._sweep import sweep_heatmap as sweep_heatmap, sweep_lines as sweep_lines
 from ._trajectory import (
     phase_portrait as phase_portrait,
-    space_time as space_time,
     trajectory as trajectory,
 )

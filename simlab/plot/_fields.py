@@ -1,4 +1,5 @@
-"""Figures of fields on a `simlab.Grid`: an image with a colour bar, a row of snapshots, a GIF."""
+"""Figures of fields on a `simlab.Grid`: an image with a colour bar, a row of snapshots, a
+space-time image of a 1-D field's history, a GIF."""
 
 import numpy as np
 
@@ -91,6 +92,73 @@ def field_snapshots(trajectory, grid, *, channel: int | None = None, indices=Non
             field_image(frames[index], grid, ax=ax, vmin=low, vmax=high, label=label)
             ax.set_title(f"t = {float(trajectory.ts[index]):g}")
     return figure
+
+
+def space_time(
+    trajectory,
+    grid=None,
+    *,
+    coordinates=None,
+    channel: int | None = None,
+    label: str = "u",
+    position_label: str = "x",
+    time_label: str = "time",
+    cmap=None,
+    ax=None,
+):
+    """Draws the history of a 1-D field as an image: position across, time up, colour bar.
+
+    Each cell at each save time is one tile (`pcolormesh` with nearest shading: an image,
+    also right for unevenly spaced save times); chaos, travelling waves and fronts show as
+    textures, slanted stripes and edges.
+
+    **Arguments:**
+
+    - `trajectory`: a [`simlab.Trajectory`][] of a 1-D grid model, `ys` of shape `(T, n)`
+      (or `(T, channels, n)` with `channel`).
+    - `grid`: the model's 1-D [`simlab.Grid`][], for the position axis; or give
+      `coordinates` (the cell centres), or neither (cell indices).
+    - `channel`: which field of a multi-field state.
+    - `label`: what the field is, for the colour bar (give its unit).
+    - `position_label`, `time_label`: axis labels.
+    - `cmap`: a colour map (default: simlab's sequential map).
+    - `ax`: the Axes to draw on; `None` makes a new figure.
+
+    **Returns:** the Axes.
+
+    !!! example
+
+        ```python
+        grid = simlab.Grid((64,), extent=1.0, boundary="dirichlet")
+        (x,) = grid.coordinates()
+        trajectory = simlab.simulate(simlab.models.Heat(diffusivity=0.01, grid=grid),
+                                     jnp.sin(jnp.pi * x), jnp.linspace(0, 5, 51))
+        ax = simlab.plot.space_time(trajectory, grid, label="temperature")
+        ```
+    """
+    ts, ys = np.asarray(trajectory.ts), _frames(trajectory.ys, channel)
+    if ys.ndim != 2:
+        raise ValueError(f"space_time needs a 1-D field, ys of shape (T, n); got {ys.shape}.")
+    if grid is not None and coordinates is not None:
+        raise ValueError("give space_time a grid or coordinates, not both.")
+    if grid is not None:
+        if grid.shape != ys.shape[1:]:
+            raise ValueError(
+                f"space_time draws a 1-D field on the grid of shape {grid.shape}; got states of "
+                f"shape {ys.shape[1:]}."
+            )
+        coordinates = grid.coordinates()[0]
+    xs = np.arange(ys.shape[1], dtype=float) if coordinates is None else np.asarray(coordinates)
+    if xs.shape != (ys.shape[1],):
+        raise ValueError(f"coordinates must have shape ({ys.shape[1]},); got {xs.shape}.")
+    figure, ax = new_axes(ax, figsize=(5.4, 3.8))
+    with style():
+        image = ax.pcolormesh(xs, ts, ys, shading="nearest", cmap=cmap)
+        figure.colorbar(image, ax=ax, label=label)
+        ax.set_xlabel(position_label)
+        ax.set_ylabel(time_label)
+        ax.grid(False)
+    return ax
 
 
 def field_animation(trajectory, grid, path, *, channel: int | None = None, label="", fps=8):
