@@ -333,7 +333,8 @@ def test_phase_portrait_and_loss_take_their_axis_labels(tmp_path):
     run = _stored(tmp_path, simulation_ts=ts, simulation_ys=np.stack([ts, ts**2], axis=1),
                   fit_loss_history=np.array([4.0, 1.0, 0.25]))  # fmt: skip
     labels = {"xlabel": "hares (thousands)", "ylabel": "lynx (thousands)"}
-    for drawer, default in ((_figures._phase_portrait, ("prey", "predator")),
+    portrait = ("prey (population)", "predator (population)")  # the model's state_units
+    for drawer, default in ((_figures._phase_portrait, portrait),
                             (_figures._loss, ("optimiser step", "loss"))):  # fmt: skip
         (ax,) = drawer(run, labels).axes
         assert (ax.get_xlabel(), ax.get_ylabel()) == tuple(labels.values())
