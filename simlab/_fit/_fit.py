@@ -20,7 +20,7 @@ from .._misc import is_concrete
 from .._options import SolveOptions
 from .._results import RESULTS
 from ._loop import AbstractStepper, Carry, GradientStepper, OptimistixStepper, num_scalars, run
-from ._multistart import best_carry, draw_starts, run_starts
+from ._multistart import best_carry, draw_starts, run_starts, starts_sharding
 from ._noise import AbstractLeastSquaresNoise, AbstractNoise, noise_model
 from ._problem import FitProblem, Layout, get_path, make_problem
 from ._uncertainty import (
@@ -320,7 +320,9 @@ def fit(
             "jax.jit or jax.vmap."
         )
     if starts is not None:
-        carry, starts = _multi_start(problem, stepper, max_steps, starts, key, devices, checkpoint)
+        carry, starts = _multi_start(
+            problem, stepper, max_steps, starts, key, devices, checkpoint, traced
+        )
     else:
         if devices is not None:
             problem = _sharded(problem, list(devices))
@@ -399,7 +401,7 @@ def _checked_settings(method, optimiser, max_steps, rtol, atol, checkpoint_every
     return method, OptimistixStepper(optimiser, float(rtol), float(atol)), max_steps
 
 
-def _multi_start(problem, stepper, max_steps, num_starts, key, devices, checkpoint):
+def _multi_start(problem, stepper, max_steps, num_starts, key, devices, checkpoint, traced):
     """Runs the fit from `num_starts` drawn points; the best start's carry and all starts."""
     if not isinstance(num_starts, int) or isinstance(num_starts, bool) or num_starts < 1:
         raise ValueError(f"starts must be a positive integer; got {num_starts!r}.")
@@ -416,9 +418,10 @@ def _multi_start(problem, stepper, max_steps, num_starts, key, devices, checkpoi
             raise ValueError(
                 f"starts={num_starts} is not divisible by {len(devices)} devices; pass a multiple."
             )
-        sharding = NamedSharding(Mesh(np.array(devices), ("starts",)), PartitionSpec("starts"))
-        initial = jax.device_put(initial, sharding)
-    carries, starts = run_starts(problem, stepper, max_steps, initial)
+        initial = jax.device_put(initial, starts_sharding(devices))
+    carries, starts = run_starts(
+        problem, stepper, max_steps, initial, traced=traced, devices=devices
+    )
     return best_carry(carries, starts.best), starts
 
 
