@@ -21,7 +21,13 @@ from .._options import SolveOptions
 from .._results import RESULTS
 from ._loop import AbstractStepper, Carry, GradientStepper, OptimistixStepper, num_scalars, run
 from ._multistart import best_carry, draw_starts, run_starts, starts_sharding
-from ._noise import AbstractLeastSquaresNoise, AbstractNoise, noise_model
+from ._noise import (
+    AbstractLeastSquaresNoise,
+    AbstractNoise,
+    NegativeBinomial,
+    Poisson,
+    noise_model,
+)
 from ._problem import FitProblem, Layout, get_path, make_problem
 from ._uncertainty import (
     covariance,
@@ -170,8 +176,8 @@ class FitResult(eqx.Module):
 
 def fit(
     model: Any,
-    ts: ArrayLike | Sequence[ArrayLike],
-    observations: ArrayLike | Sequence[Any],  # an array, nested lists, or one per data set
+    ts: ArrayLike | Sequence[Any],  # times, one array per data set, or `Series`
+    observations: ArrayLike | Sequence[Any] | None = None,  # left out with `Series`
     *,
     y0: ArrayLike | Sequence[ArrayLike],
     params: Sequence[str],
