@@ -234,6 +234,10 @@ def fit(
       `ts` (a list of such for several data sets). NaN marks a value that was not
       observed: it is left out of the likelihood, the Jacobian and the degrees of freedom,
       so quantities measured at different times share one `ts` with NaN elsewhere.
+      Alternatively pass, in place of `ts`, one [`simlab.Series`][] per observed quantity
+      (its own times and values, in the order of `observe`; a list of such lists for
+      several data sets) and leave `observations` out: they are merged onto the union of
+      their times, NaN elsewhere, and `y0` is the state at the earliest time (or `t0`).
     - `y0`: the initial state at the start (`t0`, else `ts[0]`), shape `model.state_shape`
       (or `(batch, ...)`).
     - `params`: names of the parameters to fit, e.g. `["alpha", "beta"]`. Nested ones are
@@ -352,6 +356,12 @@ def fit(
 
 def _checked_fit_noise(fit_noise, noise: AbstractNoise, noise_scale) -> bool:
     least_squares = isinstance(noise, AbstractLeastSquaresNoise)
+    if noise_scale is not None and isinstance(noise, Poisson | NegativeBinomial):
+        raise ValueError(
+            f"{type(noise).__name__} noise takes no noise_scale: its variance follows from the "
+            "mean (and the fitted dispersion); leave noise_scale out, or use noise='gaussian' "
+            "or 'lognormal' for data with a known scale."
+        )
     if fit_noise is None:
         return least_squares and noise_scale is None
     if fit_noise and not least_squares:
