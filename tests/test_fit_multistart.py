@@ -105,7 +105,7 @@ def test_one_vmapped_loop_under_jit_equals_the_compacted_run(observations, unsha
 
 
 def test_batch_sizes_halve_to_device_multiples():
-    assert _multistart.batch_sizes(1000, 1) == [1000, 500, 250]
-    assert _multistart.batch_sizes(1000, 8) == [1000, 504, 256]
-    assert _multistart.batch_sizes(200, 4) == [200, 100]
-    assert _multistart.batch_sizes(32, 4) == [32]
+    assert _multistart.batch_sizes(2000, 1) == [2000, 1000, 500]
+    assert _multistart.batch_sizes(1000, 8) == [1000, 504]
+    assert _multistart.batch_sizes(600, 4) == [600, 300]
+    assert _multistart.batch_sizes(200, 4) == [200]

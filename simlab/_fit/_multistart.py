@@ -85,7 +85,7 @@ def draw_starts(problem: FitProblem, key, num_starts: int) -> dict[str, Array]:
 CHUNK_STEPS = 25
 SHRINK = 2
 NUM_BATCH_SIZES = 3
-SMALLEST_BATCH = 64
+SMALLEST_BATCH = 256
 
 
 def run_starts(problem: FitProblem, stepper, max_steps: int, initial, *, traced, devices=None):
