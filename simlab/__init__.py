@@ -8,6 +8,7 @@ from ._fit import FitResult as FitResult, fit as fit
 from ._fit._multistart import Starts as Starts
 from ._fit._noise import AbstractNoise as AbstractNoise, NegativeBinomial as NegativeBinomial
 from ._fit._profile import Profile as Profile
+from ._fit._series import Series as Series
 from ._options import SolveOptions as SolveOptions
 from ._results import (
     RESULTS as RESULTS,

@@ -173,7 +173,17 @@ def _with_prior_ranges(result: FitResult, priors: dict) -> tuple[FitProblem, dic
                     f"a uniform prior (lower, upper) is for a fitted parameter; {name!r} is not "
                     f"one of {list(problem.array_paths)}. Give a log-density function instead."
                 )
-            lower, upper = (float(v) for v in prior)
+            try:
+                lower, upper = (float(v) for v in prior)
+            except (TypeError, ValueError):
+                raise ValueError(
+                    f"a uniform prior is a pair (lower, upper) of numbers; got {prior!r} for "
+                    f"{name!r}."
+                ) from None
+            if not lower < upper:
+                raise ValueError(
+                    f"the prior ({lower:g}, {upper:g}) of {name!r} must have lower < upper."
+                )
             declared = problem.transform(name)
             if not (declared.lower <= lower < upper <= declared.upper):
                 raise ValueError(

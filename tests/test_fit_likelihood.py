@@ -115,6 +115,77 @@ def test_observables_measured_at_different_times():
         np.testing.assert_allclose(result.stderr[name], 1 / np.linalg.norm(derivative), 1e-6)
 
 
+def series_fit(ts, observations=None, **settings):
+    return simlab.fit(
+        TwoDecays(a=1.0, b=1.0),
+        ts,
+        observations,
+        params=["a", "b"],
+        fit_y0=True,
+        simulate_options=TIGHT,
+        **settings,
+    )
+
+
+def test_series_at_their_own_times_equal_the_nan_masked_fit():
+    # x measured at 8 times, y at 6 others (two shared); the fit to the two series is the
+    # fit to the table on the union of their times with NaN where one was not measured.
+    ts_x = np.array([0.0, 0.4, 0.9, 1.3, 1.8, 2.2, 2.9, 3.5])
+    ts_y = np.array([0.2, 0.9, 1.5, 2.2, 2.6, 3.1])
+    noise = np.asarray(jr.normal(jr.key(5), (ts_x.size + ts_y.size,)))
+    x = closed_form(1.0, 0.5, ts_x) + 0.02 * noise[: ts_x.size]
+    y = closed_form(2.0, 1.5, ts_y) + 0.02 * noise[ts_x.size :]
+    union = np.union1d(ts_x, ts_y)
+    table = np.full((union.size, 2), np.nan)
+    table[np.searchsorted(union, ts_x), 0] = x
+    table[np.searchsorted(union, ts_y), 1] = y
+    settings = dict(y0=jnp.array([1.2, 1.8]), t0=-0.5)
+    masked = series_fit(jnp.asarray(union), table, **settings)
+    series = series_fit([simlab.Series(ts_x, x), simlab.Series(ts_y, y)], **settings)
+    assert int(series.num_observed) == ts_x.size + ts_y.size == int(masked.num_observed)
+    for name in ("a", "b"):
+        np.testing.assert_allclose(series.params[name], masked.params[name], rtol=1e-10)
+    np.testing.assert_allclose(series.y0, masked.y0, rtol=1e-10)
+    np.testing.assert_allclose(series.covariance, masked.covariance, rtol=1e-8)
+    for name in ("loss", "noise_variance", "log_likelihood", "aic"):
+        np.testing.assert_allclose(getattr(series, name), getattr(masked, name), rtol=1e-10)
+    # ... and both recover the truth within a few standard errors.
+    for name, truth in (("a", 0.5), ("b", 1.5)):
+        assert abs(float(series.params[name]) - truth) < 4 * float(series.stderr[name])
+    # A batch of experiments, and several data sets, take series too.
+    batch = [simlab.Series(ts_x, np.stack([x, x])), simlab.Series(ts_y, np.stack([y, y]))]
+    batched = series_fit(batch, y0=jnp.array([[1.2, 1.8], [1.2, 1.8]]), t0=-0.5)
+    np.testing.assert_allclose(batched.params["a"], masked.params["a"], rtol=1e-8)
+    sets = series_fit(
+        [[simlab.Series(ts_x, x), simlab.Series(ts_y, y)]] * 2,
+        y0=[jnp.array([1.2, 1.8])] * 2,
+        t0=-0.5,
+    )
+    np.testing.assert_allclose(sets.params["b"], masked.params["b"], rtol=1e-8)
+
+
+@pytest.mark.parametrize(
+    ("data", "observations", "match"),
+    [
+        ([simlab.Series([0.0, 1.0], [1.0, 2.0])] * 2, np.ones((2, 2)), "leave observations out"),
+        (jnp.linspace(0.0, 1.0, 5), None, "observations are missing"),
+        ([simlab.Series([0.0, 1.0], [1.0, 2.0]), [0.0, 1.0]], None, "mixes simlab.Series"),
+        ([simlab.Series([0.0, 1.0], [1.0]), simlab.Series([0.0], [1.0])], None, "shape \\(T,\\)"),
+        ([simlab.Series([1.0, 0.0], [1.0, 2.0])] * 2, None, "strictly increasing times"),
+        (
+            [simlab.Series([0.0, 1.0], np.ones((3, 2))), simlab.Series([0.0], [1.0])],
+            None,
+            "different batch shapes",
+        ),
+        ([simlab.Series([0.0, 1.0], [1.0, 2.0])] * 3, None, "must have shape \\(len\\(ts\\), 2\\)"),
+        ([simlab.Series([0.0, 1.0], [np.nan, np.nan])] * 2, None, "all NaN: nothing is observed"),
+    ],
+)
+def test_bad_series_are_reported(data, observations, match):
+    with pytest.raises(ValueError, match=match):
+        series_fit(data, observations, y0=jnp.ones(2))
+
+
 def test_all_missing_and_inf_are_reported():
     nan = np.full((TS.size, 1), np.nan)
     with pytest.raises(ValueError, match="all NaN: nothing is observed"):
@@ -285,6 +356,8 @@ def test_gaussian_and_lognormal_likelihoods_with_a_fitted_scale(noisy_decay):
         ("gaussian", 2.0, dict(bounds={"rate": (0.5, 2.0)}), ValueError, "rate.*strictly inside"),
         ("gaussian", 2.0, dict(bounds={"rate": (-1.0, 2.0)}), ValueError, "declared range"),
         ("gaussian", 2.0, dict(bounds={"speed": (0.0, 2.0)}), ValueError, "not in params"),
+        ("gaussian", 2.0, dict(bounds={"rate": (2.0, 1.0)}), ValueError, "lower < upper"),
+        ("poisson", 2.0, dict(noise_scale=0.5), ValueError, "Poisson noise takes no noise_scale"),
     ],
 )
 def test_noise_models_that_do_not_suit_the_data_are_reported(noise, data, change, error, match):
@@ -300,3 +373,9 @@ def test_noise_models_that_do_not_suit_the_data_are_reported(noise, data, change
             noise=noise,
             **change,
         )
+
+
+@pytest.mark.parametrize("dispersion", [0.0, -1.0, np.inf, np.nan, np.array([0.5, 0.5])])
+def test_a_negative_binomial_needs_one_positive_dispersion(dispersion):
+    with pytest.raises(ValueError, match="one positive, finite number"):
+        simlab.NegativeBinomial(dispersion=dispersion)

@@ -105,8 +105,9 @@ def test_multi_start_input_is_checked(oscillator_data):
             key=jr.key(0),
             bounds={"frequency": (2.0, 6.0)},
         )
-    with pytest.raises(ValueError, match="starts must be a positive integer"):
-        simlab.fit(model, OSC_TS, observations, **OSC_FIT, starts=0, key=jr.key(0))
+    for starts in (0, -3, True):
+        with pytest.raises(ValueError, match="starts must be a positive integer"):
+            simlab.fit(model, OSC_TS, observations, **OSC_FIT, starts=starts, key=jr.key(0))
 
 
 # --- profile likelihoods -----------------------------------------------------------------

@@ -101,6 +101,13 @@ def test_priors_are_checked(drift_fit):
         ValueError, match="reaches outside its range.*inside the parameter's bounds"
     ):
         simlab.sample(bounded, priors={"damping": (0.0, 5.0)}, key=jr.key(0))
+    fitted = float(bounded.params["damping"])
+    with pytest.raises(ValueError, match="lies outside its prior.*widen the prior"):
+        simlab.sample(bounded, priors={"damping": (fitted + 0.05, 2.0)}, key=jr.key(0))
+    with pytest.raises(ValueError, match="must have lower < upper"):
+        simlab.sample(bounded, priors={"damping": (1.0, 0.5)}, key=jr.key(0))
+    with pytest.raises(ValueError, match="a pair \\(lower, upper\\) of numbers"):
+        simlab.sample(bounded, priors={"damping": (0.1, "high")}, key=jr.key(0))
     with pytest.raises(ValueError, match="not sampled"):
         simlab.sample(result, priors={"slope": (0, 1), "speed": np.log}, key=jr.key(0))
     with pytest.raises(ValueError, match="pass key="):

@@ -11,3 +11,4 @@ from ._noise import (
     Poisson as Poisson,
 )
 from ._profile import Profile as Profile
+from ._series import Series as Series

@@ -20,8 +20,14 @@ from .._misc import is_concrete
 from .._options import SolveOptions
 from .._results import RESULTS
 from ._loop import AbstractStepper, Carry, GradientStepper, OptimistixStepper, num_scalars, run
-from ._multistart import best_carry, draw_starts, run_starts
-from ._noise import AbstractLeastSquaresNoise, AbstractNoise, noise_model
+from ._multistart import best_carry, draw_starts, run_starts, starts_sharding
+from ._noise import (
+    AbstractLeastSquaresNoise,
+    AbstractNoise,
+    NegativeBinomial,
+    Poisson,
+    noise_model,
+)
 from ._problem import FitProblem, Layout, get_path, make_problem
 from ._uncertainty import (
     covariance,
@@ -170,8 +176,8 @@ class FitResult(eqx.Module):
 
 def fit(
     model: Any,
-    ts: ArrayLike | Sequence[ArrayLike],
-    observations: ArrayLike | Sequence[Any],  # an array, nested lists, or one per data set
+    ts: ArrayLike | Sequence[Any],  # times, one array per data set, or `Series`
+    observations: ArrayLike | Sequence[Any] | None = None,  # left out with `Series`
     *,
     y0: ArrayLike | Sequence[ArrayLike],
     params: Sequence[str],
@@ -228,6 +234,10 @@ def fit(
       `ts` (a list of such for several data sets). NaN marks a value that was not
       observed: it is left out of the likelihood, the Jacobian and the degrees of freedom,
       so quantities measured at different times share one `ts` with NaN elsewhere.
+      Alternatively pass, in place of `ts`, one [`simlab.Series`][] per observed quantity
+      (its own times and values, in the order of `observe`; a list of such lists for
+      several data sets) and leave `observations` out: they are merged onto the union of
+      their times, NaN elsewhere, and `y0` is the state at the earliest time (or `t0`).
     - `y0`: the initial state at the start (`t0`, else `ts[0]`), shape `model.state_shape`
       (or `(batch, ...)`).
     - `params`: names of the parameters to fit, e.g. `["alpha", "beta"]`. Nested ones are
@@ -320,7 +330,9 @@ def fit(
             "jax.jit or jax.vmap."
         )
     if starts is not None:
-        carry, starts = _multi_start(problem, stepper, max_steps, starts, key, devices, checkpoint)
+        carry, starts = _multi_start(
+            problem, stepper, max_steps, starts, key, devices, checkpoint, traced
+        )
     else:
         if devices is not None:
             problem = _sharded(problem, list(devices))
@@ -344,6 +356,12 @@ def fit(
 
 def _checked_fit_noise(fit_noise, noise: AbstractNoise, noise_scale) -> bool:
     least_squares = isinstance(noise, AbstractLeastSquaresNoise)
+    if noise_scale is not None and isinstance(noise, Poisson | NegativeBinomial):
+        raise ValueError(
+            f"{type(noise).__name__} noise takes no noise_scale: its variance follows from the "
+            "mean (and the fitted dispersion); leave noise_scale out, or use noise='gaussian' "
+            "or 'lognormal' for data with a known scale."
+        )
     if fit_noise is None:
         return least_squares and noise_scale is None
     if fit_noise and not least_squares:
@@ -399,7 +417,7 @@ def _checked_settings(method, optimiser, max_steps, rtol, atol, checkpoint_every
     return method, OptimistixStepper(optimiser, float(rtol), float(atol)), max_steps
 
 
-def _multi_start(problem, stepper, max_steps, num_starts, key, devices, checkpoint):
+def _multi_start(problem, stepper, max_steps, num_starts, key, devices, checkpoint, traced):
     """Runs the fit from `num_starts` drawn points; the best start's carry and all starts."""
     if not isinstance(num_starts, int) or isinstance(num_starts, bool) or num_starts < 1:
         raise ValueError(f"starts must be a positive integer; got {num_starts!r}.")
@@ -416,9 +434,10 @@ def _multi_start(problem, stepper, max_steps, num_starts, key, devices, checkpoi
             raise ValueError(
                 f"starts={num_starts} is not divisible by {len(devices)} devices; pass a multiple."
             )
-        sharding = NamedSharding(Mesh(np.array(devices), ("starts",)), PartitionSpec("starts"))
-        initial = jax.device_put(initial, sharding)
-    carries, starts = run_starts(problem, stepper, max_steps, initial)
+        initial = jax.device_put(initial, starts_sharding(devices))
+    carries, starts = run_starts(
+        problem, stepper, max_steps, initial, traced=traced, devices=devices
+    )
     return best_carry(carries, starts.best), starts
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import equinox as eqx
 import jax
+import jax.flatten_util
 import jax.numpy as jnp
 import jax.tree_util as jtu
 import numpy as np
@@ -61,6 +62,11 @@ class AbstractStepper(eqx.Module):
     def static_state(self, objective, u) -> Any:
         """The non-array part of the state, which the loop cannot carry (None: all arrays)."""
         return eqx.filter(self.init(objective, u), eqx.is_array, inverse=True)
+
+    def settled(self, problem: FitProblem, u, new_u, loss, new_loss) -> Array:
+        """Whether an accepted step from `u` to `new_u` settled the fit in natural units
+        (beyond the optimiser's own test); never, unless a stepper says otherwise."""
+        return jnp.array(False)
 
 
 class GradientStepper(AbstractStepper):
@@ -161,7 +167,8 @@ class OptimistixStepper(AbstractStepper):
 
     def objective(self, problem):
         if isinstance(self.solver, optx.AbstractLeastSquaresSolver):
-            return lambda u, args: (problem.residuals(u, "forward")[0], None)
+            residuals = with_materialised_jacobian(lambda u: problem.residuals(u, "forward")[0])
+            return lambda u, args: (residuals(u), None)
         return lambda u, args: (problem.loss(u, "forward")[0], None)
 
     def _call(self, objective, u):
@@ -181,6 +188,21 @@ class OptimistixStepper(AbstractStepper):
         loss = self._loss(objective, new_u, new_state)
         return new_u, new_state, loss, done, RESULTS.promote(result)
 
+    def settled(self, problem, u, new_u, loss, new_loss):
+        r"""An accepted step that changed every natural value $\theta = g(u)$ and the loss by
+        less than `atol + rtol·|·|` ends the fit, as SciPy's `xtol`/`ftol` tests do.
+
+        The optimiser's own test is on $u$. Where an optimum lies on a bound, $u$ runs off
+        towards $\pm\infty$ and never settles, while $\theta$ and the loss stopped
+        changing long before: without this test such a fit would run to `max_steps`.
+        """
+        before, after = natural_scalars(problem, u), natural_scalars(problem, new_u)
+        moved = jnp.any(after != before)
+        tolerance = self.atol + self.rtol * jnp.abs(after)
+        small_step = jnp.all(jnp.abs(after - before) <= tolerance)
+        small_change = jnp.abs(new_loss - loss) <= self.atol + self.rtol * jnp.abs(new_loss)
+        return moved & small_step & small_change
+
     def _loss(self, objective, u, state):
         # Gauss–Newton-family states (Levenberg–Marquardt included) hold the residual at
         # the accepted point, quasi-Newton ones the value: reuse it rather than simulate
@@ -194,6 +216,42 @@ class OptimistixStepper(AbstractStepper):
         if isinstance(self.solver, optx.AbstractLeastSquaresSolver):
             return 0.5 * jnp.sum(value**2)
         return value
+
+
+def natural_scalars(problem: FitProblem, u) -> Array:
+    """Every floating-point value of the model, initial states and noise model at `u`."""
+    model, y0s = problem.build(u)
+    tree = eqx.filter((model, y0s, problem.noise_at(u)), eqx.is_inexact_array)
+    return jax.flatten_util.ravel_pytree(tree)[0]
+
+
+def with_materialised_jacobian(fn):
+    r"""`fn` (of a pytree `u`, returning a vector) whose Jacobian-vector products reuse one
+    Jacobian $J$, computed in full by `jax.jacfwd` (one solve carrying a tangent per scalar).
+
+    Gauss–Newton-type solvers linearise the residuals once per step and then apply the
+    linearisation several times (a QR of the damped system, a predicted reduction). Through
+    a simulation's `while_loop`, each application of `jax.linearize`'s function replays the
+    whole solve; with $J$ materialised here every application is a matrix product.
+    """
+
+    @jax.custom_jvp
+    def wrapped(u):
+        return fn(u)
+
+    @wrapped.defjvp
+    def jvp(primals, tangents):
+        (u,), (du,) = primals, tangents
+        flat, unravel = jax.flatten_util.ravel_pytree(u)
+
+        def value_twice(x):
+            value = fn(unravel(x))
+            return value, value
+
+        jacobian, value = jax.jacfwd(value_twice, has_aux=True)(flat)
+        return value, jacobian @ jax.flatten_util.ravel_pytree(du)[0]
+
+    return wrapped
 
 
 class Carry(eqx.Module):
@@ -241,6 +299,7 @@ def advance(problem: FitProblem, stepper: AbstractStepper, carry: Carry, stop_st
     def one_step(c: Carry) -> Carry:
         state = c.state if static_state is None else eqx.combine(c.state, static_state)
         u, state, loss, done, result = stepper.step(objective, c.u, state)
+        done = done | stepper.settled(problem, c.u, u, c.loss_history[c.step], loss)
         better = loss < c.best_loss
         step = c.step + 1
         return Carry(

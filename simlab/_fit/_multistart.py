@@ -14,10 +14,12 @@ import jax
 import jax.numpy as jnp
 import jax.random as jr
 import jax.tree_util as jtu
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array
 
 from .._results import RESULTS
-from ._loop import run
+from ._loop import Carry, advance, run, start
 from ._problem import FitProblem, get_path
 
 
@@ -77,19 +79,44 @@ def draw_starts(problem: FitProblem, key, num_starts: int) -> dict[str, Array]:
     return starts
 
 
-@eqx.filter_jit
-def run_starts(problem: FitProblem, stepper, max_steps: int, initial: dict[str, Array]):
-    """All starts' final carries (batched), one compiled loop."""
+# Starts that finished stop costing: every `CHUNK_STEPS` steps the unfinished ones are
+# gathered into a smaller batch, each size `1/SHRINK` of the last, `NUM_BATCH_SIZES` sizes
+# at most and none below `SMALLEST_BATCH`, so that only a few sizes are ever compiled.
+CHUNK_STEPS = 25
+SHRINK = 2
+NUM_BATCH_SIZES = 3
+SMALLEST_BATCH = 256
 
+
+def run_starts(problem: FitProblem, stepper, max_steps: int, initial, *, traced, devices=None):
+    """All starts' final carries (batched) and their summary.
+
+    Concrete data: the starts run in chunks, and between chunks the unfinished ones are
+    gathered into a smaller batch, because a vmapped loop costs as many steps for every
+    start as its slowest start takes. Traced data (a fit under `jax.jit` or `jax.vmap`):
+    one vmapped loop.
+    """
+    if traced:
+        carries = _run_together(problem, stepper, max_steps, initial)
+    else:
+        carries = _run_compacting(problem, stepper, max_steps, initial, devices)
+    return carries, _summary(problem, initial, carries)
+
+
+def _started(problem: FitProblem, values: dict[str, Array]) -> FitProblem:
+    model = eqx.tree_at(
+        lambda m: [get_path(m, p) for p in problem.array_paths],
+        problem.model,
+        [values[p] for p in problem.array_paths],
+    )
+    return eqx.tree_at(lambda p: p.model, problem, model)
+
+
+@eqx.filter_jit
+def _run_together(problem: FitProblem, stepper, max_steps: int, initial: dict[str, Array]):
     def one(values):
-        model = eqx.tree_at(
-            lambda m: [get_path(m, p) for p in problem.array_paths],
-            problem.model,
-            [values[p] for p in problem.array_paths],
-        )
-        started = eqx.tree_at(lambda p: p.model, problem, model)
         return run(
-            started,
+            _started(problem, values),
             stepper,
             max_steps=max_steps,
             traced=True,
@@ -98,15 +125,74 @@ def run_starts(problem: FitProblem, stepper, max_steps: int, initial: dict[str, 
             checkpoint_every=1,
         )
 
-    carries = jax.vmap(one)(initial)
+    return jax.vmap(one)(initial)
+
+
+@eqx.filter_jit
+def _start_all(problem: FitProblem, stepper, max_steps: int, initial: dict[str, Array]):
+    return jax.vmap(lambda values: start(_started(problem, values), stepper, max_steps))(initial)
+
+
+@eqx.filter_jit
+def _advance_all(problem: FitProblem, stepper, carries: Carry, stop_step) -> Carry:
+    # The loop reads only the problem's frozen values: every start shares one problem.
+    return jax.vmap(lambda carry: advance(problem, stepper, carry, stop_step))(carries)
+
+
+def batch_sizes(num_starts: int, multiple: int) -> list[int]:
+    """The batch sizes the unfinished starts are gathered into, largest first; each a
+    multiple of `multiple` (the number of devices)."""
+    sizes = [num_starts]
+    while len(sizes) < NUM_BATCH_SIZES and sizes[-1] // SHRINK >= SMALLEST_BATCH:
+        sizes.append(multiple * math.ceil(sizes[-1] / SHRINK / multiple))
+    return sizes
+
+
+def _run_compacting(problem, stepper, max_steps: int, initial, devices) -> Carry:
+    carries = _start_all(problem, stepper, max_steps, initial)
+    num_starts = carries.step.shape[0]
+    sharding = None if devices is None else starts_sharding(devices)
+    sizes = batch_sizes(num_starts, 1 if devices is None else len(devices))
+    while True:
+        running = ~carries.done & (carries.result == RESULTS.successful)
+        active = np.flatnonzero(np.asarray(running & (carries.step < max_steps)))
+        if active.size == 0:
+            return carries
+        size = min(s for s in sizes if s >= active.size)
+        # Padded with copies of one unfinished start, which compute the same values.
+        index = np.concatenate([active, np.repeat(active[:1], size - active.size)])
+        batch = _gather(carries, jnp.asarray(index))
+        if sharding is not None:
+            batch = jax.device_put(batch, sharding)
+        stop_step = min(int(carries.step[active[0]]) + CHUNK_STEPS, max_steps)
+        batch = _advance_all(problem, stepper, batch, jnp.asarray(stop_step))
+        carries = _scatter(carries, jnp.asarray(index), batch)
+
+
+@eqx.filter_jit
+def _gather(carries: Carry, index: Array) -> Carry:
+    return jtu.tree_map(lambda leaf: leaf[index], carries)
+
+
+@eqx.filter_jit
+def _scatter(carries: Carry, index: Array, batch: Carry) -> Carry:
+    return jtu.tree_map(lambda leaf, new: leaf.at[index].set(new), carries, batch)
+
+
+def starts_sharding(devices) -> NamedSharding:
+    """The starts' batch axis laid out over `devices`."""
+    return NamedSharding(Mesh(np.array(list(devices)), ("starts",)), PartitionSpec("starts"))
+
+
+@eqx.filter_jit
+def _summary(problem: FitProblem, initial: dict[str, Array], carries: Carry) -> "Starts":
     ends = jax.vmap(lambda u: problem.build(u)[0])(carries.best_u)
     params = {p: get_path(ends, p) for p in problem.array_paths}
     converged = (carries.result == RESULTS.successful) & carries.done
     loss = jnp.where(jnp.isfinite(carries.best_loss), carries.best_loss, jnp.inf)
     best = jnp.argmin(jnp.where(converged, loss, jnp.inf))
     best = jnp.where(jnp.any(converged), best, jnp.argmin(loss))
-    starts = Starts(initial=initial, params=params, loss=loss, converged=converged, best=best)
-    return carries, starts
+    return Starts(initial=initial, params=params, loss=loss, converged=converged, best=best)
 
 
 def best_carry(carries, index):

@@ -17,6 +17,8 @@ import jax.scipy.stats as jstats
 import numpy as np
 from jaxtyping import Array, ArrayLike
 
+from .._misc import is_concrete
+
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
@@ -146,6 +148,15 @@ class NegativeBinomial(AbstractNoise):
 
     def __init__(self, dispersion: ArrayLike = 1.0):
         self.dispersion = jnp.asarray(dispersion, dtype=float)
+
+    def __check_init__(self):
+        if is_concrete(self.dispersion) and not (
+            self.dispersion.ndim == 0 and 0 < float(self.dispersion) < math.inf
+        ):
+            raise ValueError(
+                f"the dispersion of a negative binomial must be one positive, finite number "
+                f"(the Poisson limit is dispersion -> 0); got {np.asarray(self.dispersion)}."
+            )
 
     def negative_log_likelihood(self, predicted, observed, noise_scale):
         mean = _positive(predicted)

@@ -18,6 +18,7 @@ from .._options import SolveOptions, as_solve_options
 from .._simulate import checked_ts, simulate
 from ..models._base import AbstractModel
 from ._noise import AbstractLeastSquaresNoise, AbstractNoise, Gaussian, noise_parameters
+from ._series import from_series
 from ._transforms import IDENTITY, Transform, transform_for
 
 # A member whose solve fails contributes this residual everywhere: large enough that any
@@ -257,6 +258,7 @@ def make_problem(
     fit_noise: bool = False,
     bounds: dict[str, Any] | None = None,
 ) -> tuple[FitProblem, Layout]:
+    ts, observations = from_series(ts, observations)
     overrides = _checked_bounds(model, params, bounds)
     array_paths, module_paths = _checked_params(model, params, overrides)
     # A list of arrays is several data sets; a plain list of numbers is one time axis.

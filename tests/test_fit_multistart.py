@@ -1,0 +1,111 @@
+"""Multi-start fits: sharded over devices, and compacted between chunks, change no start."""
+
+from typing import ClassVar
+
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import pytest
+from jaxtyping import Array, Float
+
+import simlab
+from simlab._fit import _multistart
+from simlab.models import AbstractODEModel, parameter
+
+
+class Oscillator(AbstractODEModel):
+    """x'' = -frequency² x: its least-squares loss in the frequency has many local minima,
+    so the starts end in different places after different numbers of steps."""
+
+    frequency: Float[Array, ""] = parameter(lower=0.0)
+    state_names: ClassVar[tuple[str, ...]] = ("x", "v")
+
+    def __call__(self, t, y, args):
+        return jnp.stack([y[1], -(self.frequency**2) * y[0]])
+
+
+TS = jnp.linspace(0.0, 10.0, 41)
+NUM_STARTS = 16
+
+
+@pytest.fixture(scope="module")
+def observations():
+    clean = np.cos(3.0 * np.asarray(TS))
+    return (clean + 0.05 * np.asarray(jr.normal(jr.key(0), clean.shape)))[:, None]
+
+
+def multi_start(observations, **settings):
+    return simlab.fit(
+        Oscillator(frequency=1.0),
+        TS,
+        observations,
+        y0=jnp.array([1.0, 0.0]),
+        params=["frequency"],
+        observe=["x"],
+        noise_scale=0.05,
+        starts=NUM_STARTS,
+        bounds={"frequency": (0.2, 6.0)},
+        key=jr.key(1),
+        throw=False,
+        **settings,
+    )
+
+
+@pytest.fixture(scope="module")
+def unsharded(observations):
+    return multi_start(observations)
+
+
+def assert_same_starts(result, reference):
+    np.testing.assert_allclose(result.starts.loss, reference.starts.loss, rtol=1e-10)
+    np.testing.assert_allclose(
+        result.starts.params["frequency"], reference.starts.params["frequency"], rtol=1e-10
+    )
+    np.testing.assert_array_equal(result.starts.converged, reference.starts.converged)
+    assert int(result.starts.best) == int(reference.starts.best)
+    np.testing.assert_allclose(result.params["frequency"], reference.params["frequency"], 1e-10)
+    np.testing.assert_allclose(result.covariance, reference.covariance, rtol=1e-8)
+
+
+def test_sharded_multi_start_equals_unsharded(observations, unsharded):
+    devices = jax.devices()[:4]
+    sharded = multi_start(observations, devices=devices)
+    assert_same_starts(sharded, unsharded)
+    # The starts really were laid out over the four devices.
+    assert len(sharded.starts.loss.sharding.device_set) == 4
+    # The global optimum is among the starts' end points.
+    assert np.sum(np.abs(np.asarray(unsharded.starts.params["frequency"]) - 3.0) < 0.05) >= 1
+    with pytest.raises(ValueError, match="starts=16 is not divisible by 3 devices"):
+        multi_start(observations, devices=jax.devices()[:3])
+
+
+def test_gathering_unfinished_starts_changes_no_start(observations, unsharded, monkeypatch):
+    # Small chunks and batches, so that this small fit is compacted several times.
+    monkeypatch.setattr(_multistart, "CHUNK_STEPS", 2)
+    monkeypatch.setattr(_multistart, "SMALLEST_BATCH", 2)
+    sizes, advance_all = [], _multistart._advance_all
+
+    def recording(problem, stepper, carries, stop_step):
+        sizes.append(int(carries.step.shape[0]))
+        return advance_all(problem, stepper, carries, stop_step)
+
+    monkeypatch.setattr(_multistart, "_advance_all", recording)
+    # Sharded too: each gathered batch is laid out over the devices again.
+    compacted = multi_start(observations, devices=jax.devices()[:4])
+    assert_same_starts(compacted, unsharded)
+    assert sizes[0] == NUM_STARTS and min(sizes) < NUM_STARTS and sizes == sorted(sizes)[::-1]
+    assert all(size % 4 == 0 for size in sizes)
+
+
+def test_one_vmapped_loop_under_jit_equals_the_compacted_run(observations, unsharded):
+    # Under jax.jit the data are traced: no host loop, one loop over all starts.
+    losses = jax.jit(lambda obs: multi_start(obs).starts.loss)(jnp.asarray(observations))
+    np.testing.assert_allclose(losses, unsharded.starts.loss, rtol=1e-10)
+
+
+def test_batch_sizes_halve_to_device_multiples():
+    assert _multistart.batch_sizes(2000, 1) == [2000, 1000, 500]
+    assert _multistart.batch_sizes(1000, 8) == [1000, 504]
+    assert _multistart.batch_sizes(600, 4) == [600, 300]
+    assert _multistart.batch_sizes(200, 4) == [200]
