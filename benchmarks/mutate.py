@@ -22,23 +22,82 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
-# module -> the test files (or node ids) that check it
+# module -> the tests that check it: fast, discriminating selections (each mutant runs its
+# module's whole selection in a fresh process, so a slow test would eat the budget).
+_REFERENCES = "tests/test_references.py::"
+_PDE_FORMULAS = [
+    _REFERENCES + name
+    for name in (
+        "test_heat_vector_field_equals_the_stencil_formulas",
+        "test_fourth_order_heat_and_wave_equal_the_five_point_stencil",
+        "test_wave_vector_field_equals_its_first_order_system",
+        "test_advection_diffusion_vector_field_equals_the_formulas",
+        "test_burgers_vector_field_equals_the_formulas",
+        "test_gray_scott_vector_field_equals_its_equations",
+    )
+]
+_STENCIL_REFERENCES = [
+    _REFERENCES + name
+    for name in (
+        "test_heat_vector_field_equals_the_stencil_formulas",
+        "test_upwind_euler_at_courant_number_one_shifts_the_field_by_one_cell",
+        "test_variable_diffusion_converges_at_second_order_to_a_manufactured_solution",
+    )
+]
+_SIMULATE = "tests/test_simulate.py::"
 TARGETS = {
     "simlab/models/_ode.py": [
-        "tests/test_references.py::test_ode_vector_fields_equal_their_equations",
+        _REFERENCES + "test_ode_vector_fields_equal_their_equations",
         "tests/test_models.py",
     ],
-    "simlab/models/_pde.py": ["tests/test_references.py", "tests/test_pde.py"],
-    "simlab/_lean.py": ["tests/test_lean.py", "tests/test_references.py"],
-    "simlab/_simulate.py": ["tests/test_simulate.py", "tests/test_simulate_bad_input.py"],
-    "simlab/_fit/_uncertainty.py": [
-        "tests/test_references.py::test_covariance_and_standard_errors_equal_scipys",
-        "tests/test_references.py::test_prediction_band_equals_a_finite_difference_delta_method",
-        "tests/test_references.py::test_fitted_optimum_equals_scipys",
+    "simlab/models/_pde.py": [*_PDE_FORMULAS, "tests/test_pde.py"],
+    "simlab/_lean.py": [
+        "tests/test_lean.py",
+        _REFERENCES + "test_forced_oscillator_fixed_steps_converge_at_the_solvers_order",
+        _REFERENCES + "test_checkpointed_rollout_equals_the_stored_one_for_a_non_square_step_count",
     ],
-    "simlab/grid/_operators.py": ["tests/test_grid.py", "tests/test_references.py"],
-    "simlab/grid/_boundary.py": ["tests/test_grid.py", "tests/test_references.py"],
-    "simlab/io/_store.py": ["tests/test_store.py"],
+    "simlab/_simulate.py": [
+        *(
+            _SIMULATE + name
+            for name in (
+                "test_exponential_decay_matches_the_analytic_solution",
+                "test_harmonic_oscillator_matches_the_analytic_solution",
+                "test_robertson_at_t40_matches_hairer_wanner_with_the_automatic_solver",
+                "test_lorenz_matches_scipy_dop853",
+                "test_default_solver_converges_at_fifth_order",
+                "test_a_failing_member_under_vmap_reports_its_status_and_spares_the_others",
+                "test_a_failed_solve_raises_with_throw_true",
+                "test_overflow_with_fixed_steps_is_reported_as_nonfinite_state",
+                "test_stiff_defaults_follow_the_state_size",
+            )
+        ),
+        "tests/test_simulate_bad_input.py",
+        "tests/test_options.py::test_simulate_with_options_equals_simulate_with_keywords",
+    ],
+    "simlab/_fit/_uncertainty.py": [
+        _REFERENCES + "test_covariance_and_standard_errors_equal_scipys",
+        _REFERENCES + "test_prediction_band_equals_a_finite_difference_delta_method",
+        _REFERENCES + "test_fitted_optimum_equals_scipys",
+        _REFERENCES + "test_two_data_sets_with_their_own_initial_states_equal_curve_fit_on_the_"
+        "stacked_problem",
+    ],
+    "simlab/grid/_operators.py": ["tests/test_grid.py", *_STENCIL_REFERENCES],
+    "simlab/grid/_boundary.py": ["tests/test_grid.py", "tests/test_robin.py", *_STENCIL_REFERENCES],
+    "simlab/io/_store.py": [
+        *(
+            "tests/test_store.py::" + name
+            for name in (
+                "test_xarray_opens_the_store_and_it_equals_the_result",
+                "test_rerunning_a_finished_sweep_reads_it_back",
+                "test_a_store_of_another_sweep_is_refused_for_each_identity_key",
+                "test_a_folder_that_is_not_a_store_and_an_unwritable_path_are_refused",
+                "test_a_chunk_without_its_status_is_recomputed",
+            )
+        ),
+        "tests/test_faults.py::test_two_different_lambdas_never_share_a_store",
+        "tests/test_faults.py::test_a_damaged_chunk_is_recomputed_on_resume_and_named_on_read",
+        "tests/test_faults.py::test_edited_store_metadata_is_refused",
+    ],
 }
 
 
