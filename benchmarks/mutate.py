@@ -49,6 +49,7 @@ TARGETS = {
     "simlab/models/_ode.py": [
         _REFERENCES + "test_ode_vector_fields_equal_their_equations",
         "tests/test_models.py",
+        "tests/test_mutants_models.py",
     ],
     "simlab/models/_pde.py": [*_PDE_FORMULAS, "tests/test_pde.py"],
     "simlab/_lean.py": [
