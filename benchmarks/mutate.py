@@ -1,12 +1,13 @@
 """Mutation testing of simlab's core modules with mutmut, one module at a time.
 
-Usage: `python benchmarks/mutate.py [--budget SECONDS] [--stride N] [MODULE ...]`
-(default: every module in `TARGETS`). Each module is mutated in a scratch copy of the
-checkout; mutmut writes the mutants and finds which of the given tests reach each mutated
-function, then each mutant runs those tests in a fresh process (mutmut's own workers are
-forked, which JAX's thread pools do not survive). Mutants left when a module's time budget
-runs out are counted as such. Prints the score per module (killed / tested)
-and the surviving mutants, for benchmarks/results/mutation.txt.
+Usage: `python benchmarks/mutate.py [--budget SECONDS] [--stride N] [--mutant NAME]
+[MODULE ...]` (default: every module in `TARGETS`; `--mutant` reruns named mutants, e.g.
+survivors after new tests). Each module is mutated in a scratch copy of the checkout;
+mutmut writes the mutants and finds which tests reach each mutated function, then each
+reached mutant runs the module's whole selection in a fresh process (mutmut's own workers
+are forked, which JAX's thread pools do not survive). Mutants left when a module's time
+budget runs out are counted as such. Prints the score per module (killed / tested) and
+each surviving mutant with its changed lines, for benchmarks/results/mutation.txt.
 """
 
 import argparse
@@ -147,6 +148,17 @@ def mutant_names(work: pathlib.Path) -> list[str]:
     return re.findall(r"^\s*(\S+__mutmut_\d+):", listing, flags=re.M)
 
 
+def mutant_diff(work: pathlib.Path, name: str) -> list[str]:
+    """The changed lines of mutant `name` (`mutmut show`), to judge a survivor by."""
+    mutmut = pathlib.Path(sys.executable).with_name("mutmut")
+    shown = subprocess.run(
+        [str(mutmut), "show", name], cwd=work, capture_output=True, text=True
+    ).stdout.splitlines()
+    return [
+        line.strip() for line in shown if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    ]
+
+
 def run_mutant(work: pathlib.Path, name: str, tests: list[str], timeout: float) -> str:
     """Runs the tests that reach the mutated function in a fresh process; the trampolines
     mutmut wrote pick the mutant named by `MUTANT_UNDER_TEST`."""
@@ -162,13 +174,16 @@ def run_mutant(work: pathlib.Path, name: str, tests: list[str], timeout: float) 
     return "survived" if completed.returncode == 0 else "killed"
 
 
-def mutate(module: str, tests: list[str], budget: float, stride: int) -> str:
+def mutate(
+    module: str, tests: list[str], budget: float, stride: int, only: list[str] | None = None
+) -> str:
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="simlab-mutate-") as folder:
         work = pathlib.Path(folder)
         scratch_copy(work)
         coverage = generate(work, module, tests, budget)
-        names = mutant_names(work)[::stride]
+        names = mutant_names(work)
+        names = [name for name in names if name in only] if only else names[::stride]
         outcomes: dict[str, str] = {}
         for name in names:
             if time.monotonic() - start > budget:
@@ -177,6 +192,9 @@ def mutate(module: str, tests: list[str], budget: float, stride: int) -> str:
             # only, so every mutant that some test reaches runs the module's whole selection.
             reached = name.rsplit("__mutmut_", 1)[0] in coverage
             outcomes[name] = run_mutant(work, name, tests, 600) if reached else "no tests"
+        diffs = {
+            name: mutant_diff(work, name) for name, status in outcomes.items() if status != "killed"
+        }
     counts = {status: list(outcomes.values()).count(status) for status in set(outcomes.values())}
     killed = counts.get("killed", 0)
     tested = killed + counts.get("survived", 0) + counts.get("timeout", 0)
@@ -187,7 +205,11 @@ def mutate(module: str, tests: list[str], budget: float, stride: int) -> str:
         f"{module}: {score} killed ({killed} of {tested} run; {summary}; {sampled}"
         f"{len(names) * stride} mutants, {len(names) - len(outcomes)} left by the budget)"
     )
-    surviving = [f"  {name}: {status}" for name, status in outcomes.items() if status != "killed"]
+    surviving = [
+        line
+        for name, diff in diffs.items()
+        for line in [f"  {name}: {outcomes[name]}", *(f"      {change}" for change in diff)]
+    ]
     return "\n".join([header, *surviving])
 
 
@@ -196,9 +218,15 @@ def main() -> int:
     parser.add_argument("modules", nargs="*", default=list(TARGETS))
     parser.add_argument("--budget", type=float, default=1200.0, help="seconds per module")
     parser.add_argument("--stride", type=int, default=1, help="run every STRIDE-th mutant")
+    parser.add_argument(
+        "--mutant", action="append", help="run only this mutant (repeatable; e.g. a survivor)"
+    )
     arguments = parser.parse_args()
     for module in arguments.modules:
-        print(mutate(module, TARGETS[module], arguments.budget, arguments.stride), flush=True)
+        outcome = mutate(
+            module, TARGETS[module], arguments.budget, arguments.stride, arguments.mutant
+        )
+        print(outcome, flush=True)
     return 0
 
 
