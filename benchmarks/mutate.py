@@ -94,6 +94,7 @@ TARGETS = {
                 "test_a_store_of_another_sweep_is_refused_for_each_identity_key",
                 "test_a_folder_that_is_not_a_store_and_an_unwritable_path_are_refused",
                 "test_a_chunk_without_its_status_is_recomputed",
+                "test_a_read_names_every_damaged_chunk_not_only_the_first",
             )
         ),
         "tests/test_faults.py::test_two_different_lambdas_never_share_a_store",
