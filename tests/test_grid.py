@@ -277,3 +277,19 @@ def test_laplacian_equals_its_interior_form_on_a_padded_array(order):
         )
     )(field)
     np.testing.assert_allclose(direct, from_padded, rtol=1e-12, atol=1e-9)
+
+
+def test_default_stencil_width_pads_for_the_second_order_laplacian():
+    """All defaults: one ghost cell, and the padded interior form converges to -k² sin(kx) at
+    second order (error ratio 4 per halving of h), as `laplacian` itself does."""
+    errors = []
+    for n in (16, 32):
+        grid = sg.Grid((n,), extent=2 * np.pi)
+        (x,) = grid.coordinates()
+        field = jnp.sin(3 * x)
+        width = sg.stencil_width("laplacian")
+        from_padded = sg.laplacian_interior(sg.pad(field, grid, width), grid.spacing)
+        np.testing.assert_allclose(from_padded, sg.laplacian(field, grid), rtol=1e-12, atol=1e-12)
+        errors.append(float(jnp.max(jnp.abs(from_padded + 9 * jnp.sin(3 * x)))))
+    assert width == 1
+    np.testing.assert_allclose(errors[0] / errors[1], 4.0, rtol=0.05)
