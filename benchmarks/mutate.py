@@ -75,6 +75,7 @@ TARGETS = {
         ),
         "tests/test_simulate_bad_input.py",
         "tests/test_options.py::test_simulate_with_options_equals_simulate_with_keywords",
+        "tests/test_mutants_simulate.py",
     ],
     "simlab/_fit/_uncertainty.py": [
         _REFERENCES + "test_covariance_and_standard_errors_equal_scipys",
