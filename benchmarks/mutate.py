@@ -1,12 +1,13 @@
 """Mutation testing of simlab's core modules with mutmut, one module at a time.
 
-Usage: `python benchmarks/mutate.py [--budget SECONDS] [--stride N] [MODULE ...]`
-(default: every module in `TARGETS`). Each module is mutated in a scratch copy of the
-checkout; mutmut writes the mutants and finds which of the given tests reach each mutated
-function, then each mutant runs those tests in a fresh process (mutmut's own workers are
-forked, which JAX's thread pools do not survive). Mutants left when a module's time budget
-runs out are counted as such. Prints the score per module (killed / tested)
-and the surviving mutants, for benchmarks/results/mutation.txt.
+Usage: `python benchmarks/mutate.py [--budget SECONDS] [--stride N] [--mutant NAME]
+[MODULE ...]` (default: every module in `TARGETS`; `--mutant` reruns named mutants, e.g.
+survivors after new tests). Each module is mutated in a scratch copy of the checkout;
+mutmut writes the mutants and finds which tests reach each mutated function, then each
+reached mutant runs the module's whole selection in a fresh process (mutmut's own workers
+are forked, which JAX's thread pools do not survive). Mutants left when a module's time
+budget runs out are counted as such. Prints the score per module (killed / tested) and
+each surviving mutant with its changed lines, for benchmarks/results/mutation.txt.
 """
 
 import argparse
@@ -22,23 +23,85 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
-# module -> the test files (or node ids) that check it
+# module -> the tests that check it: fast, discriminating selections (each mutant runs its
+# module's whole selection in a fresh process, so a slow test would eat the budget).
+_REFERENCES = "tests/test_references.py::"
+_PDE_FORMULAS = [
+    _REFERENCES + name
+    for name in (
+        "test_heat_vector_field_equals_the_stencil_formulas",
+        "test_fourth_order_heat_and_wave_equal_the_five_point_stencil",
+        "test_wave_vector_field_equals_its_first_order_system",
+        "test_advection_diffusion_vector_field_equals_the_formulas",
+        "test_burgers_vector_field_equals_the_formulas",
+        "test_gray_scott_vector_field_equals_its_equations",
+    )
+]
+_STENCIL_REFERENCES = [
+    _REFERENCES + name
+    for name in (
+        "test_heat_vector_field_equals_the_stencil_formulas",
+        "test_upwind_euler_at_courant_number_one_shifts_the_field_by_one_cell",
+        "test_variable_diffusion_converges_at_second_order_to_a_manufactured_solution",
+    )
+]
+_SIMULATE = "tests/test_simulate.py::"
 TARGETS = {
     "simlab/models/_ode.py": [
-        "tests/test_references.py::test_ode_vector_fields_equal_their_equations",
+        _REFERENCES + "test_ode_vector_fields_equal_their_equations",
         "tests/test_models.py",
+        "tests/test_mutants_models.py",
     ],
-    "simlab/models/_pde.py": ["tests/test_references.py", "tests/test_pde.py"],
-    "simlab/_lean.py": ["tests/test_lean.py", "tests/test_references.py"],
-    "simlab/_simulate.py": ["tests/test_simulate.py", "tests/test_simulate_bad_input.py"],
+    "simlab/models/_pde.py": [*_PDE_FORMULAS, "tests/test_pde.py"],
+    "simlab/_lean.py": [
+        "tests/test_lean.py",
+        _REFERENCES + "test_forced_oscillator_fixed_steps_converge_at_the_solvers_order",
+        _REFERENCES + "test_checkpointed_rollout_equals_the_stored_one_for_a_non_square_step_count",
+    ],
+    "simlab/_simulate.py": [
+        *(
+            _SIMULATE + name
+            for name in (
+                "test_exponential_decay_matches_the_analytic_solution",
+                "test_harmonic_oscillator_matches_the_analytic_solution",
+                "test_robertson_at_t40_matches_hairer_wanner_with_the_automatic_solver",
+                "test_lorenz_matches_scipy_dop853",
+                "test_default_solver_converges_at_fifth_order",
+                "test_a_failing_member_under_vmap_reports_its_status_and_spares_the_others",
+                "test_a_failed_solve_raises_with_throw_true",
+                "test_overflow_with_fixed_steps_is_reported_as_nonfinite_state",
+                "test_stiff_defaults_follow_the_state_size",
+            )
+        ),
+        "tests/test_simulate_bad_input.py",
+        "tests/test_options.py::test_simulate_with_options_equals_simulate_with_keywords",
+        "tests/test_mutants_simulate.py",
+    ],
     "simlab/_fit/_uncertainty.py": [
-        "tests/test_references.py::test_covariance_and_standard_errors_equal_scipys",
-        "tests/test_references.py::test_prediction_band_equals_a_finite_difference_delta_method",
-        "tests/test_references.py::test_fitted_optimum_equals_scipys",
+        _REFERENCES + "test_covariance_and_standard_errors_equal_scipys",
+        _REFERENCES + "test_prediction_band_equals_a_finite_difference_delta_method",
+        _REFERENCES + "test_fitted_optimum_equals_scipys",
+        _REFERENCES + "test_two_data_sets_with_their_own_initial_states_equal_curve_fit_on_the_"
+        "stacked_problem",
     ],
-    "simlab/grid/_operators.py": ["tests/test_grid.py", "tests/test_references.py"],
-    "simlab/grid/_boundary.py": ["tests/test_grid.py", "tests/test_references.py"],
-    "simlab/io/_store.py": ["tests/test_store.py"],
+    "simlab/grid/_operators.py": ["tests/test_grid.py", *_STENCIL_REFERENCES],
+    "simlab/grid/_boundary.py": ["tests/test_grid.py", "tests/test_robin.py", *_STENCIL_REFERENCES],
+    "simlab/io/_store.py": [
+        *(
+            "tests/test_store.py::" + name
+            for name in (
+                "test_xarray_opens_the_store_and_it_equals_the_result",
+                "test_rerunning_a_finished_sweep_reads_it_back",
+                "test_a_store_of_another_sweep_is_refused_for_each_identity_key",
+                "test_a_folder_that_is_not_a_store_and_an_unwritable_path_are_refused",
+                "test_a_chunk_without_its_status_is_recomputed",
+                "test_a_read_names_every_damaged_chunk_not_only_the_first",
+            )
+        ),
+        "tests/test_faults.py::test_two_different_lambdas_never_share_a_store",
+        "tests/test_faults.py::test_a_damaged_chunk_is_recomputed_on_resume_and_named_on_read",
+        "tests/test_faults.py::test_edited_store_metadata_is_refused",
+    ],
 }
 
 
@@ -87,6 +150,17 @@ def mutant_names(work: pathlib.Path) -> list[str]:
     return re.findall(r"^\s*(\S+__mutmut_\d+):", listing, flags=re.M)
 
 
+def mutant_diff(work: pathlib.Path, name: str) -> list[str]:
+    """The changed lines of mutant `name` (`mutmut show`), to judge a survivor by."""
+    mutmut = pathlib.Path(sys.executable).with_name("mutmut")
+    shown = subprocess.run(
+        [str(mutmut), "show", name], cwd=work, capture_output=True, text=True
+    ).stdout.splitlines()
+    return [
+        line.strip() for line in shown if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    ]
+
+
 def run_mutant(work: pathlib.Path, name: str, tests: list[str], timeout: float) -> str:
     """Runs the tests that reach the mutated function in a fresh process; the trampolines
     mutmut wrote pick the mutant named by `MUTANT_UNDER_TEST`."""
@@ -102,13 +176,16 @@ def run_mutant(work: pathlib.Path, name: str, tests: list[str], timeout: float) 
     return "survived" if completed.returncode == 0 else "killed"
 
 
-def mutate(module: str, tests: list[str], budget: float, stride: int) -> str:
+def mutate(
+    module: str, tests: list[str], budget: float, stride: int, only: list[str] | None = None
+) -> str:
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="simlab-mutate-") as folder:
         work = pathlib.Path(folder)
         scratch_copy(work)
         coverage = generate(work, module, tests, budget)
-        names = mutant_names(work)[::stride]
+        names = mutant_names(work)
+        names = [name for name in names if name in only] if only else names[::stride]
         outcomes: dict[str, str] = {}
         for name in names:
             if time.monotonic() - start > budget:
@@ -117,6 +194,9 @@ def mutate(module: str, tests: list[str], budget: float, stride: int) -> str:
             # only, so every mutant that some test reaches runs the module's whole selection.
             reached = name.rsplit("__mutmut_", 1)[0] in coverage
             outcomes[name] = run_mutant(work, name, tests, 600) if reached else "no tests"
+        diffs = {
+            name: mutant_diff(work, name) for name, status in outcomes.items() if status != "killed"
+        }
     counts = {status: list(outcomes.values()).count(status) for status in set(outcomes.values())}
     killed = counts.get("killed", 0)
     tested = killed + counts.get("survived", 0) + counts.get("timeout", 0)
@@ -127,7 +207,11 @@ def mutate(module: str, tests: list[str], budget: float, stride: int) -> str:
         f"{module}: {score} killed ({killed} of {tested} run; {summary}; {sampled}"
         f"{len(names) * stride} mutants, {len(names) - len(outcomes)} left by the budget)"
     )
-    surviving = [f"  {name}: {status}" for name, status in outcomes.items() if status != "killed"]
+    surviving = [
+        line
+        for name, diff in diffs.items()
+        for line in [f"  {name}: {outcomes[name]}", *(f"      {change}" for change in diff)]
+    ]
     return "\n".join([header, *surviving])
 
 
@@ -136,9 +220,15 @@ def main() -> int:
     parser.add_argument("modules", nargs="*", default=list(TARGETS))
     parser.add_argument("--budget", type=float, default=1200.0, help="seconds per module")
     parser.add_argument("--stride", type=int, default=1, help="run every STRIDE-th mutant")
+    parser.add_argument(
+        "--mutant", action="append", help="run only this mutant (repeatable; e.g. a survivor)"
+    )
     arguments = parser.parse_args()
     for module in arguments.modules:
-        print(mutate(module, TARGETS[module], arguments.budget, arguments.stride), flush=True)
+        outcome = mutate(
+            module, TARGETS[module], arguments.budget, arguments.stride, arguments.mutant
+        )
+        print(outcome, flush=True)
     return 0
 
 

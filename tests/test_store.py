@@ -243,3 +243,26 @@ def test_status_codes_round_trip_under_jit_and_vmap():
     ]
     with pytest.raises(ValueError, match="not a simlab.RESULTS code"):
         status_name(max(codes.values()) + 1)
+
+
+def test_a_read_names_every_damaged_chunk_not_only_the_first(shared, tmp_path):
+    """Chunks 0 and 2 edited on disk: the read error names both; only chunk 1 is finished."""
+    path = tmp_path / "sweep.zarr"
+    shared.run_sweep(store=path)
+    chunks = [path / "final_state" / "c" / str(index) / "0" for index in (0, 2)]
+    for chunk in chunks:  # the other chunk's bytes: well-formed, but not this chunk's data
+        chunk.write_bytes((path / "final_state" / "c" / "1" / "0").read_bytes())
+    layout = simlab.io.StoreLayout(
+        num_members=9,
+        chunk_size=shared.CHUNK_SIZE,
+        variables={"final_state": simlab.io.VariableSpec((2,), np.dtype(float), ("d",))},
+        member_coords={},
+        extra_coords={},
+        units={},
+    )
+    store = simlab.io.SweepStore(path, layout)
+    with pytest.raises(ValueError) as error:
+        store.read()
+    assert all(f"{chunk} does not match its checksum" in str(error.value) for chunk in chunks)
+    with pytest.warns(UserWarning, match="recomputing those chunks"):
+        assert store.finished_chunks().tolist() == [False, True, False]
