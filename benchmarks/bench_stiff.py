@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import scipy.integrate
-from _harness import Row, median_seconds
+from _harness import Row, best_seconds
 
 sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "tests"))
 from stiff_problems import PROBLEMS  # noqa: E402
@@ -100,7 +100,7 @@ def measure(name: str, rtol: float, repeats: int = 3) -> dict[str, tuple[float, 
     }
     calls["Kvaerno5"] = lambda: _kvaerno_solve(name, rtol_arr)
     for label, call in calls.items():
-        seconds = median_seconds(call, repeats=repeats)
+        seconds = best_seconds({label: call}, repeats=repeats)[label]
         y, succeeded, steps = call()
         ok = bool(succeeded)
         out[label] = (_digits(problem, y) if ok else float("nan"), seconds, int(steps))
@@ -199,7 +199,7 @@ def rows() -> list[Row]:
             )
         )
     rates = _ensemble_rates()
-    batch = median_seconds(lambda: _ensemble(rates), repeats=3)
+    batch = best_seconds({"batch": lambda: _ensemble(rates)}, repeats=3)["batch"]
     stride = ENSEMBLE // SCIPY_SAMPLE
     start = time.perf_counter()
     sample = [_scipy_rober(k) for k in rates[::stride]]
