@@ -42,7 +42,7 @@ BASE = {
         "bounds": {"alpha": [0.2, 1.5], "gamma": [0.2, 2.0]},
         "seed": 3,
         "profiles": {"parameters": ["alpha"], "num_points": 5},
-        "sampling": {"num_samples": 60, "num_warmup": 60, "num_chains": 2, "num_predictive": 20},
+        "sampling": {"num_samples": 100, "num_warmup": 150, "num_chains": 2, "num_predictive": 20},
     },
     "figures": [
         {"kind": "fit"},
@@ -129,8 +129,8 @@ def test_profile_interval_is_stored_and_close_to_wald(stored):
 def test_posterior_is_stored_and_agrees_with_the_fit(stored):
     sampling, arrays = stored.metrics["sampling"], stored.arrays
     assert sampling["names"] == ["alpha", "gamma", "noise.scale"]
-    assert arrays["posterior_samples"].shape == (2, 60, 3)
-    assert arrays["posterior_divergent"].shape == (2, 60)
+    assert arrays["posterior_samples"].shape == (2, 100, 3)
+    assert arrays["posterior_divergent"].shape == (2, 100)
     fit = stored.metrics["fit"]["parameters"]
     for name in TRUTH:
         summary = sampling["summary"][name]
