@@ -243,7 +243,7 @@ BAD_CONFIGS = [
     (_with(data__dataset="lynx_hare", data__csv="x.csv"), r"\[data\] needs exactly one of"),
     (_with(data__csv="missing.csv"), r"\[data.csv\] no such file"),
     (_with(sweep__parameters={"omega": {"start": 0.1, "stop": 1.0, "num": 3}}),
-     r"\[sweep.parameters.omega\] cannot be swept"),
+     r"\[sweep.parameters.omega\] cannot be varied"),
     (_with(sweep__parameters={"alpha": {"start": -1.0, "stop": 1.0, "num": 3}}),
      r"\[sweep.parameters.alpha\] reaches outside alpha's valid range"),
     (_with(sweep__parameters={"alpha": {"relative_span": 0.2, "num": 3}}, sweep__around_fit=True),

@@ -875,16 +875,12 @@ def _sweep(check: Checker, config: dict, model: AbstractModel, fit: FitSpec | No
     around_fit = check.boolean(table, "around_fit", "sweep", default=False)
     if around_fit and fit is None:
         raise check.fail("sweep.around_fit", "needs a [fit] table (or set it to false).")
-    axes_table = check.table(table, "parameters", "sweep.parameters")
-    if not axes_table:
-        raise check.fail("sweep.parameters", "is empty; name at least one parameter to sweep.")
-    sweepable = model.parameter_names() + model.state_names
-    axes = {}
-    for name, axis in axes_table.items():
-        where = f"sweep.parameters.{name}"
-        if name not in sweepable:
-            raise check.fail(where, f"cannot be swept; the choices are {list(sweepable)}.")
-        axes[name] = _sweep_axis(check, axis, where, model, name)
+    axes = {
+        name: _sweep_axis(check, axis, where, model, name)
+        for name, axis, where in _named_entries(
+            check, table, "parameters", "sweep", model, "name at least one parameter to sweep"
+        )
+    }
     mode = check.string(table, "mode", "sweep", default="grid", choices=SWEEP_MODES)
     if mode == "zip" and len({axis["num"] for axis in axes.values()}) > 1:
         raise check.fail("sweep.mode", "'zip' needs the same number of values on every axis.")
@@ -899,6 +895,22 @@ def _sweep(check: Checker, config: dict, model: AbstractModel, fit: FitSpec | No
         )
     _event_needed(check, "sweep.observable", observable, event)
     return SweepSpec(axes=axes, mode=mode, observable=observable, around_fit=around_fit)
+
+
+def _named_entries(
+    check: Checker, table: dict, key: str, section: str, model: AbstractModel, hint: str
+):
+    """The `(name, value, where)` entries of the non-empty table `section.key`, each named
+    after a parameter or a state of `model` (what sweeps and sensitivity analyses vary)."""
+    entries = check.table(table, key, f"{section}.{key}")
+    if not entries:
+        raise check.fail(f"{section}.{key}", f"is empty; {hint}.")
+    variable = model.parameter_names() + model.state_names
+    for name, value in entries.items():
+        where = f"{section}.{key}.{name}"
+        if name not in variable:
+            raise check.fail(where, f"cannot be varied; the choices are {list(variable)}.")
+        yield name, value, where
 
 
 def _sweep_axis(check: Checker, axis: Any, where: str, model, name: str) -> dict[str, Any]:
@@ -1049,15 +1061,10 @@ def _sensitivity(check: Checker, config: dict, model: AbstractModel, y0, event):
     method = check.string(
         table, "method", "sensitivity", default="sobol", choices=SENSITIVITY_METHODS
     )
-    ranges_table = check.table(table, "ranges", "sensitivity.ranges")
-    if not ranges_table:
-        raise check.fail("sensitivity.ranges", "is empty; give at least one name = [low, high].")
-    variable = model.parameter_names() + model.state_names
     ranges = {}
-    for name, bound in ranges_table.items():
-        where = f"sensitivity.ranges.{name}"
-        if name not in variable:
-            raise check.fail(where, f"cannot be varied; the choices are {list(variable)}.")
+    for name, bound, where in _named_entries(
+        check, table, "ranges", "sensitivity", model, "give at least one name = [low, high]"
+    ):
         if (
             not isinstance(bound, list)
             or len(bound) != 2
