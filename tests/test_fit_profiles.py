@@ -216,3 +216,54 @@ def test_profile_of_an_unidentifiable_parameter_is_open():
     assert float(jnp.max(flat.nll)) < 1e-3
     axes = simlab.plot.profiles(profiles)
     assert len(axes) == 2
+
+
+class Ramp(AbstractODEModel):
+    """dx/dt = rate + acceleration t: x(t) = x(0) + rate t + acceleration t²/2, linear in
+    all three, so the profile of each is an exact parabola."""
+
+    rate: Float[Array, ""] = parameter()
+    acceleration: Float[Array, ""] = parameter()
+    state_names: ClassVar[tuple[str, ...]] = ("x",)
+
+    def __call__(self, t, y, args):
+        return jnp.broadcast_to(self.rate + self.acceleration * t, y.shape)
+
+
+def test_profiles_of_a_linear_model_are_the_exact_marginal_parabolas():
+    """For a model linear in its parameters with known Gaussian noise, the profile of θ_k
+    is (c − θ̂_k)² / (2 Var θ̂_k) exactly, with the *marginal* variance: the other
+    parameters (the other rate and the fitted initial value) must be re-optimised at every
+    point, and each profile must pin its own parameter, though both run in one program."""
+    ts = jnp.linspace(0.0, 2.0, 12)
+    sigma = 0.2
+    clean = 1.0 + 0.5 * ts - 0.8 * ts**2 / 2
+    observations = (clean + sigma * jr.normal(jr.key(5), ts.shape))[:, None]
+    result = simlab.fit(
+        Ramp(rate=0.0, acceleration=0.0),
+        ts,
+        observations,
+        y0=jnp.array([0.0]),
+        params=["rate", "acceleration"],
+        fit_y0=True,
+        noise_scale=sigma,
+        simulate_options=dict(solver="rk4", adaptive=False, dt0=0.25),  # exact: cubic in t
+    )
+    profiles = result.profile(["rate", "acceleration"], num_points=7, span=3.0)
+    design = np.stack([np.ones(ts.shape), np.asarray(ts), np.asarray(ts) ** 2 / 2], axis=1)
+    covariance = sigma**2 * np.linalg.inv(design.T @ design)  # x0, rate, acceleration
+    for name, index in (("rate", 1), ("acceleration", 2)):
+        profile = profiles[name]
+        estimate = float(result.params[name])
+        expected = (np.asarray(profile.values) - estimate) ** 2 / (2 * covariance[index, index])
+        np.testing.assert_allclose(profile.nll, expected, rtol=1e-6, atol=1e-9)
+        # The ends interpolate linearly between grid points one standard error apart.
+        stderr = np.sqrt(covariance[index, index])
+        half_width = np.sqrt(scipy.stats.chi2.ppf(0.95, 1)) * stderr
+        np.testing.assert_allclose(
+            [profile.lower, profile.upper],
+            [estimate - half_width, estimate + half_width],
+            rtol=0,
+            atol=0.05 * stderr,
+        )
+        assert bool(jnp.all(profile.converged))

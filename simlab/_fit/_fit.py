@@ -119,7 +119,8 @@ class FitResult(eqx.Module):
 
         **Arguments:**
 
-        - `name`: a fitted scalar parameter, or a list of them (each profiled in turn).
+        - `name`: a fitted scalar parameter, or a list of them (all refits of all of them in
+          one program).
         - `level`: the confidence level.
         - `num_points`: grid points (odd: the estimate is the middle one).
         - `span`: the grid reaches this many standard errors each side of the estimate,
@@ -134,11 +135,11 @@ class FitResult(eqx.Module):
             profile.lower, profile.upper
             ```
         """
-        from ._profile import profile
+        from ._profile import profiles
 
-        if isinstance(name, str):
-            return profile(self, name, level=level, num_points=num_points, span=span)
-        return {n: profile(self, n, level=level, num_points=num_points, span=span) for n in name}
+        names = (name,) if isinstance(name, str) else tuple(name)
+        found = profiles(self, names, level=level, num_points=num_points, span=span)
+        return found[name] if isinstance(name, str) else found
 
     def predict(self, ts: ArrayLike, *, data_set: int = 0, member: int = 0):
         r"""The fitted model's observed quantities at `ts`, and their standard errors.

@@ -90,6 +90,10 @@ class FitProblem(eqx.Module):
     noise: AbstractNoise = GAUSSIAN
     fit_noise: bool = eqx.field(static=True, default=False)
     bounds: tuple[tuple[str, float, float], ...] = eqx.field(static=True, default=())
+    # `(mask, value)`: the scalar parameters where `mask` (one flag per array path) is set
+    # are held at the unconstrained `value` whatever the optimiser proposes, so a profile's
+    # refits of different parameters share one program.
+    pin: tuple[Array, Array] | None = None
 
     @property
     def paths(self) -> tuple[str, ...]:
@@ -152,7 +156,10 @@ class FitProblem(eqx.Module):
         """The model and initial states at the unconstrained point `u`."""
         natural = u["model"]
         if self.array_paths:
-            values = [self.transform(p).to_natural(get_path(natural, p)) for p in self.array_paths]
+            values = [
+                self.transform(p).to_natural(self._pinned(i, get_path(natural, p)))
+                for i, p in enumerate(self.array_paths)
+            ]
             natural = eqx.tree_at(
                 lambda m: [get_path(m, p) for p in self.array_paths], natural, values
             )
@@ -160,6 +167,12 @@ class FitProblem(eqx.Module):
         model = eqx.combine(natural, static)
         y0s = u["y0"] if self.fit_y0 else tuple(e.y0 for e in self.experiments)
         return model, y0s
+
+    def _pinned(self, index: int, value: Array) -> Array:
+        if self.pin is None or jnp.shape(value) != ():
+            return value
+        mask, pinned = self.pin
+        return jnp.where(mask[index], pinned, value)
 
     def residuals_at(self, model, y0s, adjoint) -> tuple[Array, Array]:
         """Weighted residuals of all experiments, flattened, and whether every solve succeeded.

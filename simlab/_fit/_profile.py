@@ -54,15 +54,18 @@ class Profile(eqx.Module):
     level: float = eqx.field(static=True)
 
 
-def profile(result, name: str, *, level: float, num_points: int, span: float) -> Profile:
-    """See [`simlab.FitResult.profile`][]."""
+def profiles(
+    result, names: tuple[str, ...], *, level: float, num_points: int, span: float
+) -> dict[str, Profile]:
+    """See [`simlab.FitResult.profile`][]: every name's refits in one vmapped program."""
     problem: FitProblem = result.problem
-    if name not in problem.array_paths or jnp.shape(get_path(problem.model, name)) != ():
-        scalars = [p for p in problem.array_paths if jnp.shape(get_path(problem.model, p)) == ()]
-        raise ValueError(
-            f"profile takes a fitted scalar parameter; {name!r} is not one. Fitted scalars: "
-            f"{scalars}."
-        )
+    scalars = [p for p in problem.array_paths if jnp.shape(get_path(problem.model, p)) == ()]
+    for name in names:
+        if name not in scalars:
+            raise ValueError(
+                f"profile takes a fitted scalar parameter; {name!r} is not one. Fitted "
+                f"scalars: {scalars}."
+            )
     if not 0 < level < 1:
         raise ValueError(f"level must lie in (0, 1), e.g. 0.95; got {level!r}.")
     if not isinstance(num_points, int) or num_points < 3:
@@ -72,29 +75,51 @@ def profile(result, name: str, *, level: float, num_points: int, span: float) ->
     if result.stepper is None:
         raise ValueError("this FitResult does not record its optimiser; refit with simlab.fit.")
     half = num_points // 2
-    estimate = get_path(problem.model, name)
-    transform = problem.transform(name)
-    # The grid is even in the unconstrained coordinate, so it stays inside the range.
-    u_hat = transform.to_unconstrained(estimate)
+    grids = {name: _grid(result, name, half, span) for name in names}
+    # The middle point is the fit itself: refitting from its own optimum would only chase
+    # rounding. The other points of every grid are refitted together.
+    masks = jnp.stack(
+        [
+            jnp.asarray([p == name for p in problem.array_paths]).astype(bool)
+            for name in names
+            for _ in range(2 * half)
+        ]
+    )
+    sides = jnp.concatenate(
+        [jnp.concatenate([grid_u[:half], grid_u[half + 1 :]]) for grid_u in grids.values()]
+    )
+    objective, refit = _profile_objective(problem, result.stepper, result.max_steps, masks, sides)
+    rise = (objective - _objective_of(problem, result.loss)).reshape(len(names), 2 * half)
+    refit = refit.reshape(len(names), 2 * half)
+    threshold = 0.5 * jstats.norm.ppf(0.5 + 0.5 * level) ** 2
+    return {
+        name: _profile(
+            name,
+            problem.transform(name).to_natural(grid_u),
+            jnp.concatenate([rise[i, :half], jnp.zeros((1,), rise.dtype), rise[i, half:]]),
+            jnp.concatenate([refit[i, :half], jnp.ones((1,), bool), refit[i, half:]]),
+            threshold,
+            get_path(problem.model, name),
+            level,
+        )
+        for i, (name, grid_u) in enumerate(grids.items())
+    }
+
+
+def _grid(result, name: str, half: int, span: float) -> Array:
+    """`2 half + 1` unconstrained values, even in the unconstrained coordinate (so the grid
+    stays inside the range), `span` standard errors each side of the estimate."""
+    transform = result.problem.transform(name)
+    u_hat = transform.to_unconstrained(get_path(result.problem.model, name))
     slope = jax.grad(transform.to_natural)(u_hat)
     stderr_u = result.stderr[name] / jnp.abs(slope)
     stderr_u = jnp.where(jnp.isfinite(stderr_u) & (stderr_u > 0), stderr_u, 1.0)
     offsets = span * stderr_u * jnp.arange(1, half + 1, dtype=stderr_u.dtype) / half
-    grid_u = jnp.concatenate([u_hat - offsets[::-1], u_hat[None], u_hat + offsets])
-    values = transform.to_natural(grid_u)
-    fixed = dataclasses.replace(
-        problem,
-        array_paths=tuple(p for p in problem.array_paths if p != name),
-        bounds=problem.bounds,
-    )
-    # The middle point is the fit itself: refitting from its own optimum would only chase
-    # rounding. The others are refitted.
-    sides = jnp.concatenate([values[:half], values[half + 1 :]])
-    objective, refit = _profile_objective(fixed, result.stepper, result.max_steps, name, sides)
-    rise = objective - _objective_of(problem, result.loss)
-    nll = jnp.concatenate([rise[:half], jnp.zeros((1,), rise.dtype), rise[half:]])
-    converged = jnp.concatenate([refit[:half], jnp.ones((1,), bool), refit[half:]])
-    threshold = 0.5 * jstats.norm.ppf(0.5 + 0.5 * level) ** 2
+    return jnp.concatenate([u_hat - offsets[::-1], u_hat[None], u_hat + offsets])
+
+
+def _profile(name, values, nll, converged, threshold, estimate, level) -> Profile:
+    half = values.shape[0] // 2
     lower, lower_open = _crossing(values[half::-1], nll[half::-1], threshold)
     upper, upper_open = _crossing(values[half:], nll[half:], threshold)
     return Profile(
@@ -121,18 +146,18 @@ def _objective_of(problem: FitProblem, loss):
 
 
 @eqx.filter_jit
-def _profile_objective(fixed: FitProblem, stepper, max_steps: int, name: str, values):
-    """Re-optimised objective at each fixed value, all refits as one vmapped loop, each
-    started from the fit's optimum (a warm start)."""
+def _profile_objective(problem: FitProblem, stepper, max_steps: int, masks, values):
+    """Re-optimised objective with the parameter of each `masks` row pinned at the matching
+    unconstrained value, all refits as one vmapped loop started from the fit's optimum (a
+    warm start)."""
 
-    def one(value):
-        model = eqx.tree_at(lambda m: get_path(m, name), fixed.model, value)
-        problem = eqx.tree_at(lambda p: p.model, fixed, model)
-        if num_scalars(problem.initial_unconstrained()) == 0:  # nothing left to fit
-            loss, ok = problem.loss(problem.initial_unconstrained(), "forward")
-            return _objective_of(problem, loss), ok
+    def one(mask, value):
+        pinned = dataclasses.replace(problem, pin=(mask, value))
+        if num_scalars(problem.initial_unconstrained()) == 1:  # nothing left to fit
+            loss, ok = pinned.loss(pinned.initial_unconstrained(), "forward")
+            return _objective_of(pinned, loss), ok
         carry = run(
-            problem,
+            pinned,
             stepper,
             max_steps=max_steps,
             traced=True,
@@ -141,9 +166,9 @@ def _profile_objective(fixed: FitProblem, stepper, max_steps: int, name: str, va
             checkpoint_every=1,
         )
         converged = carry.done & (carry.result == RESULTS.successful)
-        return _objective_of(problem, carry.best_loss), converged
+        return _objective_of(pinned, carry.best_loss), converged
 
-    return jax.vmap(one)(values)
+    return jax.vmap(one)(masks, values)
 
 
 def _crossing(values: Array, nll: Array, threshold) -> tuple[Array, Array]:
