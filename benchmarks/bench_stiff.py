@@ -10,7 +10,6 @@ right-hand side and the exact (jitted `jax.jacfwd`) Jacobian.
 
 import pathlib
 import sys
-import time
 
 import diffrax as dfx
 import equinox as eqx
@@ -91,27 +90,30 @@ def _digits(problem, y):
 
 
 def measure(name: str, rtol: float, repeats: int = 3) -> dict[str, tuple[float, float, int]]:
-    """`{solver: (scd, seconds, steps)}` for one problem at one tolerance (scd nan on failure)."""
+    """`{solver: (scd, seconds, steps)}` for one problem at one tolerance (scd nan on failure).
+
+    Every solver, SciPy's included, is timed by the same statistic: its best of `repeats`
+    interleaved rounds."""
     problem = PROBLEMS[name]
-    out = {}
     rtol_arr = jnp.asarray(rtol)
-    calls = {
+    simlab_calls = {
         label: (lambda s=s: _simlab_solve(s, name, rtol_arr)) for label, s in JAX_SOLVERS.items()
     }
-    calls["Kvaerno5"] = lambda: _kvaerno_solve(name, rtol_arr)
-    for label, call in calls.items():
-        seconds = best_seconds({label: call}, repeats=repeats)[label]
+    simlab_calls["Kvaerno5"] = lambda: _kvaerno_solve(name, rtol_arr)
+    scipy_calls = {f"SciPy {m}": _scipy_solver(name, m, rtol) for m in SCIPY_METHODS}
+    seconds = best_seconds(
+        {**simlab_calls, **{label: (lambda r=r: r().y) for label, r in scipy_calls.items()}},
+        repeats=repeats,
+    )
+    out = {}
+    for label, call in simlab_calls.items():
         y, succeeded, steps = call()
-        ok = bool(succeeded)
-        out[label] = (_digits(problem, y) if ok else float("nan"), seconds, int(steps))
-    for method in SCIPY_METHODS:
-        run = _scipy_solver(name, method, rtol)
-        start = time.perf_counter()
+        digits = _digits(problem, y) if bool(succeeded) else float("nan")
+        out[label] = (digits, seconds[label], int(steps))
+    for label, run in scipy_calls.items():
         sol = run()
-        seconds = time.perf_counter() - start
         digits = _digits(problem, sol.y[:, -1]) if sol.success else float("nan")
-        steps = len(sol.t) - 1
-        out[f"SciPy {method}"] = (digits, seconds, steps)
+        out[label] = (digits, seconds[label], len(sol.t) - 1)
     return out
 
 
@@ -199,11 +201,16 @@ def rows() -> list[Row]:
             )
         )
     rates = _ensemble_rates()
-    batch = best_seconds({"batch": lambda: _ensemble(rates)}, repeats=3)["batch"]
     stride = ENSEMBLE // SCIPY_SAMPLE
-    start = time.perf_counter()
+    seconds = best_seconds(
+        {
+            "batch": lambda: _ensemble(rates),
+            "sample": lambda: [_scipy_rober(k) for k in rates[::stride]],
+        },
+        repeats=3,
+    )
+    batch, loop = seconds["batch"], seconds["sample"] * stride
     sample = [_scipy_rober(k) for k in rates[::stride]]
-    loop = (time.perf_counter() - start) * stride
     agree = np.max(np.abs(np.asarray(_ensemble(rates))[::stride] - np.stack(sample)))
     out.append(
         Row(
