@@ -34,6 +34,7 @@ from ._uncertainty import (
     covariance_labels,
     hessian_covariance,
     natural_values,
+    residual_jacobian,
     with_natural_values,
 )
 
@@ -480,7 +481,12 @@ def _finish(problem: FitProblem, carry: Carry, num_fitted: int):
     dof = num_observed - num_fitted  # an integer count: cast before dividing floats by it
     has_scalars = bool(problem.array_paths or problem.fit_y0 or problem.noise_paths)
     if problem.is_least_squares:
-        residuals, solved = problem.residuals_at(model, y0s, "forward")
+        # One pass through the solves gives the residuals, the likelihood and J.
+        if has_scalars:
+            jacobian, predictions = residual_jacobian(problem, model, y0s)
+        else:
+            predictions = problem.predictions_at(model, y0s, "forward")
+        residuals, solved = problem.residuals_from(predictions)
         loss = 0.5 * jnp.sum(residuals**2)
         noise_variance = jnp.where(
             dof > 0, 2 * loss / jnp.maximum(dof, 1).astype(loss.dtype), jnp.nan
@@ -491,15 +497,16 @@ def _finish(problem: FitProblem, carry: Carry, num_fitted: int):
             if problem.fit_noise
             else 1.0
         )
-        nll, _ = problem.negative_log_likelihood_at(model, y0s, noise, "forward", factor)
+        nll, _ = problem.negative_log_likelihood_from(predictions, noise, factor)
         sigma2 = noise_variance if problem.fit_noise else jnp.ones(())
         if has_scalars:
-            cov, unidentifiable = covariance(problem, model, y0s, sigma2)
+            cov, unidentifiable = covariance(jacobian, sigma2)
     else:
-        loss, solved = problem.negative_log_likelihood_at(model, y0s, noise, "forward")
+        if has_scalars:  # the Hessian's pass through the solves gives the likelihood too
+            cov, unidentifiable, (loss, solved) = hessian_covariance(problem, model, y0s, noise)
+        else:
+            loss, solved = problem.negative_log_likelihood_at(model, y0s, noise, "forward")
         nll, noise_variance = loss, jnp.full((), jnp.nan)
-        if has_scalars:
-            cov, unidentifiable = hessian_covariance(problem, model, y0s, noise)
     if not has_scalars:
         cov, unidentifiable = jnp.zeros((0, 0)), jnp.zeros((0,), bool)
     num_estimated = num_fitted + int(problem.fit_noise)

@@ -174,39 +174,51 @@ class FitProblem(eqx.Module):
         mask, pinned = self.pin
         return jnp.where(mask[index], pinned, value)
 
-    def residuals_at(self, model, y0s, adjoint) -> tuple[Array, Array]:
+    def predictions_at(self, model, y0s, adjoint) -> tuple[tuple[Array, Array, Array], ...]:
+        """Each experiment's `(predictions, ok, usable)` (see `_experiment_predictions`)."""
+        return tuple(
+            self._experiment_predictions(model, experiment, y0, adjoint)
+            for experiment, y0 in zip(self.experiments, y0s, strict=True)
+        )
+
+    def residuals_from(self, predictions) -> tuple[Array, Array]:
         """Weighted residuals of all experiments, flattened, and whether every solve succeeded.
 
         Missing observations contribute a residual of exactly zero (and no derivative).
         """
         chunks, all_ok = [], jnp.array(True)
-        for experiment, y0 in zip(self.experiments, y0s, strict=True):
-            predictions, ok, usable = self._experiment_predictions(model, experiment, y0, adjoint)
+        for experiment, (predicted, ok, usable) in zip(self.experiments, predictions, strict=True):
             residual = self.noise.residuals(
-                predictions, experiment.observations, experiment.noise_scale
+                predicted, experiment.observations, experiment.noise_scale
             )
             residual = jnp.where(usable, residual, jnp.where(ok, 0.0, FAILED_RESIDUAL))
             chunks.append(jnp.where(experiment.observed, residual, 0.0).reshape(-1))
             all_ok = all_ok & jnp.all(ok)
         return jnp.concatenate(chunks), all_ok
 
-    def residuals(self, u, adjoint) -> tuple[Array, Array]:
-        model, y0s = self.build(u)
-        return self.residuals_at(model, y0s, adjoint)
-
-    def negative_log_likelihood_at(self, model, y0s, noise, adjoint, noise_scale=1.0):
+    def negative_log_likelihood_from(self, predictions, noise, noise_scale=1.0):
         r"""$-\log L$ summed over the observed values (each noise scale times `noise_scale`),
         and whether every solve succeeded; a failed member costs a large finite amount."""
         total, all_ok = jnp.zeros(()), jnp.array(True)
-        for experiment, y0 in zip(self.experiments, y0s, strict=True):
-            predictions, ok, usable = self._experiment_predictions(model, experiment, y0, adjoint)
+        for experiment, (predicted, ok, usable) in zip(self.experiments, predictions, strict=True):
             nll = noise.negative_log_likelihood(
-                predictions, experiment.observations, noise_scale * experiment.noise_scale
+                predicted, experiment.observations, noise_scale * experiment.noise_scale
             )
             failed = 0.5 * FAILED_RESIDUAL**2 * experiment.observed.astype(total.dtype)
             total = total + jnp.sum(jnp.where(usable, nll, jnp.where(ok, 0.0, failed)))
             all_ok = all_ok & jnp.all(ok)
         return total, all_ok
+
+    def residuals_at(self, model, y0s, adjoint) -> tuple[Array, Array]:
+        return self.residuals_from(self.predictions_at(model, y0s, adjoint))
+
+    def residuals(self, u, adjoint) -> tuple[Array, Array]:
+        model, y0s = self.build(u)
+        return self.residuals_at(model, y0s, adjoint)
+
+    def negative_log_likelihood_at(self, model, y0s, noise, adjoint, noise_scale=1.0):
+        predictions = self.predictions_at(model, y0s, adjoint)
+        return self.negative_log_likelihood_from(predictions, noise, noise_scale)
 
     def loss(self, u, adjoint) -> tuple[Array, Array]:
         r"""The objective the optimiser minimises at `u`: $\tfrac12\sum r^2$ for least-squares

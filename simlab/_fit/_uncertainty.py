@@ -62,23 +62,32 @@ def with_natural_values(problem: FitProblem, model, y0s, theta: Array):
     return model, y0s
 
 
-def covariance(problem: FitProblem, model, y0s, sigma2: Array):
-    r"""$\sigma^2 (J^\top J)^{-1}$ with $J = \partial r / \partial\theta$ in natural units.
+def residual_jacobian(problem: FitProblem, model, y0s):
+    r"""$J = \partial r / \partial\theta$ in natural units, and the predictions at $\theta$
+    (`FitProblem.predictions_at`), both from one forward-mode pass through the solves.
 
     Differentiating with respect to $\theta$ itself is the chain rule through the transform
     done exactly: $\operatorname{Cov}_\theta = G\,\operatorname{Cov}_u G^\top$ with
-    $G = \mathrm{d}\theta/\mathrm{d}u$. `sigma2` is 1 when the noise scales are known, else
-    the estimated residual variance. Rows of missing observations are zero. Columns are
-    scaled to unit norm before the SVD so that the singular-value test does not depend on
-    units. Entries along a near-singular direction get variance `inf` (and `nan`
-    covariances); the returned flags say which.
+    $G = \mathrm{d}\theta/\mathrm{d}u$. Rows of missing observations are zero.
     """
     theta = natural_values(problem, model, y0s)
 
     def residuals_of(theta):
-        return problem.residuals_at(*with_natural_values(problem, model, y0s, theta), "forward")[0]
+        fitted_model, fitted_y0s = with_natural_values(problem, model, y0s, theta)
+        predictions = problem.predictions_at(fitted_model, fitted_y0s, "forward")
+        return problem.residuals_from(predictions)[0], predictions
 
-    jacobian = jax.jacfwd(residuals_of)(theta)
+    return jax.jacfwd(residuals_of, has_aux=True)(theta)
+
+
+def covariance(jacobian: Array, sigma2: Array):
+    r"""$\sigma^2 (J^\top J)^{-1}$, $J$ from `residual_jacobian`.
+
+    `sigma2` is 1 when the noise scales are known, else the estimated residual variance.
+    Columns are scaled to unit norm before the SVD so that the singular-value test does not
+    depend on units. Entries along a near-singular direction get variance `inf` (and `nan`
+    covariances); the returned flags say which.
+    """
     column_norms = jnp.linalg.norm(jacobian, axis=0)
     safe_norms = jnp.where(column_norms > 0, column_norms, 1.0)
     _, singular, vh = jnp.linalg.svd(jacobian / safe_norms[None, :], full_matrices=False)
@@ -87,7 +96,8 @@ def covariance(problem: FitProblem, model, y0s, sigma2: Array):
 
 def hessian_covariance(problem: FitProblem, model, y0s, noise):
     r"""$H^{-1}$, $H$ the Hessian of $-\log L$ in natural units: the fitted scalars, then the
-    noise model's parameters. Same scaling and singular-direction test as `covariance`."""
+    noise model's parameters. Same scaling and singular-direction test as `covariance`.
+    Also returns $-\log L$ and whether every solve succeeded, from the same pass."""
     theta = jnp.concatenate(
         [natural_values(problem, model, y0s)]
         + [jnp.ravel(getattr(noise, p)) for p in problem.noise_paths]
@@ -101,19 +111,22 @@ def hessian_covariance(problem: FitProblem, model, y0s, noise):
             noise,
             list(theta[num_fitted:]),
         )
-        nll, _ = problem.negative_log_likelihood_at(
+        nll, ok = problem.negative_log_likelihood_at(
             fitted_model, fitted_y0s, fitted_noise, "forward"
         )
-        return nll
+        return nll, (nll, ok)
 
-    hessian = jax.jacfwd(jax.jacfwd(nll_of))(theta)
+    hessian, likelihood = jax.jacfwd(jax.jacfwd(nll_of, has_aux=True), has_aux=True)(theta)
     hessian = 0.5 * (hessian + hessian.T)
     diagonal = jnp.abs(jnp.diag(hessian))
     safe = jnp.where(diagonal > 0, diagonal, 1.0)
     scale = jnp.sqrt(safe)
     eigenvalues, vectors = jnp.linalg.eigh(hessian / jnp.outer(scale, scale))
     order = jnp.argsort(eigenvalues)[::-1]
-    return _pseudo_inverse(eigenvalues[order], vectors[:, order].T, safe, diagonal == 0, 1.0)
+    cov, unidentifiable = _pseudo_inverse(
+        eigenvalues[order], vectors[:, order].T, safe, diagonal == 0, 1.0
+    )
+    return cov, unidentifiable, likelihood
 
 
 def _pseudo_inverse(values, vh, squared_norms, zero_columns, sigma2):
