@@ -37,24 +37,33 @@ def wavenumbers(ndim: int) -> list[np.ndarray]:
     return list(np.meshgrid(*([theta] * ndim), indexing="ij"))
 
 
-def laplacian_symbol(spacing: tuple[float, ...], order: int) -> np.ndarray:
-    """Eigenvalues of the discrete Laplacian on the wavenumber mesh (real, non-positive)."""
+def laplacian_symbol(spacing: tuple[float, ...], order: int, impl: str = "xla") -> np.ndarray:
+    r"""Eigenvalues of the discrete Laplacian on the wavenumber mesh (real, non-positive):
+    the stencil's of `order`, or $-|\mathbf k|^2$ up to the Nyquist wavenumbers $\pi / h_i$
+    for Fourier derivatives (`impl="spectral"`)."""
     total = 0.0
     for theta, h in zip(wavenumbers(len(spacing)), spacing, strict=True):
-        if order == 2:
+        if impl == "spectral":
+            total = total - (theta / h) ** 2
+        elif order == 2:
             total = total + (2.0 * np.cos(theta) - 2.0) / h**2
         else:
             total = total + (-2.0 * np.cos(2 * theta) + 32.0 * np.cos(theta) - 30.0) / (12 * h**2)
     return total
 
 
-def advection_symbol(spacing: tuple[float, ...], speeds: ArrayLike, scheme: str) -> Array:
+def advection_symbol(
+    spacing: tuple[float, ...], speeds: ArrayLike, scheme: str, impl: str = "xla"
+) -> Array:
     r"""Eigenvalues of $-\mathbf v \cdot \nabla$ on the wavenumber mesh for speeds $|v_i|$
-    (an array of shape `(len(spacing),)`, possibly traced)."""
+    (an array of shape `(len(spacing),)`, possibly traced): the `scheme`'s stencil, or
+    $-i\,\mathbf v \cdot \mathbf k$ for Fourier derivatives (`impl="spectral"`)."""
     speeds = as_complex(speeds)
     total = jnp.zeros((), speeds.dtype)
     for axis, (theta, h) in enumerate(zip(wavenumbers(len(spacing)), spacing, strict=True)):
-        if scheme == "central":
+        if impl == "spectral":
+            shape = -1j * theta / h
+        elif scheme == "central":
             shape = -1j * np.sin(theta) / h
         else:
             shape = -(1.0 - np.exp(-1j * theta)) / h

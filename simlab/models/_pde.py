@@ -23,7 +23,6 @@ from ..grid._stability import (
     advection_symbol,
     as_complex,
     laplacian_symbol,
-    wavenumbers as stability_wavenumbers,
 )
 from ._base import AbstractModel, parameter
 
@@ -233,26 +232,6 @@ def _largest(value: ArrayLike) -> Array:
     return jnp.max(jnp.abs(jnp.asarray(value)))
 
 
-def _laplacian_eigenvalues(grid: Grid, order: int, impl: str) -> np.ndarray:
-    r"""Samples of the Laplacian's eigenvalues: the stencil's, or $-|\mathbf k|^2$ up to
-    the Nyquist wavenumbers $\pi / h_i$ for Fourier derivatives."""
-    if impl == "spectral":
-        modes = zip(stability_wavenumbers(grid.ndim), grid.spacing, strict=True)
-        return -sum((theta / h) ** 2 for theta, h in modes)
-    return laplacian_symbol(grid.spacing, order)
-
-
-def _advection_eigenvalues(grid: Grid, speeds: ArrayLike, scheme: str, impl: str):
-    r"""Samples of the eigenvalues of $-\mathbf v\cdot\nabla$: the stencil's, or
-    $-i \mathbf v \cdot \mathbf k$ for Fourier derivatives."""
-    if impl == "spectral":
-        speeds = as_complex(speeds)
-        modes = zip(stability_wavenumbers(grid.ndim), grid.spacing, strict=True)
-        shapes = [jnp.asarray(-1j * theta / h, speeds.dtype) for theta, h in modes]
-        return sum(speeds[axis] * shape for axis, shape in enumerate(shapes))
-    return advection_symbol(grid.spacing, speeds, scheme)
-
-
 class Heat(AbstractAffineSplitGridModel):
     r"""Diffusion of heat (or any scalar), $\partial_t u = \nabla \cdot (D \nabla u)$.
 
@@ -314,7 +293,8 @@ class Heat(AbstractAffineSplitGridModel):
         return jnp.zeros_like(y)
 
     def linear_eigenvalues(self, y0):
-        return _largest(self.diffusivity) * _laplacian_eigenvalues(self.grid, self.order, self.impl)
+        symbol = laplacian_symbol(self.grid.spacing, self.order, self.impl)
+        return _largest(self.diffusivity) * symbol
 
 
 class AdvectionDiffusion(AbstractAffineSplitGridModel):
@@ -380,8 +360,8 @@ class AdvectionDiffusion(AbstractAffineSplitGridModel):
 
     def linear_eigenvalues(self, y0):
         velocity = jnp.abs(jnp.asarray(self.velocity)).reshape(self.grid.ndim, -1).max(axis=1)
-        diffusion = _largest(self.diffusivity) * _laplacian_eigenvalues(self.grid, 2, self.impl)
-        advection = _advection_eigenvalues(self.grid, velocity, self.scheme, self.impl)
+        diffusion = _largest(self.diffusivity) * laplacian_symbol(self.grid.spacing, 2, self.impl)
+        advection = advection_symbol(self.grid.spacing, velocity, self.scheme, self.impl)
         return as_complex(diffusion) + advection
 
 
@@ -451,7 +431,7 @@ class Wave(AbstractGridModel):
 
     def linear_eigenvalues(self, y0):
         frequency = _largest(self.wave_speed) * np.sqrt(
-            -_laplacian_eigenvalues(self.grid, self.order, self.impl)
+            -laplacian_symbol(self.grid.spacing, self.order, self.impl)
         )
         imaginary = 1j * as_complex(frequency.ravel())
         return jnp.concatenate([imaginary, -imaginary])
@@ -513,8 +493,8 @@ class Burgers(AbstractAffineSplitGridModel):
 
     def linear_eigenvalues(self, y0):
         speed = jnp.full(self.grid.ndim, _largest(y0))
-        diffusion = _largest(self.viscosity) * _laplacian_eigenvalues(self.grid, 2, self.impl)
-        advection = _advection_eigenvalues(self.grid, speed, self.scheme, self.impl)
+        diffusion = _largest(self.viscosity) * laplacian_symbol(self.grid.spacing, 2, self.impl)
+        advection = advection_symbol(self.grid.spacing, speed, self.scheme, self.impl)
         return as_complex(diffusion) + advection
 
 
@@ -646,6 +626,6 @@ class GrayScott(AbstractAffineSplitGridModel):
         # which bounds its eigenvalues (Gershgorin).
         feed, kill = _largest(self.feed_rate), _largest(self.kill_rate)
         reaction_rate = jnp.max(v**2 + 2 * u * v + feed + kill)
-        symbol = _laplacian_eigenvalues(self.grid, 2, self.impl)
+        symbol = laplacian_symbol(self.grid.spacing, 2, self.impl)
         diffusivity = jnp.maximum(_largest(self.diffusivity_u), _largest(self.diffusivity_v))
         return diffusivity * symbol - reaction_rate
