@@ -81,8 +81,11 @@ def sample(
     Runs BlackJAX's NUTS with Stan's window adaptation of the step size and a dense mass
     matrix, which starts from the fit's covariance (in unconstrained coordinates); every
     chain starts near the optimum (a draw from the fit's normal approximation, shrunk by
-    10). The chains run vmapped, in one compiled program. Gradients are reverse mode
-    through the solver.
+    10). The chains run vmapped, in one compiled program. Gradients are the solve's
+    default derivatives ([`simlab.simulate`][]'s `adjoint=None`): on the lean loop, forward
+    sensitivities carried along the steps when at most 16 scalars are sampled (each
+    gradient then costs a few solves' worth, not a reverse pass through stored steps),
+    reverse mode otherwise.
 
     Default priors: uniform over each parameter's range (the fit's `bounds=`, else its
     declared range), which must then be finite; flat for fitted initial states; flat in
@@ -124,8 +127,13 @@ def sample(
     _check_priors(problem, labels, priors)
     density = _LogPosterior(problem=problem, priors=tuple(priors.items()), labels=labels)
     optimum = density.optimum(result)
-    flat, unravel = jax.flatten_util.ravel_pytree(optimum)
-    scale = _unconstrained_covariance(result, problem, flat.size)
+    raveled, unravel_raveled = jax.flatten_util.ravel_pytree(optimum)
+    # The sampler's coordinates are ordered as `labels` (then any unlabelled leaves), the
+    # order of the fit's covariance, which is the starting mass matrix.
+    order = _label_order(density, unravel_raveled, raveled)
+    flat = raveled[order]
+    unravel = jax.tree_util.Partial(_unravel_ordered, unravel_raveled, np.argsort(order))
+    scale = _unconstrained_covariance(result, problem, flat.size, len(labels))
     # The log density must be finite where the chains start: report a bad prior here.
     start_density = float(density(unravel, flat))
     if not np.isfinite(start_density):
@@ -241,6 +249,17 @@ class _LogPosterior(eqx.Module):
             )
         return position
 
+    def labelled(self, position) -> Array:
+        """The unconstrained scalars of `position`, ordered as `labels`."""
+        problem, u = self.problem, position["u"]
+        parts = [jnp.ravel(get_path(u["model"], path)) for path in problem.array_paths]
+        if problem.fit_y0:
+            parts += [jnp.ravel(y0) for y0 in u["y0"]]
+        parts += [jnp.ravel(u["noise"][path]) for path in problem.noise_paths]
+        if "log_scale" in position:
+            parts.append(position["log_scale"][None])
+        return jnp.concatenate(parts)
+
     def natural(self, position) -> Array:
         problem = self.problem
         model, y0s = problem.build(position["u"])
@@ -256,9 +275,9 @@ class _LogPosterior(eqx.Module):
         u = position["u"]
         model, y0s = problem.build(u)
         factor = jnp.exp(position["log_scale"]) if "log_scale" in position else 1.0
-        nll, ok = problem.negative_log_likelihood_at(
-            model, y0s, problem.noise_at(u), "checkpoint", factor
-        )
+        # Simulate's own choice of derivatives: with few sampled scalars, forward
+        # sensitivities carried along the lean loop cost a fraction of a reverse pass.
+        nll, ok = problem.negative_log_likelihood_at(model, y0s, problem.noise_at(u), None, factor)
         log_jacobian = sum(jnp.sum(u["noise"][p]) for p in problem.noise_paths)
         for path in problem.array_paths:
             transform, value_u = problem.transform(path), get_path(u["model"], path)
@@ -271,7 +290,22 @@ class _LogPosterior(eqx.Module):
         return jnp.where(ok & jnp.isfinite(total), total, -jnp.inf)
 
 
-def _unconstrained_covariance(result: FitResult, problem: FitProblem, size: int) -> Array:
+def _label_order(density: "_LogPosterior", unravel, raveled: Array) -> np.ndarray:
+    """Where each labelled scalar sits in the raveled position: `raveled[order]` lists the
+    scalars as `density.labels` does (unlabelled leaves, e.g. a network's, after them)."""
+    slots = density.labelled(unravel(jnp.arange(raveled.size, dtype=raveled.dtype)))
+    labelled = np.asarray(slots).astype(int)
+    rest = np.setdiff1d(np.arange(raveled.size), labelled)
+    return np.concatenate([labelled, rest])
+
+
+def _unravel_ordered(unravel, inverse, flat):
+    return unravel(flat[inverse])
+
+
+def _unconstrained_covariance(
+    result: FitResult, problem: FitProblem, size: int, num_labels: int
+) -> Array:
     """The fit's covariance carried to the sampler's coordinates (a dense mass matrix):
     divided by $g'(u)$ on both sides; identity where it is not finite."""
     diagonal = np.ones(size)
@@ -283,16 +317,16 @@ def _unconstrained_covariance(result: FitResult, problem: FitProblem, size: int)
         _, slope = jax.jvp(transform.to_natural, (u,), (jnp.ones_like(u),))
         diagonal[offset : offset + value.size] = np.ravel(slope)
         offset += value.size
-    offset = size - len(problem.noise_paths) - int(_fits_scale(problem))
+    fitted = np.asarray(result.covariance)
+    num_fitted = fitted.shape[0]
+    offset = num_fitted - len(problem.noise_paths)
     for index, path in enumerate(problem.noise_paths):
         diagonal[offset + index] = float(getattr(problem.noise, path))
     cov = np.full((size, size), 0.0)
-    fitted = np.asarray(result.covariance)
-    cov[: fitted.shape[0], : fitted.shape[1]] = fitted / np.outer(
-        diagonal[: fitted.shape[0]], diagonal[: fitted.shape[1]]
-    )
+    cov[:num_fitted, :num_fitted] = fitted / np.outer(diagonal[:num_fitted], diagonal[:num_fitted])
     if _fits_scale(problem):
-        cov[-1, -1] = 1.0 / (2.0 * float(result.num_observed))  # Var log σ̂ ≈ 1/(2N)
+        # Var log σ̂ ≈ 1/(2N); the scale's factor is the last label.
+        cov[num_labels - 1, num_labels - 1] = 1.0 / (2.0 * float(result.num_observed))
     if not np.all(np.isfinite(cov)) or np.any(np.linalg.eigvalsh(cov) <= 0):
         return jnp.eye(size)
     return jnp.asarray(cov)

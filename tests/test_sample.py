@@ -112,3 +112,70 @@ def test_priors_are_checked(drift_fit):
         simlab.sample(result, priors={"slope": (0, 1), "speed": np.log}, key=jr.key(0))
     with pytest.raises(ValueError, match="pass key="):
         simlab.sample(result, priors={"slope": np.log}, key=None)
+
+
+@pytest.fixture(scope="module")
+def line_fit():
+    """x(t) = x0 + slope·t with unknown x0, slope and noise scale: linear regression."""
+    observations = 1.0 + 0.7 * TS + SIGMA * jr.normal(jr.key(2), TS.shape)
+    result = simlab.fit(
+        Drift(slope=0.1),
+        TS,
+        observations[:, None],
+        y0=jnp.array([1.0]),
+        params=["slope"],
+        fit_y0=True,
+        bounds={"slope": (-5.0, 5.0)},
+        simulate_options=FAST,
+    )
+    return result, np.asarray(observations)
+
+
+def test_regression_posterior_is_the_students_t_of_the_closed_form(line_fit):
+    # Flat priors on (x0, slope) and Jeffreys' p(σ) ∝ 1/σ: (x0, slope) is Student-t with
+    # ν = n − 2 degrees of freedom, centred on least squares, scale s²(XᵀX)⁻¹ (s² = RSS/ν),
+    # and σ² is scaled inverse chi-square (ν, s²) (Gelman et al., BDA3, §14.2).
+    result, observations = line_fit
+    t = np.asarray(TS)
+    design = np.stack([np.ones_like(t), t], axis=1)
+    estimate, rss, *_ = np.linalg.lstsq(design, observations, rcond=None)
+    nu = t.size - 2
+    s2 = float(rss[0]) / nu
+    cov = s2 * np.linalg.inv(design.T @ design) * nu / (nu - 2)
+    posterior = simlab.sample(result, num_samples=1000, num_warmup=300, num_chains=4, key=jr.key(3))
+    assert list(posterior.samples) == ["slope", "y0.x", "noise.scale"]
+    draws = posterior.flat_samples()
+    summary = posterior.summary()
+    assert float(summary["r_hat"].max()) < 1.01
+    for i, name in enumerate(["y0.x", "slope"]):
+        ess = float(summary.loc[name, "ess_bulk"])
+        sd = np.sqrt(cov[i, i])
+        assert ess > 400
+        assert abs(draws[name].mean() - estimate[i]) < 4 * sd / np.sqrt(ess)
+        # A t with 8 degrees of freedom has kurtosis 4.5: the sd's error is wider.
+        assert abs(draws[name].std() - sd) < 0.12 * sd
+    correlation = np.corrcoef(draws["y0.x"], draws["slope"])[0, 1]
+    assert abs(correlation - cov[0, 1] / np.sqrt(cov[0, 0] * cov[1, 1])) < 0.05
+    variance = draws["noise.scale"] ** 2  # σ itself: the data carry no noise_scale
+    # E σ² = ν s²/(ν − 2) for the scaled inverse chi-square.
+    expected = nu * s2 / (nu - 2)
+    assert abs(variance.mean() - expected) < 0.1 * expected
+    assert int(jnp.sum(posterior.divergent)) == 0
+
+
+def test_sampler_coordinates_follow_the_labels(line_fit):
+    # The chains' coordinates, the fit's covariance (the starting mass matrix) and the
+    # draws' labels share one order, whatever order the position's leaves ravel in.
+    from simlab import _sample
+
+    result, _ = line_fit
+    problem, _ = _sample._with_prior_ranges(result, {})
+    labels = (*result.covariance_labels, "noise.scale")
+    density = _sample._LogPosterior(problem=problem, priors=(), labels=labels)
+    raveled, unravel = jax.flatten_util.ravel_pytree(density.optimum(result))
+    order = _sample._label_order(density, unravel, raveled)
+    coordinates = raveled[order]
+    natural = density.natural(unravel(raveled))
+    slope = problem.transform("slope").to_natural(coordinates[0])
+    np.testing.assert_allclose(natural, [slope, coordinates[1], np.exp(coordinates[2])])
+    np.testing.assert_allclose(natural[:2], [result.params["slope"], result.y0[0]])

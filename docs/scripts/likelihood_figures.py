@@ -1,20 +1,21 @@
 """Makes the likelihood figures of the fitting tutorial and prints the numbers quoted next to
 them: docs/figures/fit_missing_t0.png, fit_noise_models.png, fit_waterfall.png,
-fit_profiles.png, and (part `experiment`) fit_experiment_corner.png and
-fit_experiment_posterior.png.
+fit_profiles.png, fit_corner.png, fit_posterior_band.png, and (part `experiment`)
+fit_experiment_corner.png and fit_experiment_posterior.png.
 
 Run from the repository root: `python docs/scripts/likelihood_figures.py [PART ...]`, PART
 one of `missing`, `noise`, `multistart` (waterfall and profiles), `posterior` (the lynx-hare
-NUTS posterior: fit_corner.png, fit_posterior_band.png; long on a shared CPU) and
-`experiment` (a small synthetic experiment file with [fit.sampling], run by `simlab run`);
-all but `posterior` by default.
+NUTS posterior: fit_corner.png, fit_posterior_band.png) and `experiment` (a small synthetic
+experiment file with [fit.sampling], run by `simlab run`); all of them by default.
 """
 
 import pathlib
 import shutil
 import sys
 import tempfile
+import time
 
+import arviz
 import jax
 
 jax.config.update("jax_enable_x64", True)
@@ -130,9 +131,18 @@ def posterior() -> None:
         simulate_options=dict(solver="rk4", adaptive=False, dt0=0.05),
         **COMMON,
     )
+    start = time.perf_counter()
     draws = simlab.sample(fast, num_samples=500, num_warmup=300, num_chains=4, key=jr.key(1))
-    print(draws.summary())
+    jax.block_until_ready(draws.samples)
+    print(f"sampling (compilation included): {time.perf_counter() - start:.1f} s")
+    print(draws.summary().to_string())
     print("divergent:", int(jnp.sum(draws.divergent)))
+    rhat = arviz.rhat(draws.to_arviz())
+    print("max R-hat:", max(float(rhat[name]) for name in draws.samples))
+    pooled = draws.flat_samples()
+    print("posterior:", {k: f"{v.mean():.4g} ± {v.std():.2g}" for k, v in pooled.items()})
+    fitted = {k: f"{float(v):.4g} ± {float(fast.stderr[k]):.2g}" for k, v in fast.params.items()}
+    print("fit:", fitted)
     figure = simlab.plot.corner(draws, names=PARAMS)
     figure.savefig(FIGURES / "fit_corner.png")
     plt.close(figure)
@@ -226,7 +236,7 @@ PARTS = {
 
 
 def main(parts: list[str]) -> None:
-    for part in parts or [part for part in PARTS if part != "posterior"]:
+    for part in parts or PARTS:
         PARTS[part]()
 
 
