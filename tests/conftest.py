@@ -23,3 +23,9 @@ def _close_figures():
     import matplotlib.pyplot as plt
 
     plt.close("all")
+
+
+def pytest_collection_modifyitems(config, items):
+    # The documentation pages are the longest tests (each runs a whole tutorial in a fresh
+    # interpreter): started first, they do not leave one worker finishing alone.
+    items.sort(key=lambda item: item.path.stem != "test_docs")
