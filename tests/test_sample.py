@@ -29,19 +29,24 @@ SIGMA, PRIOR_MEAN, PRIOR_SD = 0.3, 0.0, 0.5
 FAST = dict(solver="rk4", adaptive=False, dt0=0.25)  # exact for a linear solution
 
 
-@pytest.fixture(scope="module")
-def drift_fit():
-    observations = 1.0 + 0.7 * TS + SIGMA * jr.normal(jr.key(0), TS.shape)
+def _noisy_line_fit(key, **settings):
+    """A fit of x(t) = 1 + 0.7 t observed with noise of sd SIGMA, and the observations."""
+    observations = 1.0 + 0.7 * TS + SIGMA * jr.normal(key, TS.shape)
     result = simlab.fit(
         Drift(slope=0.1),
         TS,
         observations[:, None],
         y0=jnp.array([1.0]),
         params=["slope"],
-        noise_scale=SIGMA,
         simulate_options=FAST,
+        **settings,
     )
     return result, np.asarray(observations)
+
+
+@pytest.fixture(scope="module")
+def drift_fit():
+    return _noisy_line_fit(jr.key(0), noise_scale=SIGMA)
 
 
 @pytest.fixture(scope="module")
@@ -117,18 +122,7 @@ def test_priors_are_checked(drift_fit):
 @pytest.fixture(scope="module")
 def line_fit():
     """x(t) = x0 + slope·t with unknown x0, slope and noise scale: linear regression."""
-    observations = 1.0 + 0.7 * TS + SIGMA * jr.normal(jr.key(2), TS.shape)
-    result = simlab.fit(
-        Drift(slope=0.1),
-        TS,
-        observations[:, None],
-        y0=jnp.array([1.0]),
-        params=["slope"],
-        fit_y0=True,
-        bounds={"slope": (-5.0, 5.0)},
-        simulate_options=FAST,
-    )
-    return result, np.asarray(observations)
+    return _noisy_line_fit(jr.key(2), fit_y0=True, bounds={"slope": (-5.0, 5.0)})
 
 
 def test_regression_posterior_is_the_students_t_of_the_closed_form(line_fit):
