@@ -8,7 +8,7 @@ from helpers import without_type_checks
 
 import simlab
 from simlab import grid as sg
-from simlab.grid import _dispatch
+from simlab.grid import _dispatch, _stability
 
 
 def _periodic_line(num_cells: int) -> sg.Grid:
@@ -358,3 +358,55 @@ def test_default_stencil_width_pads_for_the_second_order_laplacian():
         errors.append(float(jnp.max(jnp.abs(from_padded + 9 * jnp.sin(3 * x)))))
     assert width == 1
     np.testing.assert_allclose(errors[0] / errors[1], 4.0, rtol=0.05)
+
+
+# --- stability symbols: the eigenvalues the step-size limits are computed from ------------
+
+SYMBOL_CELLS = 64  # theta = 2 pi m / 64 is every 8th of the 257 sampled wavenumbers
+
+
+def _mode_eigenvalues(operator, cells: int) -> tuple[np.ndarray, np.ndarray]:
+    """theta = k h and the eigenvalue operator(e^{ikx}) / e^{ikx} of each Fourier mode of a
+    periodic line (from the real operator on cos and sin: it is linear and real)."""
+    grid = sg.Grid((cells,), extent=2 * np.pi)
+    (x,) = grid.coordinates()
+    modes = np.arange(cells // 2 + 1)
+    eigenvalues = []
+    for m in modes:
+        cos, sin = jnp.cos(float(m) * x), jnp.sin(float(m) * x)
+        applied = np.asarray(operator(cos, grid)) + 1j * np.asarray(operator(sin, grid))
+        ratio = applied / np.exp(1j * m * np.asarray(x))
+        np.testing.assert_allclose(ratio, ratio[0], atol=1e-9)  # a Fourier mode is an eigenvector
+        eigenvalues.append(ratio[0])
+    return 2 * np.pi * modes / cells, np.array(eigenvalues)
+
+
+@pytest.mark.parametrize(
+    ("scheme", "impl"), [("upwind", "xla"), ("central", "xla"), ("upwind", "spectral")]
+)
+def test_the_advection_symbol_is_the_eigenvalue_of_the_advection_operator(scheme, impl):
+    speed = 1.5
+
+    def minus_advection(u, grid):
+        return -sg.advection(u, jnp.array([speed]), grid, scheme=scheme, impl=impl)
+
+    theta, eigenvalues = _mode_eigenvalues(minus_advection, SYMBOL_CELLS)
+    h = 2 * np.pi / SYMBOL_CELLS
+    symbol = np.asarray(_stability.advection_symbol((h,), jnp.array([speed]), scheme, impl))
+    sampled = np.linspace(0.0, np.pi, symbol.size)
+    index = np.searchsorted(sampled, theta - 1e-12)
+    np.testing.assert_allclose(sampled[index], theta, atol=1e-12)
+    # The Fourier derivative drops the Nyquist mode (its sine vanishes on the grid).
+    modes = slice(None, -1) if impl == "spectral" else slice(None)
+    np.testing.assert_allclose(eigenvalues[modes], symbol[index][modes], atol=1e-9)
+
+
+@pytest.mark.parametrize(("order", "impl"), [(2, "xla"), (4, "xla"), (2, "spectral")])
+def test_the_laplacian_symbol_is_the_eigenvalue_of_the_laplacian(order, impl):
+    theta, eigenvalues = _mode_eigenvalues(
+        lambda u, grid: sg.laplacian(u, grid, order=order, impl=impl), SYMBOL_CELLS
+    )
+    h = 2 * np.pi / SYMBOL_CELLS
+    symbol = _stability.laplacian_symbol((h,), order, impl)
+    index = np.searchsorted(np.linspace(0.0, np.pi, symbol.size), theta - 1e-12)
+    np.testing.assert_allclose(eigenvalues, symbol[index], atol=1e-8)
