@@ -13,7 +13,7 @@ from helpers import LOTKA_VOLTERRA
 from jaxtyping import Array, Float
 
 import simlab
-from simlab._fit import _loop
+from simlab._fit import _loop, _uncertainty
 from simlab._fit._problem import make_problem
 from simlab.models import AbstractODEModel, parameter
 
@@ -179,6 +179,27 @@ def test_unidentifiable_parameters_are_reported(pendulum_data):
     np.testing.assert_allclose(
         result.params["gravity"] / result.params["length"], 9.81 / 1.5, rtol=0.02
     )
+
+
+def test_covariance_inverts_the_informative_directions_and_flags_the_others():
+    """sigma^2 (J^T J)^-1 where J has full rank; where two columns are collinear (to 1e-12),
+    both are flagged and get infinite variance, while an orthogonal column keeps its exact
+    variance sigma^2 / |b|^2, whatever the columns' units."""
+    rng = np.random.default_rng(0)
+    a, b, c = np.linalg.qr(rng.normal(size=(12, 3)))[0].T * np.array([[2.0], [3.0], [0.5]])
+    sigma2 = 0.7
+    full_rank = np.stack([a + c, b, 1e6 * c], axis=1)
+    cov, flags = _uncertainty.covariance(jnp.asarray(full_rank), jnp.asarray(sigma2))
+    expected = sigma2 * np.linalg.inv(full_rank.T @ full_rank)  # entries from 4e-12 to 0.3
+    np.testing.assert_allclose(cov, expected, rtol=1e-10, atol=1e-16)
+    assert not np.any(flags)
+
+    collinear = np.stack([a, 2e-6 * a + 1e-18 * c, 1e6 * b], axis=1)
+    cov, flags = _uncertainty.covariance(jnp.asarray(collinear), jnp.asarray(sigma2))
+    np.testing.assert_array_equal(flags, [True, True, False])
+    assert np.all(np.isinf(np.diag(cov)[:2]))
+    assert np.isnan(cov[0, 1]) and np.isnan(cov[0, 2]) and np.isnan(cov[2, 1])
+    np.testing.assert_allclose(cov[2, 2], sigma2 / (1e12 * b @ b), rtol=1e-10)
 
 
 def test_constrained_parameter_stays_in_range_for_every_iterate():

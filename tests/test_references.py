@@ -618,3 +618,64 @@ def test_two_data_sets_with_their_own_initial_states_equal_curve_fit_on_the_stac
     fitted = [result.params["rate"], result.params["source"], *np.ravel(result.y0)]
     np.testing.assert_allclose(fitted, optimum, rtol=1e-5)
     np.testing.assert_allclose(result.covariance, covariance, rtol=1e-4)
+
+
+class RowDecays(models.AbstractModel):
+    """A 2 × 2 state whose rows decay at their own rates: x_ij(t) = x_ij(0) exp(-rates_i t).
+
+    A vector parameter and a grid-shaped state: its covariance entries are labelled by index.
+    """
+
+    rates: Float[Array, "2"] = parameter(lower=0.0)
+
+    @property
+    def state_shape(self):
+        return (2, 2)
+
+    @property
+    def is_stiff(self):
+        return False
+
+    def max_stable_step(self, solver, y0):
+        return None
+
+    def __call__(self, t, y, args):
+        return -self.rates[:, None] * y
+
+
+def row_decays(t, rate_0, rate_1, *x0):
+    """The exact solution, flattened as the fit's observations are: (len(t), 4)."""
+    rates = np.repeat([rate_0, rate_1], 2)
+    return (np.asarray(x0) * np.exp(-np.outer(t, rates))).ravel()
+
+
+def test_a_vector_parameter_and_a_grid_state_are_labelled_by_index_and_equal_curve_fit():
+    truth = (0.5, 1.5, 1.0, 2.0, 3.0, 0.5)
+    noise = np.random.default_rng(RNG_SEED + 2).normal(0.0, 0.02, (len(FIT_TS), 4))
+    observed = row_decays(FIT_TS, *truth).reshape(-1, 4) + noise
+    result = simlab.fit(
+        RowDecays(rates=jnp.array([1.0, 1.0])),
+        jnp.asarray(FIT_TS),
+        jnp.asarray(observed),
+        y0=jnp.asarray(observed[0].reshape(2, 2)),
+        params=["rates"],
+        fit_y0=True,
+        simulate_options=dict(rtol=1e-12, atol=1e-12),
+    )
+    assert result.covariance_labels == (
+        "rates[0]", "rates[1]", "y0[0,0]", "y0[0,1]", "y0[1,0]", "y0[1,1]"
+    )  # fmt: skip
+    optimum, covariance = scipy.optimize.curve_fit(
+        row_decays,
+        FIT_TS,
+        observed.ravel(),
+        p0=(1.0, 1.0, *observed[0]),
+        xtol=1e-14,
+        ftol=1e-14,
+    )
+    fitted = [*result.params["rates"], *np.ravel(result.y0)]
+    np.testing.assert_allclose(fitted, optimum, rtol=1e-5)
+    # In label order: curve_fit's columns are the rates, then the state in NumPy's order.
+    # The two rows are independent problems: their cross-covariances are zero (to 1e-19).
+    np.testing.assert_allclose(result.covariance, covariance, rtol=1e-4, atol=1e-15)
+    np.testing.assert_allclose(result.stderr["rates"], np.sqrt(np.diag(covariance)[:2]), rtol=1e-4)

@@ -19,21 +19,27 @@ def covariance_labels(problem: FitProblem, state_names) -> tuple[str, ...]:
     labels = []
     for path in problem.array_paths:
         shape = jnp.shape(get_path(problem.model, path))
-        labels += [path] if shape == () else [f"{path}[{i}]" for i in np.ndindex(shape)]
+        labels += [path] if shape == () else [f"{path}[{_entry(i)}]" for i in np.ndindex(shape)]
     if problem.fit_y0:
         many_sets = len(problem.experiments) > 1
         for g, experiment in enumerate(problem.experiments):
             batch, *state_shape = experiment.y0.shape
-            names = (
-                list(state_names)
+            # Named components read `y0.prey`; a grid's entries `y0[2,3]`, as NumPy indexes.
+            entries = (
+                [f".{name}" for name in state_names]
                 if state_names and len(state_shape) == 1 and len(state_names) == state_shape[0]
-                else [str(i) for i in np.ndindex(*state_shape)]
+                else [f"[{_entry(i)}]" for i in np.ndindex(*state_shape)]
             )
             for b in range(batch):
                 prefix = "y0" + (f"[{g}]" if many_sets else "") + (f"[{b}]" if batch > 1 else "")
-                labels += [f"{prefix}.{name}" for name in names]
+                labels += [prefix + entry for entry in entries]
     labels += [f"noise.{path}" for path in problem.noise_paths]
     return tuple(labels)
+
+
+def _entry(index: tuple[int, ...]) -> str:
+    """An array entry's index as NumPy writes it: `(1, 2)` → `"1,2"`."""
+    return ",".join(str(i) for i in index)
 
 
 def natural_values(problem: FitProblem, model, y0s) -> Array:
