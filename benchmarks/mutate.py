@@ -83,6 +83,14 @@ TARGETS = {
         _REFERENCES + "test_fitted_optimum_equals_scipys",
         _REFERENCES + "test_two_data_sets_with_their_own_initial_states_equal_curve_fit_on_the_"
         "stacked_problem",
+        _REFERENCES + "test_a_vector_parameter_and_a_grid_state_are_labelled_by_index_and_equal_"
+        "curve_fit",
+        "tests/test_fit.py::test_covariance_inverts_the_informative_directions_and_flags_the_others",
+    ],
+    "simlab/grid/_stability.py": [
+        "tests/test_grid.py::test_the_advection_symbol_is_the_eigenvalue_of_the_advection_operator",
+        "tests/test_grid.py::test_the_laplacian_symbol_is_the_eigenvalue_of_the_laplacian",
+        "tests/test_pde.py::test_fixed_step_above_the_stability_limit_is_refused_with_the_limit",
     ],
     "simlab/grid/_operators.py": ["tests/test_grid.py", *_STENCIL_REFERENCES],
     "simlab/grid/_boundary.py": ["tests/test_grid.py", "tests/test_robin.py", *_STENCIL_REFERENCES],
