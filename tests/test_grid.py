@@ -410,3 +410,15 @@ def test_the_laplacian_symbol_is_the_eigenvalue_of_the_laplacian(order, impl):
     symbol = _stability.laplacian_symbol((h,), order, impl)
     index = np.searchsorted(np.linspace(0.0, np.pi, symbol.size), theta - 1e-12)
     np.testing.assert_allclose(eigenvalues, symbol[index], atol=1e-8)
+
+
+def test_symbols_are_complex_at_the_precision_of_the_speeds():
+    """Strict promotion never mixes real and complex: speeds are cast explicitly, keeping
+    their precision (float32 stays single), and integers become the default float."""
+    assert _stability.as_complex(jnp.array([1.5], jnp.float32)).dtype == jnp.complex64
+    assert _stability.as_complex(jnp.array([1.5], jnp.float64)).dtype == jnp.complex128
+    integers = _stability.as_complex(jnp.array([2, 0]))
+    assert integers.dtype == jnp.complex128
+    np.testing.assert_array_equal(integers, [2.0 + 0j, 0j])
+    already = jnp.array([1j], jnp.complex64)
+    assert _stability.as_complex(already) is already

@@ -27,7 +27,8 @@ def as_complex(value: ArrayLike) -> Array:
     value = jnp.asarray(value)
     if jnp.iscomplexobj(value):
         return value
-    value = value.astype(jnp.result_type(value.dtype, 1.0))  # integers to floats
+    if not jnp.issubdtype(value.dtype, jnp.floating):
+        value = value.astype(jnp.result_type(float))  # integers to the default float
     return lax.complex(value, jnp.zeros_like(value))
 
 
