@@ -201,6 +201,30 @@ def test_covariance_inverts_the_informative_directions_and_flags_the_others():
     assert np.isnan(cov[0, 1]) and np.isnan(cov[0, 2]) and np.isnan(cov[2, 1])
     np.testing.assert_allclose(cov[2, 2], sigma2 / (1e12 * b @ b), rtol=1e-10)
 
+    # A column of zeros (a parameter with no effect) is flagged; the others keep their values.
+    with_zero = np.stack([a + c, np.zeros(12), b], axis=1)
+    cov, flags = _uncertainty.covariance(jnp.asarray(with_zero), jnp.asarray(sigma2))
+    np.testing.assert_array_equal(flags, [False, True, False])
+    assert np.isinf(cov[1, 1]) and np.isnan(cov[0, 1]) and np.isnan(cov[2, 1])
+    kept = with_zero[:, [0, 2]]
+    np.testing.assert_allclose(
+        cov[np.ix_([0, 2], [0, 2])], sigma2 * np.linalg.inv(kept.T @ kept), rtol=1e-10, atol=1e-16
+    )
+
+
+def test_a_direction_is_uninformative_relative_to_the_best_determined_one():
+    """The singular-value test compares each squared singular value of the unit-column
+    Jacobian with the largest one (1e-14 of it), not with any other."""
+    rng = np.random.default_rng(1)
+    a, b, c = np.linalg.qr(rng.normal(size=(12, 3)))[0].T
+    jacobian = np.stack([a, a + 0.1 * b, a + 3e-8 * c], axis=1)
+    unit = jacobian / np.linalg.norm(jacobian, axis=0)
+    values = np.linalg.svd(unit, compute_uv=False) ** 2
+    # Below the threshold relative to the largest value, above it relative to the second.
+    assert values[2] <= 1e-14 * values[0] and values[2] > 1e-14 * values[1]
+    cov, flags = _uncertainty.covariance(jnp.asarray(jacobian), jnp.asarray(1.0))
+    assert flags[0] and flags[2] and np.isinf(cov[2, 2])
+
 
 def test_constrained_parameter_stays_in_range_for_every_iterate():
     ts = jnp.linspace(0.0, 2.0, 9)
