@@ -93,6 +93,7 @@ TARGETS = {
     "simlab/grid/_stability.py": [
         "tests/test_grid.py::test_the_advection_symbol_is_the_eigenvalue_of_the_advection_operator",
         "tests/test_grid.py::test_the_laplacian_symbol_is_the_eigenvalue_of_the_laplacian",
+        "tests/test_grid.py::test_symbols_are_complex_at_the_precision_of_the_speeds",
         "tests/test_pde.py::test_fixed_step_above_the_stability_limit_is_refused_with_the_limit",
     ],
     "simlab/grid/_operators.py": ["tests/test_grid.py", *_STENCIL_REFERENCES],
