@@ -422,3 +422,31 @@ def test_symbols_are_complex_at_the_precision_of_the_speeds():
     np.testing.assert_array_equal(integers, [2.0 + 0j, 0j])
     already = jnp.array([1j], jnp.complex64)
     assert _stability.as_complex(already) is already
+
+
+def test_a_periodic_axis_pads_up_to_its_own_length():
+    """The widest allowed ghost layer is the smallest axis: on a periodic line it repeats
+    the whole field on each side, as NumPy's wrap mode does."""
+    line = sg.Grid((4,), extent=1.0)
+    field = jnp.array([1.0, 2.0, 3.0, 4.0])
+    np.testing.assert_array_equal(sg.pad(field, line, 4), np.pad(field, 4, mode="wrap"))
+    with pytest.raises(ValueError, match="from 1 to the smallest grid axis 4; got 5"):
+        sg.pad(field, line, 5)
+
+
+@pytest.mark.parametrize(
+    ("operator", "arguments"),
+    [
+        (sg.gradient_interior, ()),
+        (sg.divergence_interior, ()),
+        (sg.advection_interior, (jnp.ones(1),)),
+        (sg.diffusion_interior, (jnp.ones(10),)),
+    ],
+)
+def test_padded_forms_refuse_spectral_and_an_absent_pallas_kernel(operator, arguments):
+    padded = jnp.ones((1, 10)) if operator is sg.divergence_interior else jnp.ones(10)
+    with pytest.raises(ValueError, match="impl='spectral' transforms whole periodic fields"):
+        operator(padded, *arguments, (0.1,), impl="spectral")
+    if operator is sg.diffusion_interior:  # the variable-coefficient flux has no kernel
+        with pytest.raises(ValueError, match="'diffusion' has no Pallas kernel"):
+            operator(padded, *arguments, (0.1,), impl="pallas")
