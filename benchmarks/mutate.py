@@ -76,6 +76,10 @@ TARGETS = {
         "tests/test_simulate_bad_input.py",
         "tests/test_options.py::test_simulate_with_options_equals_simulate_with_keywords",
         "tests/test_mutants_simulate.py",
+        "tests/test_events.py::test_projectile_lands_at_the_analytic_time",
+        "tests/test_events.py::test_non_terminating_event_records_the_first_crossing_and_continues",
+        "tests/test_etdrk.py::test_etdrk4_propagates_a_linear_problem_exactly_with_the_stencils_"
+        "symbol",
     ],
     "simlab/_fit/_uncertainty.py": [
         _REFERENCES + "test_covariance_and_standard_errors_equal_scipys",

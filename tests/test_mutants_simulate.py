@@ -4,6 +4,7 @@ against an analytic solution."""
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import simlab
 
@@ -31,3 +32,28 @@ def test_forward_mode_through_an_imex_solve_equals_the_exact_sensitivity():
     value, slope = jax.jvp(amplitude, (diffusivity,), (jnp.ones_like(diffusivity),))
     np.testing.assert_allclose(value, np.exp(0.5 * lam * t1), rtol=1e-7)
     np.testing.assert_allclose(slope, lam * t1 * np.exp(0.5 * lam * t1), rtol=1e-6)
+
+
+def test_a_float32_state_takes_the_float32_default_tolerances():
+    """With rtol and atol unset, a single-precision solve uses single precision's defaults
+    (1e-4, 1e-7): the same steps as passing them, fewer than at tighter tolerances (double
+    precision's defaults, 1e-6, would be below 100 float32 epsilons)."""
+    rates = {"alpha": 1.1, "beta": 0.4, "gamma": 0.4, "delta": 0.1}
+    model = simlab.models.LotkaVolterra(**{k: jnp.float32(v) for k, v in rates.items()})
+    y0, ts = jnp.array([10.0, 5.0], jnp.float32), jnp.linspace(0.0, 20.0, 5, dtype=jnp.float32)
+    default = simlab.simulate(model, y0, ts)
+    single = simlab.simulate(model, y0, ts, rtol=1e-4, atol=1e-7)
+    tighter = simlab.simulate(model, y0, ts, rtol=2e-5, atol=1e-8)
+    assert default.ys.dtype == jnp.float32
+    assert int(default.stats["num_steps"]) == int(single.stats["num_steps"])
+    assert int(default.stats["num_steps"]) < int(tighter.stats["num_steps"])
+    np.testing.assert_array_equal(default.ys, single.ys)
+
+
+def test_integer_times_and_an_implicit_solver_on_the_lean_loop_are_refused_with_the_fix():
+    model = simlab.models.LotkaVolterra(alpha=1.1, beta=0.4, gamma=0.4, delta=0.1)
+    y0 = jnp.array([10.0, 5.0])
+    with pytest.raises(ValueError, match=r"dtype int.*Pass e\.g\. jnp\.asarray\(ts, dtype=float\)"):
+        simlab.simulate(model, y0, jnp.arange(5))
+    with pytest.raises(ValueError, match="integrator='lean' runs explicit Runge-Kutta solvers"):
+        simlab.simulate(model, y0, jnp.linspace(0.0, 1.0, 3), solver="kvaerno5", integrator="lean")
