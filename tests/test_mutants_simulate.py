@@ -57,3 +57,19 @@ def test_integer_times_and_an_implicit_solver_on_the_lean_loop_are_refused_with_
         simlab.simulate(model, y0, jnp.arange(5))
     with pytest.raises(ValueError, match="integrator='lean' runs explicit Runge-Kutta solvers"):
         simlab.simulate(model, y0, jnp.linspace(0.0, 1.0, 3), solver="kvaerno5", integrator="lean")
+
+
+def test_fixed_steps_are_counted_with_the_roundoff_of_float32_times():
+    """0.09 / 0.03 is 3.0000002 in float32: three steps of dt0 = 0.03 reach t = 0.09, so
+    max_steps=3 suffices (a float64 slack would count four and refuse the solve); the
+    three RK4 steps of the linear Lotka–Volterra prey (no predators) give e^(alpha t)."""
+    rates = {"alpha": 1.1, "beta": 0.4, "gamma": 0.4, "delta": 0.1}
+    model = simlab.models.LotkaVolterra(**{k: jnp.float32(v) for k, v in rates.items()})
+    ts = jnp.array([0.0, 0.09], jnp.float32)
+    assert float(ts[1] / jnp.float32(0.03)) > 3  # the roundoff this test is about
+    y0 = jnp.array([1.0, 0.0], jnp.float32)
+    trajectory = simlab.simulate(
+        model, y0, ts, solver="rk4", adaptive=False, dt0=jnp.float32(0.03), max_steps=3
+    )
+    assert int(trajectory.stats["num_steps"]) == 3
+    np.testing.assert_allclose(trajectory.ys[-1, 0], np.exp(1.1 * 0.09), rtol=1e-6)
