@@ -396,7 +396,8 @@ def test_the_advection_symbol_is_the_eigenvalue_of_the_advection_operator(scheme
     sampled = np.linspace(0.0, np.pi, symbol.size)
     index = np.searchsorted(sampled, theta - 1e-12)
     np.testing.assert_allclose(sampled[index], theta, atol=1e-12)
-    # The Fourier derivative drops the Nyquist mode (its sine vanishes on the grid).
+    # The Fourier derivative drops the Nyquist mode, whose derivative a real field on the grid
+    # cannot carry.
     modes = slice(None, -1) if impl == "spectral" else slice(None)
     np.testing.assert_allclose(eigenvalues[modes], symbol[index][modes], atol=1e-9)
 

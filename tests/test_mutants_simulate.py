@@ -34,12 +34,17 @@ def test_forward_mode_through_an_imex_solve_equals_the_exact_sensitivity():
     np.testing.assert_allclose(slope, lam * t1 * np.exp(0.5 * lam * t1), rtol=1e-6)
 
 
+def _single_precision_lotka_volterra():
+    """Lotka–Volterra with float32 rates, for float32 states (strict promotion)."""
+    rates = {"alpha": 1.1, "beta": 0.4, "gamma": 0.4, "delta": 0.1}
+    return simlab.models.LotkaVolterra(**{k: jnp.float32(v) for k, v in rates.items()})
+
+
 def test_a_float32_state_takes_the_float32_default_tolerances():
     """With rtol and atol unset, a single-precision solve uses single precision's defaults
     (1e-4, 1e-7): the same steps as passing them, fewer than at tighter tolerances (double
     precision's defaults, 1e-6, would be below 100 float32 epsilons)."""
-    rates = {"alpha": 1.1, "beta": 0.4, "gamma": 0.4, "delta": 0.1}
-    model = simlab.models.LotkaVolterra(**{k: jnp.float32(v) for k, v in rates.items()})
+    model = _single_precision_lotka_volterra()
     y0, ts = jnp.array([10.0, 5.0], jnp.float32), jnp.linspace(0.0, 20.0, 5, dtype=jnp.float32)
     default = simlab.simulate(model, y0, ts)
     single = simlab.simulate(model, y0, ts, rtol=1e-4, atol=1e-7)
@@ -63,8 +68,7 @@ def test_fixed_steps_are_counted_with_the_roundoff_of_float32_times():
     """0.09 / 0.03 is 3.0000002 in float32: three steps of dt0 = 0.03 reach t = 0.09, so
     max_steps=3 suffices (a float64 slack would count four and refuse the solve); the
     three RK4 steps of the linear Lotka–Volterra prey (no predators) give e^(alpha t)."""
-    rates = {"alpha": 1.1, "beta": 0.4, "gamma": 0.4, "delta": 0.1}
-    model = simlab.models.LotkaVolterra(**{k: jnp.float32(v) for k, v in rates.items()})
+    model = _single_precision_lotka_volterra()
     ts = jnp.array([0.0, 0.09], jnp.float32)
     assert float(ts[1] / jnp.float32(0.03)) > 3  # the roundoff this test is about
     y0 = jnp.array([1.0, 0.0], jnp.float32)
