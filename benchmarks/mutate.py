@@ -53,7 +53,7 @@ TARGETS = {
         "tests/test_mutants_models.py",
     ],
     "simlab/models/_pde.py": [*_PDE_FORMULAS, "tests/test_pde.py"],
-    "simlab/_lean.py": [
+    "simlab/integrate/_lean.py": [
         "tests/test_lean.py",
         _REFERENCES + "test_forced_oscillator_fixed_steps_converge_at_the_solvers_order",
         _REFERENCES + "test_checkpointed_rollout_equals_the_stored_one_for_a_non_square_step_count",

@@ -3,7 +3,6 @@
 import importlib.metadata
 
 from . import datasets as datasets, decomposition as decomposition, grid as grid, models as models
-from ._events import Event as Event
 from ._fit import FitResult as FitResult, fit as fit
 from ._fit._multistart import Starts as Starts
 from ._fit._noise import AbstractNoise as AbstractNoise, NegativeBinomial as NegativeBinomial
@@ -18,7 +17,6 @@ from ._results import (
 from ._sample import Posterior as Posterior, sample as sample
 from ._sensitivity import sensitivity as sensitivity
 from ._simulate import simulate as simulate
-from ._solvers import SOLVERS as SOLVERS
 from ._steady_state import (
     STABILITY as STABILITY,
     Bifurcation as Bifurcation,
@@ -35,5 +33,7 @@ from .grid import (
     Periodic as Periodic,
     Robin as Robin,
 )
+from .integrate._events import Event as Event
+from .integrate._solvers import SOLVERS as SOLVERS
 
 __version__ = importlib.metadata.version("simlab")

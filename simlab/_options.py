@@ -15,8 +15,8 @@ import diffrax as dfx
 import jax.numpy as jnp
 
 from ._misc import is_concrete
-from ._solvers import ADJOINTS, SOLVERS, solver_name
-from ._stiff import AbstractStiffSolver
+from .integrate._solvers import ADJOINTS, SOLVERS, solver_name
+from .integrate._stiff import AbstractStiffSolver
 
 DEFAULT_MAX_STEPS = 16_384
 # Default (rtol, atol) by the precision of the state. In float32 (machine epsilon 1.2e-7),

@@ -19,13 +19,14 @@ import numpy as np
 import optimistix as optx
 from jaxtyping import Array, ArrayLike, Real
 
-from ._events import Event, check_event
-from ._imex import imex_solve
-from ._lean import fixed_steps_per_interval, grid_slack, lean_solve
 from ._misc import is_concrete
 from ._options import DEFAULT_MAX_STEPS, SolveOptions, merged_options, tolerances
 from ._results import RESULTS, SimulationError, Trajectory
-from ._solvers import (
+from .integrate._events import Event, check_event
+from .integrate._imex import imex_solve
+from .integrate._lean import lean_solve
+from .integrate._loops import fixed_steps_per_interval, grid_slack
+from .integrate._solvers import (
     has_error_estimate,
     is_exponential_solver,
     is_imex_solver,

@@ -347,8 +347,8 @@ def test_event_builders_with_static_settings_are_told_apart_by_their_settings():
     """A callable Module building each member's event (as an experiment's [event] table
     does) is named with its fields in provenance and store identities: builders with
     another threshold give another name, equal ones the same."""
-    from simlab._events import event_name
     from simlab.experiment._fields import StateEvent
+    from simlab.integrate._events import event_name
 
     lower, upper = StateEvent(1, 0.1, -1), StateEvent(1, 0.2, -1)
     assert event_name(lower) != event_name(upper)

@@ -10,8 +10,8 @@ import pytest
 
 import simlab
 import simlab.experiment as experiments
-from simlab._etdrk import ETDRK4
 from simlab.experiment import ExperimentError
+from simlab.integrate._exponential import ETDRK4
 
 
 def test_kuramoto_sivashinsky_runs_by_etdrk4_and_draws_a_space_time_figure(tmp_path):

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 import simlab
-from simlab._imex import imex_solve
 from simlab._results import RESULTS
+from simlab.integrate._imex import imex_solve
+from simlab.integrate._split import check_linear_part, check_linear_symbol
 from simlab.models import (
     AbstractSplitGridModel,
     AdvectionDiffusion,
@@ -18,7 +19,6 @@ from simlab.models import (
     Heat,
     KuramotoSivashinsky,
 )
-from simlab.models._split import check_linear_part, check_linear_symbol
 
 
 def _burgers():

@@ -10,8 +10,8 @@ import pytest
 from helpers import LORENZ, lorenz, with_dtype
 
 import simlab
-import simlab._lean as _lean
 import simlab._simulate as simulate_module
+import simlab.integrate._lean as _lean
 
 LORENZ_Y0 = jnp.array([1.0, 1.0, 1.0])
 TS = jnp.linspace(0.0, 1.0, 6)

@@ -7,8 +7,8 @@ from hypothesis import given, settings, strategies as st
 from test_references import ghost_padded, laplacian2, make_grid, variable_diffusion
 
 import simlab
-from simlab._lean import fixed_steps_per_interval, grid_slack
 from simlab._sweep._sweep import _padded
+from simlab.integrate._loops import fixed_steps_per_interval, grid_slack
 from simlab.io._store import StoreLayout
 
 FEW = settings(max_examples=6, deadline=None)

@@ -20,7 +20,8 @@ import scipy.optimize
 from jaxtyping import Array, Float
 
 import simlab
-from simlab import _lean, models
+from simlab import models
+from simlab.integrate import _loops
 from simlab.models import AbstractODEModel, parameter
 
 RNG_SEED = 20261202
@@ -467,7 +468,7 @@ def test_checkpointed_rollout_equals_the_stored_one_for_a_non_square_step_count(
     ts = jnp.array([0.5, 1.2, 1.9])  # 7 steps of 0.1 each: not a perfect square
 
     def final(drive, budget):
-        with mock.patch.object(_lean, "STORED_STEPS_BUDGET", budget):
+        with mock.patch.object(_loops, "STORED_STEPS_BUDGET", budget):
             # A fresh function each time, so the loop is traced under this budget.
             def field(t, y, args):
                 return jnp.stack([y[1], -(OMEGA**2) * y[0] + args * jnp.cos(DRIVE * t)])
@@ -483,7 +484,7 @@ def test_checkpointed_rollout_equals_the_stored_one_for_a_non_square_step_count(
                 integrator="lean",
             ).ys
 
-    stored = final(FORCE, _lean.STORED_STEPS_BUDGET)
+    stored = final(FORCE, _loops.STORED_STEPS_BUDGET)
     checkpointed = final(FORCE, 16)  # bytes: every rollout above it checkpoints
     np.testing.assert_allclose(checkpointed, stored, rtol=1e-14, atol=1e-14)
 
@@ -491,7 +492,7 @@ def test_checkpointed_rollout_equals_the_stored_one_for_a_non_square_step_count(
         return jnp.sum(final(drive, budget)[-1] ** 2)
 
     np.testing.assert_allclose(
-        jax.grad(loss)(FORCE, 16), jax.grad(loss)(FORCE, _lean.STORED_STEPS_BUDGET), rtol=1e-12
+        jax.grad(loss)(FORCE, 16), jax.grad(loss)(FORCE, _loops.STORED_STEPS_BUDGET), rtol=1e-12
     )
 
 

@@ -213,14 +213,12 @@ def test_the_same_call_decides_the_same_directly_under_jit_and_under_vmap():
 
 def test_stiff_defaults_follow_the_state_size():
     """Rodas5P for small dense systems; matrix-free Kvaerno5 above the dense limit."""
-    from simlab._solvers import DENSE_JACOBIAN_LIMIT, resolve_solver
+    from simlab.integrate._solvers import DENSE_JACOBIAN_LIMIT, resolve_solver, solver_name
 
-    assert simlab._solvers.solver_name(resolve_solver(None, stiff=True, state_size=3)) == (
-        "rodas5p"
-    )
+    assert solver_name(resolve_solver(None, stiff=True, state_size=3)) == ("rodas5p")
     large = resolve_solver(None, stiff=True, state_size=DENSE_JACOBIAN_LIMIT + 1)
-    assert simlab._solvers.solver_name(large) == "kvaerno5"
-    assert simlab._solvers.solver_name(resolve_solver(None, stiff=False, state_size=3)) == ("tsit5")
+    assert solver_name(large) == "kvaerno5"
+    assert solver_name(resolve_solver(None, stiff=False, state_size=3)) == ("tsit5")
     robertson = simlab.simulate(
         models.Robertson(),
         jnp.array([1.0, 0.0, 0.0]),

@@ -11,9 +11,9 @@ import pytest
 from stiff_problems import PROBLEMS
 
 from simlab._results import RESULTS
-from simlab._stiff import Radau5, Rodas5P
-from simlab._stiff._loop import Tolerances
-from simlab._stiff._radau import NODES, TI, T
+from simlab.integrate._stiff import Radau5, Rodas5P
+from simlab.integrate._stiff._loop import Tolerances
+from simlab.integrate._stiff._radau import NODES, TI, T
 
 SOLVERS = {"rodas5p": Rodas5P(), "radau5": Radau5()}
 
@@ -206,7 +206,7 @@ def test_infinite_jacobian_gives_a_status_not_nan(solver_name):
 
 
 def test_exactly_singular_iteration_matrix():
-    from simlab._stiff._rosenbrock import GAMMA
+    from simlab.integrate._stiff._rosenbrock import GAMMA
 
     # With dt0 = 1 the Rosenbrock matrix I / (h gamma) - J vanishes for J = I / gamma.
     ys, result, _ = _solve_field(

@@ -10,10 +10,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
-from .._events import Event
 from .._options import SolveOptions
 from .._results import status_code
 from .._simulate import simulate
+from ..integrate._events import Event
 from ..io import VariableSpec
 from ..models._base import AbstractModel
 from ..parallel import shard_map_over_members

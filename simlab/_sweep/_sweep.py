@@ -15,10 +15,10 @@ import tqdm
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh
 
-from .._events import Event, event_name
 from .._options import DEFAULT_MAX_STEPS, SolveOptions, merged_options
 from .._provenance import provenance as simlab_provenance
 from .._simulate import checked_ts, checked_y0
+from ..integrate._events import Event, event_name
 from ..io import StoreLayout, SweepStore
 from ..io._fingerprint import array_digest, callable_digest
 from ..io._store import NOT_COMPUTED

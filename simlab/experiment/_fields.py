@@ -8,8 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import models as models_module
-from .._events import Event
 from ..grid import Grid
+from ..integrate._events import Event
 from ..models import AbstractModel
 
 

@@ -18,8 +18,8 @@ from .._fit._noise import NOISE_MODELS, AbstractLeastSquaresNoise
 from .._options import SolveOptions
 from .._sensitivity import METHODS as SENSITIVITY_METHODS, _check_sizes as check_sensitivity_sizes
 from .._simulate import _chosen_integrator
-from .._solvers import SOLVERS, resolve_solver
 from ..grid import Grid
+from ..integrate._solvers import SOLVERS, resolve_solver
 from ..models import AbstractGridModel, AbstractModel, GrayScott
 from ._check import Checker, ExperimentError as ExperimentError
 from ._fields import StateEvent, initial_field, model_classes

@@ -1,6 +1,6 @@
 """Physical models: each is an `eqx.Module` whose `__call__(t, y, args)` is the vector field."""
 
-from .._solvers import implicit_solver as implicit_solver
+from ..integrate._solvers import implicit_solver as implicit_solver
 from ._base import (
     AbstractModel as AbstractModel,
     AbstractODEModel as AbstractODEModel,

@@ -15,15 +15,20 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from .. import kernels
-from .._solvers import largest_stable_step, stability_function
 from ..grid import IMPLS, Grid, advection, diffusion, laplacian, pad, resolve_impl
 from ..grid._operators import ADVECTION_SCHEMES, LAPLACIAN_ORDERS
-from ..grid._spectral import check_periodic, impulse_response_symbol
+from ..grid._spectral import (
+    check_periodic,
+    fourier_transform,
+    impulse_response_symbol,
+    inverse_fourier_transform,
+)
 from ..grid._stability import (
     advection_symbol,
     as_complex,
     laplacian_symbol,
 )
+from ..integrate._solvers import largest_stable_step, stability_function
 from ._base import AbstractModel, parameter
 
 
@@ -140,8 +145,8 @@ class AbstractGridModel(AbstractModel):
 
 class AbstractSplitGridModel(AbstractGridModel):
     r"""A grid model whose vector field is a linear operator plus a nonlinear rest,
-    $f(t, u) = L u + N(t, u)$, for IMEX (`simlab._imex`) and exponential (`simlab._etdrk`)
-    solvers.
+    $f(t, u) = L u + N(t, u)$, for IMEX and exponential
+    solvers (`simlab.integrate`).
 
     Subclasses implement:
 
@@ -168,6 +173,24 @@ class AbstractSplitGridModel(AbstractGridModel):
     @abc.abstractmethod
     def linear_symbol(self) -> Array:
         r"""The Fourier multiplier $\lambda$ of the linear part on the rfft half spectrum."""
+
+    def require_fourier(self, solver: str) -> None:
+        """Raises a ValueError naming `solver` unless every axis of the grid is periodic."""
+        check_periodic(self.grid, solver)
+
+    def to_spectrum(self, y: Array) -> Array:
+        """The half spectrum of the field `y` (`simlab.grid.fourier_transform`)."""
+        return fourier_transform(y, self.grid)
+
+    def from_spectrum(self, spectrum: Array) -> Array:
+        """The real field whose half spectrum is `spectrum`."""
+        return inverse_fourier_transform(spectrum, self.grid)
+
+    def nonlinear_spectral(self, t: Any, spectrum: Array, args: Any) -> Array:
+        r"""$\widehat{N(u)}$ from $\hat u$: here the transform of the real-space `nonlinear`
+        (pseudo-spectral models compute it from the spectrum directly)."""
+        field = self.from_spectrum(spectrum)
+        return self.to_spectrum(self.nonlinear(t, field, args))
 
 
 class AbstractAffineSplitGridModel(AbstractSplitGridModel):

@@ -41,16 +41,14 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
-from ._lean import checkpointed_loop, fixed_steps_per_interval
-from ._results import RESULTS
-from .grid._spectral import check_periodic, fourier_transform, inverse_fourier_transform
-from .models._base import is_concrete
-from .models._pde import AbstractSplitGridModel
-from .models._split import (
+from .._misc import is_concrete
+from .._results import RESULTS
+from ._loops import checkpointed_loop, fixed_steps_per_interval
+from ._split import (
+    FourierSplitVectorField,
     check_linear_part,
     check_linear_symbol,
-    nonlinear_spectrum,
-    require_split_model,
+    require_split,
 )
 
 
@@ -118,12 +116,12 @@ def _scaled(coefficient: Array, spectrum: Array) -> Array:
     return lax.complex(coefficient * spectrum.real, coefficient * spectrum.imag)
 
 
-def _etdrk4_step(model: AbstractSplitGridModel, coefficients: _Coefficients, t, v, h, args):
+def _etdrk4_step(model: FourierSplitVectorField, coefficients: _Coefficients, t, v, h, args):
     """One ETDRK4 step of the spectrum `v` from `t` to `t + h`."""
     c = coefficients
 
     def nonlinear(time, spectrum):
-        return nonlinear_spectrum(model, time, spectrum, args)
+        return model.nonlinear_spectral(time, spectrum, args)
 
     n_v = nonlinear(t, v)
     a = _scaled(c.exp_half, v) + _scaled(c.stage, n_v)
@@ -142,11 +140,10 @@ def _etdrk4_step(model: AbstractSplitGridModel, coefficients: _Coefficients, t, 
 
 @eqx.filter_jit
 def _solve(
-    solver: "ETDRK4", model: AbstractSplitGridModel, ts, y0, args, steps_per_interval, max_steps
+    solver: "ETDRK4", model: FourierSplitVectorField, ts, y0, args, steps_per_interval, max_steps
 ):
-    grid = model.grid
     uniform = isinstance(steps_per_interval, int)
-    spectrum0 = fourier_transform(y0, grid)
+    spectrum0 = model.to_spectrum(y0)
     symbol = jnp.broadcast_to(jnp.asarray(model.linear_symbol()), spectrum0.shape)
 
     def coefficient_fn(h):
@@ -171,7 +168,7 @@ def _solve(
             v = checkpointed_loop(step, steps_per_interval, v)
         else:
             v = lax.fori_loop(0, num_steps, step, v)
-        return (v, coefficients, h), inverse_fourier_transform(v, grid).astype(y0.dtype)
+        return (v, coefficients, h), model.from_spectrum(v).astype(y0.dtype)
 
     h0 = (ts[1] - ts[0]) / counts[0].astype(ts.dtype)
     init = (spectrum0, coefficient_fn(h0), h0)
@@ -208,7 +205,7 @@ class ETDRK4(eqx.Module):
         ```python
         import jax.numpy as jnp
         import simlab
-        from simlab._etdrk import ETDRK4
+        from simlab.integrate import ETDRK4
 
         grid = simlab.Grid((64,), extent=32 * jnp.pi)
         (x,) = grid.coordinates()
@@ -242,7 +239,8 @@ class ETDRK4(eqx.Module):
 
         **Arguments:**
 
-        - `model`: a split model on a periodic grid (see `simlab.models._split`).
+        - `model`: a split model on a periodic grid (a `FourierSplitVectorField`, such as
+          every `simlab.models.AbstractSplitGridModel`).
         - `ts`: strictly increasing save times.
         - `y0`: the real initial state, of shape `model.state_shape`.
         - `args`: passed to the model's parts.
@@ -253,8 +251,8 @@ class ETDRK4(eqx.Module):
         [`simlab.RESULTS`][] status and int32 step counts (`num_steps`,
         `num_accepted_steps`, `num_rejected_steps`).
         """
-        model = require_split_model(model)
-        check_periodic(model.grid, "ETDRK4")
+        model = require_split(model, FourierSplitVectorField)
+        model.require_fourier("ETDRK4")
         ts, y0 = jnp.asarray(ts), jnp.asarray(y0)
         if jnp.iscomplexobj(y0):
             raise ValueError("ETDRK4 steps real fields (rfft); got a complex y0.")

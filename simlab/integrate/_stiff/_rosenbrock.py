@@ -11,7 +11,7 @@ import lineax as lx
 import numpy as np
 from jaxtyping import Array
 
-from .._results import RESULTS
+from ..._results import RESULTS
 from ._loop import AbstractStiffSolver, Attempt, Tolerances, controller_factor, rms_norm
 
 # Coefficients of Rodas5P in the W-transformed form (Hairer–Wanner, Solving ODEs II, IV.7:

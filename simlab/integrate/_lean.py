@@ -22,7 +22,6 @@ memory (as Diffrax's `RecursiveCheckpointAdjoint`), `"lax"` for forward mode.
 """
 
 import functools as ft
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -35,40 +34,17 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
+from .._results import RESULTS
 from ._events import Event, advance_bracket, locate_event, start_bracket, stopped
-from ._results import RESULTS
+from ._loops import STORED_STEPS_BUDGET, checkpointed_loop
 from ._solvers import error_order
-from .models._pde import AbstractGridModel
 
 # Diffrax's default PID controller settings, which the adaptive lean path reproduces.
 SAFETY = 0.9
 FACTOR_MIN = 0.2
 FACTOR_MAX = 10.0
 UNROLLED_NORM_SIZE = 16
-STORED_STEPS_BUDGET = 2**28  # bytes of stored steps before reverse mode checkpoints
 FORWARD_SENSITIVITY_LIMIT = 16  # differentiated scalars up to which sensitivities ride along
-
-
-def grid_slack(dtype) -> float:
-    """Relative tolerance for "this save time lies on the step grid": roundoff of `ts`."""
-    return max(1e-9, 8 * float(jnp.finfo(dtype).eps))
-
-
-def fixed_steps_per_interval(ts: Array, dt0: Any) -> Any:
-    """How many equal steps of at most `dt0` each save interval takes.
-
-    A Python int when every interval takes the same number (the scan length is then
-    static, and reverse-mode autodiff works); otherwise an integer array, one per interval.
-    A relative slack of `grid_slack` keeps `ts` on a grid of `dt0` from gaining a step to
-    roundoff.
-    """
-    slack = grid_slack(ts.dtype)
-    if isinstance(ts, jax.core.Tracer) or isinstance(dt0, jax.core.Tracer):
-        return jnp.maximum(jnp.ceil(jnp.diff(ts) / dt0 * (1 - slack)), 1).astype(jnp.int32)
-    # numpy on concrete values: jnp operations would be staged (traced) under an outer jit.
-    ratio = np.diff(np.asarray(ts, dtype=np.float64)) / np.asarray(dt0, dtype=np.float64)
-    counts = np.maximum(np.ceil(ratio * (1 - slack)), 1).astype(np.int32)
-    return int(counts[0]) if np.all(counts == counts[0]) else counts
 
 
 def _weighted_sum(weights: np.ndarray, stages: list[Array]) -> Array:
@@ -92,29 +68,6 @@ def _runge_kutta_step(vector_field, tableau, t, y, f0, h):
     if not np.any(tableau.b_error != 0):
         return y1, None, f1
     return y1, h * _weighted_sum(tableau.b_error, stages), f1
-
-
-def checkpointed_loop(step, num_steps: int, state):
-    """`lax.fori_loop(0, num_steps, step, state)` whose reverse mode stores ~2√n states.
-
-    Plain reverse mode through a loop keeps every intermediate state: 10⁴ steps of a 256²
-    field would hold gigabytes. Past `STORED_STEPS_BUDGET` bytes (per trajectory), blocks of
-    √n steps are rematerialised during the backward pass instead, at the price of one more
-    forward solve, as Diffrax's checkpointed adjoint does; below it, storing is faster.
-    """
-    state_bytes = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(state))
-    if num_steps * state_bytes <= STORED_STEPS_BUDGET:
-        return lax.fori_loop(0, num_steps, step, state)
-    block = max(1, math.isqrt(num_steps))
-    num_blocks, remainder = divmod(num_steps, block)
-
-    @jax.checkpoint
-    def run_block(state, first):
-        return lax.fori_loop(0, block, lambda j, s: step(first + j, s), state), None
-
-    state, _ = lax.scan(run_block, state, jnp.arange(num_blocks) * block)
-    done = num_blocks * block
-    return lax.fori_loop(0, remainder, lambda j, s: step(done + j, s), state)
 
 
 def _solve_fixed(
@@ -424,9 +377,8 @@ def _integrate_with_sensitivities(inputs, perturbed, solver, *, adaptive, max_st
 
 def _forward_mode_model(model):
     """`model` with stencils that forward-mode autodiff can push through (grid models)."""
-    if isinstance(model, AbstractGridModel):
-        return model.with_forward_mode_stencils()
-    return model
+    forward_mode = getattr(model, "with_forward_mode_stencils", None)
+    return model if forward_mode is None else forward_mode()
 
 
 def _sensitivities_fit(inputs, perturbed, event) -> bool:
@@ -440,7 +392,7 @@ def _sensitivities_fit(inputs, perturbed, event) -> bool:
     leaves = jax.tree.leaves(eqx.filter(inputs[:3], perturbed[:3]))
     num_tangents = sum(leaf.size for leaf in leaves)
     jacobian_bytes = num_tangents * ts.shape[0] * y0.size * y0.dtype.itemsize
-    pallas = isinstance(model, AbstractGridModel) and model.impl == "pallas"
+    pallas = getattr(model, "impl", None) == "pallas"
     return (
         0 < num_tangents <= FORWARD_SENSITIVITY_LIMIT
         and jacobian_bytes <= STORED_STEPS_BUDGET

@@ -14,7 +14,7 @@ import jax.scipy.linalg as jsl
 import numpy as np
 from jaxtyping import Array
 
-from .._results import RESULTS
+from ..._results import RESULTS
 from ._loop import AbstractStiffSolver, Attempt, Tolerances, controller_factor, rms_norm
 from ._rosenbrock import lu_or_status
 

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Bool, Float, Real
 
-from .._results import RESULTS
+from ..._results import RESULTS
 
 RealScalarLike = float | Real[ArrayLike, ""]
 

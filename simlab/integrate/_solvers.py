@@ -22,8 +22,9 @@ import numpy as np
 import optimistix as optx
 from jaxtyping import Array, ArrayLike
 
+from ..grid._stability import as_complex
+from ._exponential import ETDRK4
 from ._stiff import AbstractStiffSolver, Radau5, Rodas5P
-from .grid._stability import as_complex
 
 _rk4_tableau = dfx.ButcherTableau(
     c=np.array([0.5, 0.5, 1.0]),
@@ -93,18 +94,6 @@ class SolverSpec:
     implicit: bool
 
 
-def _exponential_solver() -> type:
-    # Imported on use: the exponential integrator needs the split models, whose package
-    # imports this module.
-    from ._etdrk import ETDRK4
-
-    return ETDRK4
-
-
-def _etdrk4() -> Any:
-    return _exponential_solver()()
-
-
 SOLVERS: dict[str, SolverSpec] = {
     spec.name: spec
     for spec in (
@@ -126,7 +115,7 @@ SOLVERS: dict[str, SolverSpec] = {
         SolverSpec("kencarp3", dfx.KenCarp3, 3, adaptive=True, implicit=True),
         SolverSpec("kencarp4", dfx.KenCarp4, 4, adaptive=True, implicit=True),
         SolverSpec("kencarp5", dfx.KenCarp5, 5, adaptive=True, implicit=True),
-        SolverSpec("etdrk4", _etdrk4, 4, adaptive=False, implicit=False),
+        SolverSpec("etdrk4", ETDRK4, 4, adaptive=False, implicit=False),
     )
 }
 
@@ -169,7 +158,7 @@ def resolve_solver(
         return imex_solver(solver.lower(), **tolerances)
     if isinstance(solver, str) and solver.lower() in SOLVERS:
         return SOLVERS[solver.lower()].build()
-    if isinstance(solver, dfx.AbstractSolver | AbstractStiffSolver | _exponential_solver()):
+    if isinstance(solver, dfx.AbstractSolver | AbstractStiffSolver | ETDRK4):
         return solver
     raise ValueError(
         f"unknown solver {solver!r}; use one of {sorted(SOLVERS)} or a diffrax solver "
@@ -198,7 +187,7 @@ def is_stiff_solver(solver: Any) -> bool:
 
 def is_exponential_solver(solver: Any) -> bool:
     """Whether `solver` is the exponential integrator ETDRK4 (split models, periodic grids)."""
-    return isinstance(solver, _exponential_solver())
+    return isinstance(solver, ETDRK4)
 
 
 def is_imex_solver(solver: Any) -> bool:

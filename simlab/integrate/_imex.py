@@ -1,6 +1,6 @@
 r"""IMEX Runge–Kutta for split grid models: the stiff linear part implicit, the rest explicit.
 
-A split model $\dot u = L u + N(t, u)$ (see `simlab.models._split`) is solved with Diffrax's
+A split model $\dot u = L u + N(t, u)$ (a `SplitVectorField`) is solved with Diffrax's
 additive Runge–Kutta methods of Kennedy & Carpenter (*Appl. Numer. Math.* 44, 2003):
 KenCarp3, KenCarp4 and KenCarp5 pair an explicit tableau for $N$ with an L-stable ESDIRK
 tableau for $L$, so the step is limited by the accuracy of the nonlinear dynamics rather
@@ -15,9 +15,9 @@ import diffrax as dfx
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from ._results import RESULTS
+from .._results import RESULTS
 from ._solvers import imex_solver
-from .models._split import check_linear_part, require_split_model
+from ._split import check_linear_part, require_split
 
 
 def imex_solve(
@@ -45,7 +45,7 @@ def imex_solve(
     - `model`: a split model (a `simlab.models.AbstractSplitGridModel`).
     - `ts`: strictly increasing save times; `y0`: the state at `ts[0]`; `args`: passed on.
     - `solver`: `"kencarp3"`, `"kencarp4"`, `"kencarp5"` (Newton–GMRES from
-      `simlab._solvers.imex_solver`) or a Diffrax KenCarp instance.
+      `simlab.integrate.imex_solver`) or a Diffrax KenCarp instance.
     - `rtol`, `atol`: tolerances of the adaptive steps (and of Newton).
     - `dt0`: the first step (`None`: chosen by Diffrax); with `adaptive=False` the fixed step.
     - `max_steps`: the most steps before `RESULTS.max_steps_reached`.
@@ -54,7 +54,7 @@ def imex_solve(
 
     **Returns:** `(ys, result, stats)` as from `diffrax.diffeqsolve`.
     """
-    model = require_split_model(model)
+    model = require_split(model)
     if isinstance(solver, str):
         solver = imex_solver(solver.lower(), rtol=rtol, atol=atol)
     if not isinstance(solver, dfx.KenCarp3 | dfx.KenCarp4 | dfx.KenCarp5):

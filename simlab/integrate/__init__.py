@@ -1,0 +1,1 @@
+"""Integrators: one interface, one registry, one selection."""
