@@ -16,8 +16,7 @@ from _harness import Row, best_seconds
 from scipy.optimize import brentq
 
 import simlab
-from simlab.integrate._exponential import ETDRK4
-from simlab.integrate._imex import imex_solve
+from simlab.integrate import ETDRK4, imex_solve
 
 KS_1D = dict(num_points=256, extent=32 * np.pi, dt=0.25, num_steps=2000)
 KS_2D = dict(num_points=128, extent=30.0, dt=0.1, num_steps=200)

@@ -23,7 +23,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "tests"))
 from stiff_problems import PROBLEMS  # noqa: E402
 
 import simlab  # noqa: E402
-from simlab.integrate._stiff import Radau5, Rodas5P  # noqa: E402
+from simlab.integrate import Radau5, Rodas5P  # noqa: E402
 
 RTOL = 1e-8  # the tolerance of the table rows
 MAX_STEPS = 200_000

@@ -2,7 +2,13 @@
 
 import importlib.metadata
 
-from . import datasets as datasets, decomposition as decomposition, grid as grid, models as models
+from . import (
+    datasets as datasets,
+    decomposition as decomposition,
+    grid as grid,
+    integrate as integrate,
+    models as models,
+)
 from ._fit import FitResult as FitResult, fit as fit
 from ._fit._multistart import Starts as Starts
 from ._fit._noise import AbstractNoise as AbstractNoise, NegativeBinomial as NegativeBinomial

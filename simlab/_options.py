@@ -15,8 +15,8 @@ import diffrax as dfx
 import jax.numpy as jnp
 
 from ._misc import is_concrete
+from .integrate._registry import integrator_names, runs_anywhere
 from .integrate._solvers import ADJOINTS, SOLVERS, solver_name
-from .integrate._stiff import AbstractStiffSolver
 
 DEFAULT_MAX_STEPS = 16_384
 # Default (rtol, atol) by the precision of the state. In float32 (machine epsilon 1.2e-7),
@@ -26,7 +26,6 @@ DEFAULT_MAX_STEPS = 16_384
 DEFAULT_TOLERANCES = {8: (1e-6, 1e-9), 4: (1e-4, 1e-7), 2: (1e-2, 1e-4)}
 # Below this many machine epsilons a relative tolerance asks for more than the float holds.
 RESOLVABLE_EPSILONS = 100
-INTEGRATORS = ("auto", "diffrax", "lean")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,9 +83,9 @@ class SolveOptions:
         if self.max_steps < 1:
             raise ValueError(f"max_steps must be a positive integer; got {self.max_steps!r}.")
         _check_adjoint(self.adjoint)
-        if self.integrator not in INTEGRATORS:
+        if self.integrator not in integrator_names():
             raise ValueError(
-                f"unknown integrator {self.integrator!r}; use one of {list(INTEGRATORS)}."
+                f"unknown integrator {self.integrator!r}; use one of {list(integrator_names())}."
             )
 
     def replace(self, **changes: Any) -> "SolveOptions":
@@ -151,7 +150,7 @@ def _is_default(value: Any, defaults: SolveOptions, name: str) -> bool:
 def _check_solver(solver: Any) -> None:
     if isinstance(solver, str) and solver.lower() not in SOLVERS:
         raise ValueError(f"unknown solver {solver!r}; use one of {sorted(SOLVERS)}.")
-    if not (solver is None or isinstance(solver, str | dfx.AbstractSolver | AbstractStiffSolver)):
+    if not (solver is None or isinstance(solver, str) or runs_anywhere(solver)):
         raise ValueError(
             f"unknown solver {solver!r}; use one of {sorted(SOLVERS)} or a diffrax solver "
             "instance such as diffrax.Tsit5()."
@@ -205,6 +204,6 @@ def _check_adjoint(adjoint: Any) -> None:
 def _describe(value: Any) -> Any:
     if value is None or isinstance(value, str):
         return value
-    if isinstance(value, dfx.AbstractSolver | AbstractStiffSolver):
+    if runs_anywhere(value):
         return solver_name(value)
     return type(value).__name__

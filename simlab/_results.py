@@ -88,7 +88,11 @@ class Trajectory(eqx.Module):
       `max_steps`).
     - `state_names`: names of the state components, when the model declares them.
     - `solver`: the name of the solver that ran (e.g. `"tsit5"`), static metadata.
-    - `integrator`: `"lean"` or `"diffrax"`, the integrator that ran, static metadata.
+    - `solver_choice`: why `simulate(solver=None)` chose `solver` where it chose a stiff
+      one (e.g. "an explicit solver would need about 1e+05 steps for stability"); `None`
+      otherwise.
+    - `integrator`: the name of the integrator that ran (`"lean"`, `"stiff"`,
+      `"exponential"`, `"imex"`, `"diffrax"`, see `simlab.integrate.INTEGRATORS`), static.
     - `event_time`: with `simulate(..., event=...)`, the time $\tau$ at which the event's
       condition first crossed zero (`NaN` if it never did); `None` without an event.
     - `event_state`: the state $y(\tau)$ there (`NaN` if the event never fired).
@@ -101,6 +105,7 @@ class Trajectory(eqx.Module):
     state_names: tuple[str, ...] | None = eqx.field(static=True, default=None)
     solver: str | None = eqx.field(static=True, default=None)
     integrator: str | None = eqx.field(static=True, default=None)
+    solver_choice: str | None = eqx.field(static=True, default=None)
     event_time: Float[Array, ""] | None = None
     event_state: Float[Array, " *state"] | None = None
 

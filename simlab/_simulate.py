@@ -12,33 +12,21 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import diffrax as dfx
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optimistix as optx
 from jaxtyping import Array, ArrayLike, Real
 
 from ._misc import is_concrete
 from ._options import DEFAULT_MAX_STEPS, SolveOptions, merged_options, tolerances
 from ._results import RESULTS, SimulationError, Trajectory
 from .integrate._events import Event, check_event
-from .integrate._imex import imex_solve
-from .integrate._lean import lean_solve
-from .integrate._loops import fixed_steps_per_interval, grid_slack
-from .integrate._solvers import (
-    has_error_estimate,
-    is_exponential_solver,
-    is_imex_solver,
-    is_implicit,
-    is_lean_solver,
-    is_stiff_solver,
-    resolve_adjoint,
-    resolve_solver,
-    solver_name,
-)
+from .integrate._interface import Problem
+from .integrate._loops import grid_slack
+from .integrate._registry import select_integrator
+from .integrate._selection import default_solver
+from .integrate._solvers import has_error_estimate, is_implicit, resolve_solver, solver_name
 from .models._base import AbstractModel
-from .models._pde import AbstractGridModel
 
 # How the lean loop differentiates for each adjoint it runs (see `lean_solve`).
 LEAN_DERIVATIVES = {None: "auto", "forward": "forward", "checkpoint": "reverse"}
@@ -53,7 +41,7 @@ def simulate(
     ts: ArrayLike | Sequence[float],
     *,
     options: SolveOptions | None = None,
-    solver: str | dfx.AbstractSolver | None = None,
+    solver: Any = None,
     rtol: float | None = None,
     atol: float | None = None,
     dt0: Real[ArrayLike, ""] | None = None,
@@ -149,172 +137,67 @@ def simulate(
     y0 = checked_y0(model, y0)
     _check_vector_field(model, ts, y0, args)
     check_event(event, ts[0], y0, args)
-    stiff = isinstance(model, AbstractModel) and model.is_stiff
     rtol, atol = tolerances(options, y0.dtype)
-    chosen = resolve_solver(options.solver, stiff=stiff, state_size=y0.size, rtol=rtol, atol=atol)
+    chosen, choice = _solver(model, y0, ts, options, rtol, atol)
     if options.adaptive and not has_error_estimate(chosen):
         raise ValueError(
             f"{type(chosen).__name__} has no error estimate for adaptive steps; pass "
             "adaptive=False with dt0=..., or an adaptive solver such as solver='tsit5'."
         )
+    integrator = select_integrator(
+        chosen,
+        requested=options.integrator,
+        adaptive=options.adaptive,
+        adjoint=options.adjoint,
+        event=event,
+    )
     step = None if options.adaptive else _fixed_step(model, chosen, y0, ts, options)
     dt0 = options.dt0 if step is None else step.dt0
     inputs = _input_status(model, ts, step)
     if throw:
         _raise_for_inputs(inputs, step, model, chosen)
-    if options.adjoint == "forward" and isinstance(model, AbstractGridModel):
-        model = model.with_forward_mode_stencils()  # Pallas kernels are reverse-mode only
-    integrator = _chosen_integrator(options, chosen)
-    if event is not None and integrator not in ("lean", "diffrax"):
-        raise ValueError(
-            f"events run on the lean loop and on Diffrax, not yet on simlab's {integrator} "
-            f"integrator ({solver_name(chosen)}); for a stiff model with an event pass "
-            "solver='kvaerno5'."
-        )
     # As arrays these are traced by the compiled solve, so new values never recompile it.
-    rtol, atol = jnp.asarray(rtol), jnp.asarray(atol)
-    dt0 = None if dt0 is None else jnp.asarray(dt0)
-    if integrator == "lean":
-        ys, result, stats, found = lean_solve(
-            model,
-            chosen,
-            ts,
-            y0,
-            args,
-            adaptive=options.adaptive,
-            steps_per_interval=None if options.adaptive else fixed_steps_per_interval(ts, dt0),
-            dt0=dt0,
-            rtol=rtol,
-            atol=atol,
-            max_steps=options.max_steps,
-            derivatives=LEAN_DERIVATIVES[options.adjoint],
-            event=event,
-        )
-    elif integrator == "exponential":
-        found = None
-        ys, result, stats = chosen.solve(model, ts, y0, args, dt0=dt0, max_steps=options.max_steps)
-    elif integrator == "imex":
-        found = None
-        ys, result, stats = imex_solve(
-            model,
-            ts,
-            y0,
-            args,
-            solver=chosen,
-            rtol=rtol,
-            atol=atol,
-            dt0=dt0,
-            max_steps=options.max_steps,
-            adjoint=resolve_adjoint(options.adjoint),
-            adaptive=options.adaptive,
-        )
-    elif integrator == "stiff":
-        found = None
-        ys, result, stats = _stiff_solve(
-            model,
-            chosen,
-            ts,
-            y0,
-            args,
-            rtol=rtol,
-            atol=atol,
-            dt0=dt0,
-            max_steps=options.max_steps,
-            adjoint=resolve_adjoint(options.adjoint),
-        )
-    else:
-        ys, result, stats, found = _diffrax_solve(
-            model, chosen, ts, y0, args, options=options, dt0=dt0, rtol=rtol, atol=atol, event=event
-        )
-    event_time, event_state = (None, None) if found is None else found
+    problem = Problem(
+        model=model,
+        ts=ts,
+        y0=y0,
+        args=args,
+        solver=chosen,
+        adaptive=options.adaptive,
+        dt0=None if dt0 is None else jnp.asarray(dt0),
+        rtol=jnp.asarray(rtol),
+        atol=jnp.asarray(atol),
+        max_steps=options.max_steps,
+        adjoint=options.adjoint,
+        event=event,
+    )
+    solution = integrator.solve(problem)
+    found = solution.event
     # Save times after a terminating event are never reached: their NaN is no failure.
-    unreached = ts > event_time if event is not None and event.terminate else None
-    result = _checked_result(result, inputs, ys, unreached)
-    ys = _raise_on_failure(ys, result, _failure_hint(chosen)) if throw else ys
+    unreached = ts > found.time if event is not None and event.terminate else None
+    result = _checked_result(solution.status, inputs, solution.ys, unreached)
+    ys = _raise_on_failure(solution.ys, result, _failure_hint(chosen)) if throw else solution.ys
     return Trajectory(
         ts=ts,
         ys=ys,
         result=result,
-        stats=stats,
+        stats=solution.stats,
         state_names=getattr(model, "state_names", None),
         solver=solver_name(chosen),
-        integrator=integrator,
-        event_time=event_time,
-        event_state=event_state,
+        integrator=integrator.name,
+        solver_choice=choice,
+        event_time=None if found is None else found.time,
+        event_state=None if found is None else found.state,
     )
 
 
-@eqx.filter_jit
-def _stiff_solve(model, solver, ts, y0, args, *, rtol, atol, dt0, max_steps: int, adjoint):
-    """Solves with simlab's stiff loop (Rodas5P, Radau5), compiled once per structure."""
-
-    def vector_field(t, y):
-        return jnp.asarray(model(t, y, args), dtype=y.dtype)
-
-    return solver.solve(
-        vector_field, ts, y0, rtol=rtol, atol=atol, dt0=dt0, max_steps=max_steps, adjoint=adjoint
-    )
-
-
-def _diffrax_solve(
-    model, solver, ts, y0, args, *, options: SolveOptions, dt0, rtol, atol, event=None
-):
-    """Solves with `diffrax.diffeqsolve`; returns `(ys, result, stats, found)` as the lean
-    loop does.
-
-    An event becomes a `diffrax.Event` whose time an Optimistix root finder locates on
-    Diffrax's dense output (and differentiates implicitly). Diffrax events always stop the
-    solve, so a non-terminating event takes a second solve, without the event, for `ys`.
-    """
-    controller = (
-        dfx.PIDController(rtol=rtol, atol=atol) if options.adaptive else dfx.ConstantStepSize()
-    )
-
-    def solve(diffrax_event):
-        return dfx.diffeqsolve(
-            dfx.ODETerm(model),
-            solver,
-            t0=ts[0],
-            t1=ts[-1],
-            dt0=dt0,
-            y0=y0,
-            args=args,
-            # With an event, a second save holds the event time and state (its `t1`).
-            saveat=dfx.SaveAt(ts=ts)
-            if diffrax_event is None
-            else dfx.SaveAt(subs=(dfx.SubSaveAt(ts=ts), dfx.SubSaveAt(t1=True))),
-            stepsize_controller=controller,
-            max_steps=options.max_steps,
-            adjoint=resolve_adjoint(options.adjoint),
-            event=diffrax_event,
-            throw=False,
-        )
-
-    if event is None:
-        solution = solve(None)
-        return solution.ys, RESULTS.promote(solution.result), solution.stats, None
-    root_finder = optx.Newton(rtol=EVENT_ROOT_TOLERANCE, atol=EVENT_ROOT_TOLERANCE)
-    direction = {1: True, -1: False, 0: None}[event.direction]
-    stopping = solve(dfx.Event(_DiffraxCondition(event.condition), root_finder, direction))
-    fired = stopping.result == dfx.RESULTS.event_occurred
-    (ys, at_stop), (_, stop_time) = stopping.ys, stopping.ts
-    found = (jnp.where(fired, stop_time[0], jnp.nan), jnp.where(fired, at_stop[0], jnp.nan))
-    result = RESULTS.where(fired, RESULTS.successful, RESULTS.promote(stopping.result))
-    if not event.terminate:
-        solution = solve(None)
-        return solution.ys, RESULTS.promote(solution.result), solution.stats, found
-    after = (ts > found[0]).reshape(-1, *(1,) * y0.ndim)
-    return jnp.where(after, jnp.nan, ys), result, stopping.stats, found
-
-
-class _DiffraxCondition(eqx.Module):
-    """An event condition as `diffrax.Event` calls it (with keyword extras); equal for
-    equal conditions, so the compiled solve is reused."""
-
-    condition: Callable = eqx.field(static=True)
-
-    def __call__(self, t, y, args, **kwargs):
-        return self.condition(t, y, args)
+def _solver(model, y0, ts, options: SolveOptions, rtol, atol) -> tuple[Any, str | None]:
+    """The solver object, and why it was chosen where `simulate` chose a stiff one."""
+    if options.solver is None:
+        return default_solver(model, y0, ts, rtol=rtol, atol=atol)
+    return resolve_solver(
+        options.solver, stiff=False, state_size=y0.size, rtol=rtol, atol=atol
+    ), None
 
 
 def checked_ts(ts: ArrayLike | Sequence[float]) -> Array:
@@ -460,47 +343,6 @@ def _step_detail(status: RESULTS, step: _FixedStep | None, model: Any, solver: A
             "reach ts[-1], more than max_steps; raise max_steps or dt0."
         )
     return ""
-
-
-def _chosen_integrator(options: SolveOptions, solver: Any) -> str:
-    """`"lean"`, `"stiff"`, `"exponential"`, `"imex"` or `"diffrax"`: which integrator runs
-    `solver` (see `integrator` in `simulate`)."""
-    plain_adjoint = options.adjoint in LEAN_ADJOINTS
-    own = _own_integrator(solver)
-    if own is not None:
-        allowed = ("auto", "diffrax") if own == "imex" else ("auto",)  # IMEX runs on Diffrax
-        if options.integrator not in allowed:
-            raise ValueError(
-                f"{solver_name(solver)} runs on simlab's {own} integrator; drop "
-                f"integrator={options.integrator!r} (or pass integrator='auto')."
-            )
-        return own
-    if options.integrator == "diffrax":
-        return "diffrax"
-    if options.integrator == "lean":
-        if not is_lean_solver(solver):
-            raise ValueError(
-                f"integrator='lean' runs explicit Runge-Kutta solvers ('tsit5', 'dopri5', "
-                f"'rk4', ...); got {type(solver).__name__}. Pass integrator='diffrax'."
-            )
-        if not plain_adjoint:
-            raise ValueError(
-                f"integrator='lean' differentiates by its own rules: pass adjoint=None "
-                f"(chosen automatically), 'forward' or 'checkpoint'; got {options.adjoint!r}."
-            )
-        return "lean"
-    return "lean" if plain_adjoint and is_lean_solver(solver) else "diffrax"
-
-
-def _own_integrator(solver: Any) -> str | None:
-    """The integrator that only `solver`'s kind runs, or None for lean/Diffrax solvers."""
-    if is_stiff_solver(solver):
-        return "stiff"
-    if is_exponential_solver(solver):
-        return "exponential"
-    if is_imex_solver(solver):
-        return "imex"
-    return None
 
 
 def _input_status(model: Any, ts: Array, step: _FixedStep | None) -> RESULTS:

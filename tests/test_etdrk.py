@@ -13,7 +13,7 @@ import pytest
 import simlab
 from simlab._results import RESULTS
 from simlab.grid import dealiasing_mask
-from simlab.integrate._exponential import ETDRK4
+from simlab.integrate import ETDRK4
 from simlab.models import GrayScott, Heat, KuramotoSivashinsky, SwiftHohenberg
 from simlab.models._split import AbstractSplitGridModel
 

@@ -11,7 +11,7 @@ import pytest
 import simlab
 import simlab.experiment as experiments
 from simlab.experiment import ExperimentError
-from simlab.integrate._exponential import ETDRK4
+from simlab.integrate import ETDRK4
 
 
 def test_kuramoto_sivashinsky_runs_by_etdrk4_and_draws_a_space_time_figure(tmp_path):

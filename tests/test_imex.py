@@ -9,7 +9,7 @@ import pytest
 
 import simlab
 from simlab._results import RESULTS
-from simlab.integrate._imex import imex_solve
+from simlab.integrate import imex_solve
 from simlab.integrate._split import check_linear_part, check_linear_symbol
 from simlab.models import (
     AbstractSplitGridModel,

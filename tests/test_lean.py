@@ -10,7 +10,6 @@ import pytest
 from helpers import LORENZ, lorenz, with_dtype
 
 import simlab
-import simlab._simulate as simulate_module
 import simlab.integrate._lean as _lean
 
 LORENZ_Y0 = jnp.array([1.0, 1.0, 1.0])
@@ -311,13 +310,13 @@ def test_many_differentiated_scalars_go_through_the_loop():
 
 def test_auto_takes_the_lean_loop_for_every_explicit_runge_kutta_solve():
     calls = []
-    original = simulate_module.lean_solve
+    original = _lean.lean_solve
 
     def counting(*args, **kwargs):
         calls.append(kwargs["adaptive"])
         return original(*args, **kwargs)
 
-    with mock.patch.object(simulate_module, "lean_solve", counting):
+    with mock.patch.object(_lean, "lean_solve", counting):
         fixed = simlab.simulate(LORENZ, LORENZ_Y0, TS, adaptive=False, dt0=0.02)
         off_grid = simlab.simulate(LORENZ, LORENZ_Y0, TS, adaptive=False, dt0=0.03)
         adaptive = simlab.simulate(LORENZ, LORENZ_Y0, TS)

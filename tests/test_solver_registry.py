@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import simlab
-from simlab.integrate._exponential import ETDRK4
+from simlab.integrate import ETDRK4
 
 
 def test_etdrk4_by_name_equals_the_solver_called_directly():

@@ -11,7 +11,7 @@ import pytest
 from stiff_problems import PROBLEMS
 
 from simlab._results import RESULTS
-from simlab.integrate._stiff import Radau5, Rodas5P
+from simlab.integrate import Radau5, Rodas5P
 from simlab.integrate._stiff._loop import Tolerances
 from simlab.integrate._stiff._radau import NODES, TI, T
 

@@ -14,7 +14,7 @@ import numpy as np  # noqa: E402
 
 import simlab  # noqa: E402
 import simlab.plot  # noqa: E402
-from simlab.integrate._exponential import ETDRK4  # noqa: E402
+from simlab.integrate import ETDRK4  # noqa: E402
 
 FIGURES = pathlib.Path(__file__).parents[2] / "docs" / "figures"
 

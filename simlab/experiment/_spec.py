@@ -17,8 +17,8 @@ from .._fit._fit import METHODS
 from .._fit._noise import NOISE_MODELS, AbstractLeastSquaresNoise
 from .._options import SolveOptions
 from .._sensitivity import METHODS as SENSITIVITY_METHODS, _check_sizes as check_sensitivity_sizes
-from .._simulate import _chosen_integrator
 from ..grid import Grid
+from ..integrate._registry import select_integrator
 from ..integrate._solvers import SOLVERS, resolve_solver
 from ..models import AbstractGridModel, AbstractModel, GrayScott
 from ._check import Checker, ExperimentError as ExperimentError
@@ -1017,15 +1017,21 @@ def _event(check: Checker, config: dict, model: AbstractModel, y0, solver) -> St
         rtol=options.rtol,
         atol=options.atol,
     )
-    integrator = _chosen_integrator(options, chosen)
-    if integrator not in ("lean", "diffrax"):
+    event = StateEvent(model.state_names.index(name), threshold, direction)
+    try:
+        select_integrator(
+            chosen,
+            requested=options.integrator,
+            adaptive=options.adaptive,
+            adjoint=options.adjoint,
+            event=event,
+        )
+    except ValueError as error:
         raise check.fail(
             "event",
-            f"events are located on the lean loop and on Diffrax, not on simlab's {integrator} "
-            f"integrator ({type(chosen).__name__}); set solver.name = 'kvaerno5' (stiff) or "
-            "an explicit solver such as 'tsit5'.",
-        )
-    return StateEvent(model.state_names.index(name), threshold, direction)
+            f"{error} Set solver.name = 'kvaerno5' (stiff) or an explicit solver such as 'tsit5'.",
+        ) from error
+    return event
 
 
 def _event_needed(check: Checker, key: str, observable: str, event) -> None:

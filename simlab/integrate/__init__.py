@@ -1,1 +1,45 @@
-"""Integrators: one interface, one registry, one selection."""
+"""Integrators: one interface (`AbstractIntegrator`), one registry (`INTEGRATORS`), one
+selection (`select_integrator`), and the solvers they run.
+
+`simlab.simulate` checks its inputs, picks a solver (`default_solver` when none is named)
+and an integrator, hands the integrator a `Problem` and wraps its `Solution`. A new kind
+of integrator is a new module with an `AbstractIntegrator` subclass, registered with one
+line in `INTEGRATORS` (or by `register_integrator`). Integrators ask models only through
+small protocols (`SplitVectorField`, `FourierSplitVectorField`, `max_stable_step`); they
+never import a model class.
+"""
+
+from ._diffrax import DiffraxIntegrator as DiffraxIntegrator
+from ._exponential import ETDRK4 as ETDRK4, ExponentialIntegrator as ExponentialIntegrator
+from ._imex import ImexIntegrator as ImexIntegrator, imex_solve as imex_solve
+from ._interface import (
+    AbstractIntegrator as AbstractIntegrator,
+    FoundEvent as FoundEvent,
+    Problem as Problem,
+    Solution as Solution,
+)
+from ._lean import LeanIntegrator as LeanIntegrator
+from ._registry import (
+    INTEGRATORS as INTEGRATORS,
+    integrator_names as integrator_names,
+    register_integrator as register_integrator,
+    select_integrator as select_integrator,
+    unregister_integrator as unregister_integrator,
+)
+from ._selection import (
+    EXPLICIT_STEP_LIMIT as EXPLICIT_STEP_LIMIT,
+    default_solver as default_solver,
+    explicit_step_estimate as explicit_step_estimate,
+)
+from ._solvers import (
+    ADJOINTS as ADJOINTS,
+    SOLVERS as SOLVERS,
+    imex_solver as imex_solver,
+    implicit_solver as implicit_solver,
+)
+from ._split import (
+    FourierSplitVectorField as FourierSplitVectorField,
+    SplitVectorField as SplitVectorField,
+)
+from ._stiff import Radau5 as Radau5, Rodas5P as Rodas5P
+from ._stiff._integrator import StiffIntegrator as StiffIntegrator

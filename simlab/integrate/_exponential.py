@@ -43,6 +43,7 @@ from jaxtyping import Array
 
 from .._misc import is_concrete
 from .._results import RESULTS
+from ._interface import AbstractIntegrator, Problem, Solution
 from ._loops import checkpointed_loop, fixed_steps_per_interval
 from ._split import (
     FourierSplitVectorField,
@@ -271,3 +272,26 @@ class ETDRK4(eqx.Module):
                     f"than max_steps={max_steps}; raise max_steps or dt0."
                 )
         return _solve(self, model, ts, y0, args, steps_per_interval, max_steps)
+
+
+class ExponentialIntegrator(AbstractIntegrator):
+    """Runs `ETDRK4` on split models with a Fourier symbol, in fixed steps."""
+
+    name = "exponential"
+    runs = "exponential integrators ('etdrk4')"
+    exclusive = True
+    adaptive_steps = False
+
+    def accepts_solver(self, solver: Any) -> bool:
+        return isinstance(solver, ETDRK4)
+
+    def solve(self, problem: Problem) -> Solution:
+        ys, status, stats = problem.solver.solve(
+            problem.model,
+            problem.ts,
+            problem.y0,
+            problem.args,
+            dt0=problem.dt0,
+            max_steps=problem.max_steps,
+        )
+        return Solution(ys, status, stats)

@@ -16,7 +16,8 @@ import jax.numpy as jnp
 from jaxtyping import Array
 
 from .._results import RESULTS
-from ._solvers import imex_solver
+from ._interface import AbstractIntegrator, Problem, Solution
+from ._solvers import imex_solver, is_imex_solver, resolve_adjoint
 from ._split import check_linear_part, require_split
 
 
@@ -57,7 +58,7 @@ def imex_solve(
     model = require_split(model)
     if isinstance(solver, str):
         solver = imex_solver(solver.lower(), rtol=rtol, atol=atol)
-    if not isinstance(solver, dfx.KenCarp3 | dfx.KenCarp4 | dfx.KenCarp5):
+    if not is_imex_solver(solver):
         raise ValueError(
             f"imex_solve runs Diffrax's KenCarp3/4/5 IMEX methods; got {type(solver).__name__}."
         )
@@ -87,3 +88,31 @@ def imex_solve(
         throw=False,
     )
     return solution.ys, RESULTS.promote(solution.result), solution.stats
+
+
+class ImexIntegrator(AbstractIntegrator):
+    """Runs the KenCarp IMEX methods on split models (through Diffrax's `MultiTerm`)."""
+
+    name = "imex"
+    aliases = ("diffrax",)  # it runs on diffrax.diffeqsolve
+    runs = "KenCarp IMEX solvers ('kencarp3', 'kencarp4', 'kencarp5')"
+    exclusive = True
+
+    def accepts_solver(self, solver: Any) -> bool:
+        return is_imex_solver(solver)
+
+    def solve(self, problem: Problem) -> Solution:
+        ys, status, stats = imex_solve(
+            problem.model,
+            problem.ts,
+            problem.y0,
+            problem.args,
+            solver=problem.solver,
+            rtol=problem.rtol,
+            atol=problem.atol,
+            dt0=problem.dt0,
+            max_steps=problem.max_steps,
+            adjoint=resolve_adjoint(problem.adjoint),
+            adaptive=problem.adaptive,
+        )
+        return Solution(ys, status, stats)

@@ -36,8 +36,9 @@ from jaxtyping import Array
 
 from .._results import RESULTS
 from ._events import Event, advance_bracket, locate_event, start_bracket, stopped
-from ._loops import STORED_STEPS_BUDGET, checkpointed_loop
-from ._solvers import error_order
+from ._interface import AbstractIntegrator, FoundEvent, Problem, Solution
+from ._loops import STORED_STEPS_BUDGET, checkpointed_loop, fixed_steps_per_interval
+from ._solvers import error_order, is_lean_solver
 
 # Diffrax's default PID controller settings, which the adaptive lean path reproduces.
 SAFETY = 0.9
@@ -604,3 +605,39 @@ def _solve_with_event(inputs, event, *, solver, adaptive, max_steps, loop_kind):
         after = (ts > time).reshape(-1, *(1,) * y0.ndim)
         ys = jnp.where(after, jnp.nan, ys)
     return ys, result, stats, (time, state)
+
+
+# How the lean loop differentiates for each adjoint it runs (see `lean_solve`).
+LEAN_DERIVATIVES = {None: "auto", "forward": "forward", "checkpoint": "reverse"}
+
+
+class LeanIntegrator(AbstractIntegrator):
+    """The lean loop: every explicit Runge–Kutta tableau, fixed or adaptive steps, events;
+    differentiated by forward sensitivities or through the loop (`lean_solve`)."""
+
+    name = "lean"
+    runs = "explicit Runge-Kutta solvers ('tsit5', 'dopri5', 'rk4', ...)"
+    events = True
+    adjoints = tuple(LEAN_DERIVATIVES)
+
+    def accepts_solver(self, solver: Any) -> bool:
+        return is_lean_solver(solver)
+
+    def solve(self, problem: Problem) -> Solution:
+        fixed = None if problem.adaptive else fixed_steps_per_interval(problem.ts, problem.dt0)
+        ys, status, stats, found = lean_solve(
+            problem.model,
+            problem.solver,
+            problem.ts,
+            problem.y0,
+            problem.args,
+            adaptive=problem.adaptive,
+            steps_per_interval=fixed,
+            dt0=problem.dt0,
+            rtol=problem.rtol,
+            atol=problem.atol,
+            max_steps=problem.max_steps,
+            derivatives=LEAN_DERIVATIVES[problem.adjoint],
+            event=problem.event,
+        )
+        return Solution(ys, status, stats, None if found is None else FoundEvent(*found))

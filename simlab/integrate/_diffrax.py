@@ -1,0 +1,110 @@
+"""The Diffrax integrator: `diffrax.diffeqsolve` for every Diffrax solver the others do not
+run (implicit ESDIRK methods, any adjoint), with events located on its dense output."""
+
+from collections.abc import Callable
+from typing import Any
+
+import diffrax as dfx
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optimistix as optx
+
+from .._results import RESULTS
+from ._interface import AbstractIntegrator, FoundEvent, Problem, Solution
+from ._solvers import resolve_adjoint
+
+EVENT_ROOT_TOLERANCE = 1e-12  # on the event time, relative and absolute (Newton on Diffrax)
+
+
+class DiffraxIntegrator(AbstractIntegrator):
+    """Runs any Diffrax solver on `diffrax.diffeqsolve` (fixed or adaptive steps, events,
+    every Diffrax adjoint)."""
+
+    name = "diffrax"
+    runs = "Diffrax solvers (e.g. diffrax.Kvaerno5())"
+    events = True
+
+    def accepts_solver(self, solver: Any) -> bool:
+        return isinstance(solver, dfx.AbstractSolver)
+
+    def solve(self, problem: Problem) -> Solution:
+        if problem.event is None:
+            solution = _diffeqsolve(problem, None)
+            return Solution(solution.ys, RESULTS.promote(solution.result), solution.stats)
+        return _solve_with_event(problem)
+
+
+def _with_root_tolerances(solver: Any, rtol: Any, atol: Any) -> Any:
+    """`solver` whose Newton iteration uses `rtol`, `atol` where it would take them from an
+    adaptive step-size controller: fixed steps have none to take them from."""
+    root_finder = getattr(solver, "root_finder", None)
+    numbers = float | int | jax.Array | np.ndarray
+    if root_finder is None or isinstance(getattr(root_finder, "rtol", 0.0), numbers):
+        return solver
+    return eqx.tree_at(
+        lambda s: (s.root_finder.rtol, s.root_finder.atol, s.root_finder.norm),
+        solver,
+        (rtol, atol, optx.rms_norm),
+    )
+
+
+def _diffeqsolve(problem: Problem, diffrax_event: dfx.Event | None) -> dfx.Solution:
+    ts = problem.ts
+    if problem.adaptive:
+        controller = dfx.PIDController(rtol=problem.rtol, atol=problem.atol)
+        solver = problem.solver
+    else:
+        controller = dfx.ConstantStepSize()
+        solver = _with_root_tolerances(problem.solver, problem.rtol, problem.atol)
+    return dfx.diffeqsolve(
+        dfx.ODETerm(problem.model),
+        solver,
+        t0=ts[0],
+        t1=ts[-1],
+        dt0=problem.dt0,
+        y0=problem.y0,
+        args=problem.args,
+        # With an event, a second save holds the event time and state (its `t1`).
+        saveat=dfx.SaveAt(ts=ts)
+        if diffrax_event is None
+        else dfx.SaveAt(subs=(dfx.SubSaveAt(ts=ts), dfx.SubSaveAt(t1=True))),
+        stepsize_controller=controller,
+        max_steps=problem.max_steps,
+        adjoint=resolve_adjoint(problem.adjoint),
+        event=diffrax_event,
+        throw=False,
+    )
+
+
+def _solve_with_event(problem: Problem) -> Solution:
+    """An event becomes a `diffrax.Event` whose time an Optimistix root finder locates on
+    Diffrax's dense output (and differentiates implicitly). Diffrax events always stop the
+    solve, so a non-terminating event takes a second solve, without the event, for `ys`."""
+    event = problem.event
+    root_finder = optx.Newton(rtol=EVENT_ROOT_TOLERANCE, atol=EVENT_ROOT_TOLERANCE)
+    direction = {1: True, -1: False, 0: None}[event.direction]
+    condition = _DiffraxCondition(event.condition)
+    stopping = _diffeqsolve(problem, dfx.Event(condition, root_finder, direction))
+    fired = stopping.result == dfx.RESULTS.event_occurred
+    (ys, at_stop), (_, stop_time) = stopping.ys, stopping.ts
+    found = FoundEvent(
+        jnp.where(fired, stop_time[0], jnp.nan), jnp.where(fired, at_stop[0], jnp.nan)
+    )
+    if not event.terminate:
+        solution = _diffeqsolve(problem, None)
+        return Solution(solution.ys, RESULTS.promote(solution.result), solution.stats, found)
+    status = RESULTS.where(fired, RESULTS.successful, RESULTS.promote(stopping.result))
+    after = (problem.ts > found.time).reshape(-1, *(1,) * problem.y0.ndim)
+    return Solution(jnp.where(after, jnp.nan, ys), status, stopping.stats, found)
+
+
+class _DiffraxCondition(eqx.Module):
+    """An event condition as `diffrax.Event` calls it (with keyword extras); equal for
+    equal conditions, so the compiled solve is reused."""
+
+    condition: Callable = eqx.field(static=True)
+
+    def __call__(self, t, y, args, **kwargs):
+        return self.condition(t, y, args)

@@ -1,0 +1,119 @@
+"""The integrator interface: what `simulate` hands an integrator, and what it gets back.
+
+An integrator is an `eqx.Module` that declares what it runs (which solvers, fixed or
+adaptive steps, events, which adjoints) and solves one `Problem` into one `Solution`.
+`simlab.integrate._registry` lists them in order of preference and selects one, so a new
+kind of integrator is a new file plus one registry line.
+"""
+
+import abc
+from typing import Any, ClassVar, NamedTuple
+
+import equinox as eqx
+from jaxtyping import Array
+
+from .._results import RESULTS
+from ._events import Event
+
+
+class Problem(eqx.Module):
+    """One initial value problem, checked by `simulate` and ready to solve.
+
+    - `model`: the vector field `model(t, y, args)` (a simlab model or any callable).
+    - `ts`, `y0`, `args`: save times, initial state at `ts[0]`, extra arguments.
+    - `solver`: the solver object (resolved from a name).
+    - `adaptive`: adapt the step to `rtol`/`atol`, or take fixed steps of `dt0`.
+    - `dt0`: the first step (adaptive) or the largest fixed step; `None` where not given.
+    - `rtol`, `atol`: tolerances, as arrays (new values never recompile a solve).
+    - `max_steps`: the most steps in all.
+    - `adjoint`: `None`, a name of `simlab.integrate.ADJOINTS` or a Diffrax adjoint.
+    - `event`: a `simlab.Event` or `None`.
+    """
+
+    model: Any
+    ts: Array
+    y0: Array
+    args: Any
+    solver: Any
+    adaptive: bool
+    dt0: Array | None
+    rtol: Array
+    atol: Array
+    max_steps: int
+    adjoint: Any
+    event: Event | None
+
+
+class FoundEvent(NamedTuple):
+    """Where an event fired: its time and the state there (`NaN` where it never fired)."""
+
+    time: Array
+    state: Array
+
+
+class Solution(eqx.Module):
+    """What an integrator returns: the states at `ts`, a `simlab.RESULTS` status, step
+    counts (`num_steps`, `num_accepted_steps`, `num_rejected_steps`, ...), and the event
+    found (`None` without one)."""
+
+    ys: Array
+    status: RESULTS
+    stats: dict[str, Any]
+    event: FoundEvent | None = None
+
+
+class AbstractIntegrator(eqx.Module):
+    """One way of solving a `Problem`.
+
+    Subclasses set the class variables and implement `accepts_solver` and `solve`:
+
+    - `name`: what `simulate(integrator=...)` and `Trajectory.integrator` call it;
+      `aliases`, other names that select it.
+    - `runs`: the solvers it runs, in words (for error messages).
+    - `exclusive`: its solvers run nowhere else (an explicit `integrator=` naming another
+      one is refused).
+    - `fixed_steps`, `adaptive_steps`: which step-size modes it runs.
+    - `events`: whether it locates `simlab.Event`s.
+    - `adjoints`: the `adjoint=` values it takes; `None`: any (names or Diffrax adjoints).
+    """
+
+    name: ClassVar[str]
+    aliases: ClassVar[tuple[str, ...]] = ()
+    runs: ClassVar[str]
+    exclusive: ClassVar[bool] = False
+    fixed_steps: ClassVar[bool] = True
+    adaptive_steps: ClassVar[bool] = True
+    events: ClassVar[bool] = False
+    adjoints: ClassVar[tuple[Any, ...] | None] = None
+
+    @abc.abstractmethod
+    def accepts_solver(self, solver: Any) -> bool:
+        """Whether this integrator runs `solver` (a static decision on its type)."""
+
+    @abc.abstractmethod
+    def solve(self, problem: Problem) -> Solution:
+        """Solves `problem` from `problem.ts[0]` to `problem.ts[-1]`, saving at every `ts`."""
+
+    def refusal(self, *, adaptive: bool, adjoint: Any, event: Event | None) -> str | None:
+        """Why this integrator cannot run a solve with these settings, or `None` if it can."""
+        if event is not None and not self.events:
+            return (
+                f"simlab's {self.name} integrator does not locate events; for a stiff model "
+                "with an event pass solver='kvaerno5'"
+            )
+        if adaptive and not self.adaptive_steps:
+            return f"simlab's {self.name} integrator takes fixed steps only: pass adaptive=False"
+        if not adaptive and not self.fixed_steps:
+            return f"simlab's {self.name} integrator takes adaptive steps only"
+        if self.adjoints is not None and not _is_one_of(adjoint, self.adjoints):
+            *others, last = (repr(name) for name in self.adjoints)
+            return (
+                f"simlab's {self.name} integrator differentiates by its own rules: pass "
+                f"adjoint={', '.join(others)} or {last}; got {adjoint!r}"
+            )
+        return None
+
+
+def _is_one_of(adjoint: Any, names: tuple[Any, ...]) -> bool:
+    """Whether `adjoint` is `None` or a name listed in `names` (Diffrax adjoints never are)."""
+    return (adjoint is None or isinstance(adjoint, str)) and adjoint in names

@@ -1,0 +1,98 @@
+"""The registry of integrators, in order of preference, and `select_integrator`.
+
+`select_integrator` asks each registered integrator, in order, whether it runs the solver
+and the settings, as Lineax's `AutoLinearSolver` asks of its solvers: a new integrator is
+one new file and one line in `INTEGRATORS` (or a call of `register_integrator`).
+"""
+
+from typing import Any
+
+from ._diffrax import DiffraxIntegrator
+from ._events import Event
+from ._exponential import ExponentialIntegrator
+from ._imex import ImexIntegrator
+from ._interface import AbstractIntegrator
+from ._lean import LeanIntegrator
+from ._solvers import SOLVERS, solver_name
+from ._stiff._integrator import StiffIntegrator
+
+# Exclusive integrators first (their solvers run nowhere else), then the lean loop, which
+# runs explicit Runge–Kutta methods fastest, then Diffrax, which runs everything else.
+INTEGRATORS: list[AbstractIntegrator] = [
+    StiffIntegrator(),
+    ExponentialIntegrator(),
+    ImexIntegrator(),
+    LeanIntegrator(),
+    DiffraxIntegrator(),
+]
+
+
+def register_integrator(integrator: AbstractIntegrator, *, first: bool = True) -> None:
+    """Adds `integrator` to the registry: ahead of the others (`first=True`: it is then
+    preferred for every solver it accepts) or last."""
+    if not isinstance(integrator, AbstractIntegrator):
+        raise TypeError(
+            f"register_integrator takes a simlab.integrate.AbstractIntegrator; got "
+            f"{type(integrator).__name__}."
+        )
+    if integrator.name in integrator_names():
+        raise ValueError(f"an integrator named {integrator.name!r} is registered already.")
+    INTEGRATORS.insert(0 if first else len(INTEGRATORS), integrator)
+
+
+def unregister_integrator(name: str) -> None:
+    """Removes the integrator called `name` from the registry."""
+    INTEGRATORS[:] = [integrator for integrator in INTEGRATORS if integrator.name != name]
+
+
+def integrator_names() -> tuple[str, ...]:
+    """`"auto"` and every name (and alias) that `simulate(integrator=...)` accepts."""
+    names = ["auto"]
+    for integrator in INTEGRATORS:
+        names += [n for n in (integrator.name, *integrator.aliases) if n not in names]
+    return tuple(names)
+
+
+def runs_anywhere(solver: Any) -> bool:
+    """Whether some registered integrator runs `solver` (a solver object)."""
+    return any(integrator.accepts_solver(solver) for integrator in INTEGRATORS)
+
+
+def select_integrator(
+    solver: Any, *, requested: str, adaptive: bool, adjoint: Any, event: Event | None
+) -> AbstractIntegrator:
+    """The first registered integrator that runs `solver` with these settings; with
+    `requested` other than `"auto"`, the one of that name. A ValueError says why none can."""
+    candidates = [integrator for integrator in INTEGRATORS if integrator.accepts_solver(solver)]
+    if not candidates:
+        raise ValueError(
+            f"unknown solver {solver!r}; use one of {sorted(SOLVERS)} or a diffrax solver "
+            "instance such as diffrax.Tsit5()."
+        )
+    if requested != "auto":
+        named = [i for i in candidates if requested in (i.name, *i.aliases)]
+        if not named:
+            raise ValueError(_wrong_integrator(solver, requested, candidates[0]))
+        candidates = named
+    reasons = []
+    for integrator in candidates:
+        reason = integrator.refusal(adaptive=adaptive, adjoint=adjoint, event=event)
+        if reason is None:
+            return integrator
+        reasons.append(reason)
+    raise ValueError(f"{solver_name(solver)} cannot run here: {'; '.join(reasons)}.")
+
+
+def _wrong_integrator(solver: Any, requested: str, runner: AbstractIntegrator) -> str:
+    name = solver_name(solver)
+    if runner.exclusive:
+        return (
+            f"{name} runs on simlab's {runner.name} integrator; drop integrator={requested!r} "
+            "(or pass integrator='auto')."
+        )
+    requested_integrator = next((i for i in INTEGRATORS if i.name == requested), None)
+    runs = "other solvers" if requested_integrator is None else requested_integrator.runs
+    return (
+        f"integrator={requested!r} runs {runs}; got {type(solver).__name__}. Pass "
+        f"integrator={runner.name!r}."
+    )

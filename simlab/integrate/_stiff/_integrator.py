@@ -1,0 +1,49 @@
+"""The stiff integrator: simlab's own Rosenbrock and Radau methods on their shared loop."""
+
+from typing import Any
+
+import equinox as eqx
+import jax.numpy as jnp
+
+from .._interface import AbstractIntegrator, Problem, Solution
+from .._solvers import resolve_adjoint
+from ._loop import AbstractStiffSolver
+
+
+class StiffIntegrator(AbstractIntegrator):
+    """Runs `Rodas5P` and `Radau5` (dense Jacobians, one LU per step) with adaptive steps."""
+
+    name = "stiff"
+    runs = "simlab's stiff solvers ('rodas5p', 'radau5')"
+    exclusive = True
+    fixed_steps = False
+
+    def accepts_solver(self, solver: Any) -> bool:
+        return isinstance(solver, AbstractStiffSolver)
+
+    def solve(self, problem: Problem) -> Solution:
+        ys, status, stats = _stiff_solve(
+            problem.model,
+            problem.solver,
+            problem.ts,
+            problem.y0,
+            problem.args,
+            rtol=problem.rtol,
+            atol=problem.atol,
+            dt0=problem.dt0,
+            max_steps=problem.max_steps,
+            adjoint=resolve_adjoint(problem.adjoint),
+        )
+        return Solution(ys, status, stats)
+
+
+@eqx.filter_jit
+def _stiff_solve(model, solver, ts, y0, args, *, rtol, atol, dt0, max_steps: int, adjoint):
+    """Solves with the stiff loop, compiled once per structure."""
+
+    def vector_field(t, y):
+        return jnp.asarray(model(t, y, args), dtype=y.dtype)
+
+    return solver.solve(
+        vector_field, ts, y0, rtol=rtol, atol=atol, dt0=dt0, max_steps=max_steps, adjoint=adjoint
+    )
