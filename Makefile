@@ -37,6 +37,7 @@ docs: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check simlab tests benchmarks examples docs/scripts
 	$(BIN)/ruff format --check simlab tests benchmarks examples docs/scripts
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf $(VENV) site results .pytest_cache

@@ -1,6 +1,7 @@
 """Provenance: what produced a result (versions, devices, platform, time), recorded with it."""
 
 import datetime
+import importlib.metadata
 import platform
 from collections.abc import Iterable
 from typing import Any
@@ -21,10 +22,8 @@ def provenance(devices: Iterable[jax.Device], **fields: Any) -> dict[str, Any]:
     A dict of JSON values: `simlab_version`, `jax_version`, `python_version`, `platform`,
     `devices`, `created` (UTC, ISO 8601) and then `fields`.
     """
-    from . import __version__
-
     return {
-        "simlab_version": __version__,
+        "simlab_version": importlib.metadata.version("simlab"),
         "jax_version": jax.__version__,
         "python_version": platform.python_version(),
         "platform": platform.platform(),

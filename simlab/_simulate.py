@@ -1,11 +1,9 @@
-"""`simulate`: checks the inputs, decides how to solve, and hands over to one integrator.
+"""`simulate`: validate the inputs, select a solver and an integrator, solve, check, wrap.
 
-The decisions (solver, integrator, fixed step, loop kind) follow from static information
-only: the model's class, shapes, dtypes and the `SolveOptions`. Three integrators return
-the same `(ys, result, stats)`: the lean explicit Runge–Kutta loop (`simlab._lean`),
-simlab's stiff loop for Rosenbrock and Radau methods (`simlab._stiff`, through
-`_stiff_solve`) and `diffrax.diffeqsolve` (`_diffrax_solve`, the one place that calls it).
-The lean loop and Diffrax also locate events (`simlab._events`) and return what they found.
+Decisions (solver, integrator, fixed step) follow from the model's declarations, shapes,
+dtypes and the `SolveOptions`; the integrators of `simlab.integrate.INTEGRATORS` each
+solve one `simlab.integrate.Problem` into a `simlab.integrate.Solution`, which `simulate`
+checks (non-finite states, failures the inputs already show) and wraps as a `Trajectory`.
 """
 
 from collections.abc import Callable, Sequence
@@ -62,11 +60,16 @@ def simulate(
     - `ts`: strictly increasing save times; the solve runs from `ts[0]` to `ts[-1]`.
     - `options`: all the solve settings below as one [`simlab.SolveOptions`][]; pass
       either `options` or the individual keywords.
-    - `solver`: a Diffrax solver or one of the names in `simlab.SOLVERS`. `None` picks
-      `Tsit5` for non-stiff models; for models whose class declares them stiff
-      (`stiff = True`) the Rosenbrock method `Rodas5P` (dense Jacobian, one LU per step),
-      or above 256 state components `Kvaerno5` with matrix-free Newton–GMRES. The choice
-      is static: the same directly and under `jit` and `vmap`.
+    - `solver`: a name in `simlab.SOLVERS`, or a solver object that a registered
+      integrator runs (Diffrax solvers, `simlab.integrate.Rodas5P`, `ETDRK4`, ...). `None`
+      picks `Tsit5`, unless the model declares itself stiff (`stiff = True`) or the span
+      would take Tsit5 more than `simlab.integrate.EXPLICIT_STEP_LIMIT` steps for
+      stability alone (from `model.max_stable_step`: grid models whose diffusion limits the
+      step); then the Rosenbrock method `Rodas5P` (dense Jacobian, one LU per step), or
+      above 256 state components `Kvaerno5` with matrix-free Newton–GMRES, and
+      `Trajectory.solver_choice` says why. The estimate needs the parameters and `ts` as
+      values: a model built inside `jit` or batched by `vmap` is judged by its declaration
+      alone (build it outside, or name the solver).
     - `rtol`, `atol`: tolerances of the adaptive step-size controller; `None` follows the
       precision of the state (`1e-6`, `1e-9` in float64; `1e-4`, `1e-7` in float32, where
       tighter tolerances chase roundoff: an `rtol` below 100 machine epsilons warns).
@@ -94,7 +97,8 @@ def simulate(
       on CPU, `"rodas5p"` and `"radau5"` with simlab's stiff integrator, `"etdrk4"`
       (split models on periodic grids, fixed steps) in Fourier space, `"kencarp3/4/5"`
       on split models as IMEX (linear part implicit, matrix-free), and everything else
-      with `diffrax.diffeqsolve`; `"lean"` or `"diffrax"` force one. The lean loop
+      with `diffrax.diffeqsolve`; a name in `simlab.integrate.integrator_names()` forces
+      one. The lean loop
       lands steps on every save time and takes `adjoint=None`, `"forward"` or
       `"checkpoint"`. See the performance page.
 

@@ -27,8 +27,9 @@ FAILED_RESIDUAL = 1e8
 GAUSSIAN = Gaussian()
 
 
-class Experiment(eqx.Module):
-    """Experiments sharing save times: observations `(batch, times, k)`, y0 `(batch, *state)`.
+class ObservationBatch(eqx.Module):
+    """Experiments' data sharing save times: observations `(batch, times, k)`, y0
+    `(batch, *state)`.
 
     `ts` are the simulation's save times: the observation times, preceded by the start
     time `t0` when it comes before them (`skip=1`: that first row is not observed).
@@ -81,7 +82,7 @@ class FitProblem(eqx.Module):
     """Everything the optimiser needs; arrays are traced, the rest is static."""
 
     model: Any
-    experiments: tuple[Experiment, ...]
+    experiments: tuple[ObservationBatch, ...]
     array_paths: tuple[str, ...] = eqx.field(static=True)
     module_paths: tuple[str, ...] = eqx.field(static=True)
     fit_y0: bool = eqx.field(static=True)
@@ -547,7 +548,7 @@ def _checked_experiment(
         ) from None
     if is_concrete(scale) and not np.all(np.isfinite(scale) & (np.asarray(scale) > 0)):
         raise ValueError(f"noise_scale{where} must be positive and finite everywhere.")
-    experiment = Experiment(
+    experiment = ObservationBatch(
         ts=ts, observations=observations, noise_scale=scale, y0=y0, observed=observed, skip=skip
     )
     return experiment, is_batched

@@ -5,7 +5,7 @@ Fourier mode by $R(\Delta t\,\lambda)$, where $R$ is the method's stability poly
 $\lambda$ the mode's eigenvalue (the operator's *symbol*). The step is stable when
 $|R(\Delta t\,\lambda)| \le 1$ for every mode. This module gives the symbols; the
 stability functions of the solvers live with the other solver knowledge in
-`simlab._solvers`.
+`simlab.integrate._solvers`.
 
 The wavenumbers and the Laplacian's symbol depend on the grid only (static, NumPy); the
 advection symbol takes the speeds, which may be traced parameters (`jnp`).

@@ -42,4 +42,4 @@ from ._split import (
     SplitVectorField as SplitVectorField,
 )
 from ._stiff import Radau5 as Radau5, Rodas5P as Rodas5P
-from ._stiff._integrator import StiffIntegrator as StiffIntegrator
+from ._stiff_integrator import StiffIntegrator as StiffIntegrator

@@ -1,7 +1,7 @@
 r"""Events: the time $\tau$ at which a condition $g(t, y(t))$ of the solution crosses zero.
 
 `Event` is what a user passes to `simulate(..., event=...)`. The rest of this module is the
-event machinery of the lean loop (`simlab._lean`), which runs in three parts:
+event machinery of the lean loop (`simlab.integrate._lean`), which runs in three parts:
 
 1. While stepping, `advance_bracket` evaluates $g$ at the end of every accepted step and
    keeps the first step across which $g$ changes sign (in the requested direction): its

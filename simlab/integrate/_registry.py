@@ -14,7 +14,7 @@ from ._imex import ImexIntegrator
 from ._interface import AbstractIntegrator
 from ._lean import LeanIntegrator
 from ._solvers import SOLVERS, solver_name
-from ._stiff._integrator import StiffIntegrator
+from ._stiff_integrator import StiffIntegrator
 
 # Exclusive integrators first (their solvers run nowhere else), then the lean loop, which
 # runs explicit Runge–Kutta methods fastest, then Diffrax, which runs everything else.

@@ -4,9 +4,9 @@ Every other module asks here: `simulate` to resolve a name and pick the integrat
 lean loop for the Butcher tableau, grid models for the stability function of an explicit
 step, and `fit`, `sweep` and experiment files for the names they accept.
 
-Three integrators run them: simlab's lean loop (`simlab._lean`) runs every explicit
-Runge–Kutta method (a *lean* solver), simlab's stiff loop (`simlab._stiff`) runs its
-Rosenbrock and Radau methods, and Diffrax runs the rest.
+The integrators of `simlab.integrate.INTEGRATORS` run them: the lean loop every explicit
+Runge–Kutta method (a *lean* solver), the stiff loop the Rosenbrock and Radau methods,
+the exponential and IMEX integrators ETDRK4 and KenCarp, and Diffrax the rest.
 """
 
 import dataclasses

@@ -76,7 +76,7 @@ class AbstractGridModel(AbstractModel):
 
         A scalar array computed with `jnp` from the (possibly traced) parameters and `y0`, so
         the same directly and under `jax.jit`/`jax.vmap`; `None` for implicit solvers (no
-        limit, a static decision). See `simlab._solvers.largest_stable_step`.
+        limit, a static decision). See `simlab.integrate._solvers.largest_stable_step`.
         """
         if stability_function(solver) is None:
             return None

@@ -76,7 +76,7 @@ class KuramotoSivashinsky(AbstractSpectralGridModel):
         grid = simlab.Grid((128,), extent=32 * jnp.pi)
         (x,) = grid.coordinates()
         model = simlab.models.KuramotoSivashinsky(grid=grid)
-        from simlab._etdrk import ETDRK4
+        from simlab.integrate import ETDRK4
 
         y0 = jnp.cos(x / 16) * (1 + jnp.sin(x / 16))  # Kassam & Trefethen's start
         ys, result, stats = ETDRK4().solve(
@@ -150,7 +150,7 @@ class SwiftHohenberg(AbstractSpectralGridModel):
         grid = simlab.Grid((64, 64), extent=20 * jnp.pi)
         model = simlab.models.SwiftHohenberg(grid=grid, reactivity=0.3)
         y0 = 0.1 * jax.random.normal(jax.random.PRNGKey(0), grid.shape)
-        from simlab._etdrk import ETDRK4
+        from simlab.integrate import ETDRK4
 
         ys, result, stats = ETDRK4().solve(
             model, jnp.linspace(0.0, 20.0, 5), y0, None, dt0=0.5, max_steps=100

@@ -129,7 +129,7 @@ class Rodas5P(AbstractStiffSolver):
     !!! example
 
         ```python
-        ys, result, stats = simlab._stiff.Rodas5P().solve(
+        ys, result, stats = simlab.integrate.Rodas5P().solve(
             lambda t, y: -1e4 * (y - jnp.cos(t)), jnp.linspace(0, 1, 11), jnp.array([0.0]),
             rtol=1e-8, atol=1e-10,
         )

@@ -5,9 +5,9 @@ from typing import Any
 import equinox as eqx
 import jax.numpy as jnp
 
-from .._interface import AbstractIntegrator, Problem, Solution
-from .._solvers import resolve_adjoint
-from ._loop import AbstractStiffSolver
+from ._interface import AbstractIntegrator, Problem, Solution
+from ._solvers import resolve_adjoint
+from ._stiff import AbstractStiffSolver
 
 
 class StiffIntegrator(AbstractIntegrator):
