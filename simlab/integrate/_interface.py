@@ -94,7 +94,7 @@ class AbstractIntegrator(eqx.Module):
     def solve(self, problem: Problem) -> Solution:
         """Solves `problem` from `problem.ts[0]` to `problem.ts[-1]`, saving at every `ts`."""
 
-    def refusal(self, *, adaptive: bool, adjoint: Any, event: Event | None) -> str | None:
+    def refusal(self, *, adaptive: bool, adjoint: Any, event: Any) -> str | None:
         """Why this integrator cannot run a solve with these settings, or `None` if it can."""
         if event is not None and not self.events:
             return (

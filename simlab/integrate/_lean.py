@@ -23,7 +23,7 @@ memory (as Diffrax's `RecursiveCheckpointAdjoint`), `"lax"` for forward mode.
 
 import functools as ft
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import diffrax as dfx
 import equinox as eqx
@@ -46,6 +46,42 @@ FACTOR_MIN = 0.2
 FACTOR_MAX = 10.0
 UNROLLED_NORM_SIZE = 16
 FORWARD_SENSITIVITY_LIMIT = 16  # differentiated scalars up to which sensitivities ride along
+
+
+class LeanInputs(NamedTuple):
+    """What one lean solve depends on: `differentiable()` are the inputs whose derivatives
+    forward sensitivities carry; `ts`, `dt0` and the tolerances shape the steps."""
+
+    model: Any
+    args: Any
+    y0: Array
+    ts: Array
+    dt0: Array | None
+    rtol: Array
+    atol: Array
+    steps_per_interval: Any  # fixed steps: an int, or an int array per save interval
+
+    def differentiable(self) -> tuple[Any, ...]:
+        return self.model, self.args, self.y0
+
+    def step_settings(self) -> tuple[Any, ...]:
+        return self.ts, self.dt0, self.rtol, self.atol, self.steps_per_interval
+
+
+class _FixedCarry(NamedTuple):
+    y: Array
+    f: Array  # f(t, y), the next step's first stage
+    bracket: Any  # the event's bracket, or None
+
+
+class _AdaptiveCarry(NamedTuple):
+    t: Array
+    y: Array
+    f: Array
+    h: Array  # the next step to try
+    num_steps: Array
+    num_rejected: Array
+    bracket: Any
 
 
 def _weighted_sum(weights: np.ndarray, stages: list[Array]) -> Array:
@@ -85,36 +121,36 @@ def _solve_fixed(
         t_start, t_end, num_steps = xs if not uniform else (*xs, steps_per_interval)
         h = (t_end - t_start) / jnp.asarray(num_steps, t_end.dtype)
 
-        def step(i, state):
+        def step(i, state: _FixedCarry) -> _FixedCarry:
             y, f, bracket = state
             t = t_start + jnp.asarray(i, h.dtype) * h
             y1, _, f1 = _runge_kutta_step(vector_field, tableau, t, y, f, h)
             if tracker is None:
-                return y1, f1, None
+                return _FixedCarry(y1, f1, None)
             event, value_fn = tracker
             running = ~stopped(event, bracket)
             bracket = advance_bracket(event, value_fn, bracket, running, t, y, h, y1)
-            return jnp.where(running, y1, y), jnp.where(running, f1, f), bracket
+            return _FixedCarry(jnp.where(running, y1, y), jnp.where(running, f1, f), bracket)
 
         if uniform:
             carry = checkpointed_loop(step, num_steps, carry)
         else:
-            carry = eqxi.while_loop(
-                lambda state: state[0] < num_steps,
-                lambda state: (state[0] + 1, *step(state[0], state[1:])),
-                (jnp.asarray(0, jnp.int32), *carry),
+            _, carry = eqxi.while_loop(
+                lambda counted: counted[0] < num_steps,
+                lambda counted: (counted[0] + 1, step(*counted)),
+                (jnp.asarray(0, jnp.int32), carry),
                 max_steps=max_steps,
                 kind=loop_kind,
-            )[1:]
-        return carry, carry[0]
+            )
+        return carry, carry.y
 
     xs = (ts[:-1], ts[1:]) if uniform else (ts[:-1], ts[1:], jnp.asarray(steps_per_interval))
     f0 = vector_field(ts[0], y0)
     bracket = None if tracker is None else start_bracket(tracker[1], ts[0], y0)
-    (_, _, bracket), ys = lax.scan(interval, (y0, f0, bracket), xs)
+    final, ys = lax.scan(interval, _FixedCarry(y0, f0, bracket), xs)
     total = jnp.sum(jnp.asarray(steps_per_interval) * jnp.ones(ts.shape[0] - 1, jnp.int32))
     stats = {"num_steps": total, "num_accepted_steps": total, "num_rejected_steps": total * 0}
-    return jnp.concatenate([y0[None], ys]), dfx.RESULTS.successful, stats, bracket
+    return jnp.concatenate([y0[None], ys]), dfx.RESULTS.successful, stats, final.bracket
 
 
 def _mean_square(x: Array) -> Array:
@@ -212,7 +248,7 @@ def _solve_adaptive(
         h0 = jnp.asarray(dt0, dtype=ts.dtype)
     zero = jnp.asarray(0, jnp.int32)
 
-    def attempt(target, carry):
+    def attempt(target, carry: _AdaptiveCarry) -> _AdaptiveCarry:
         t, y, f, h, num_steps, num_rejected, bracket = carry
         clipped = h >= target - t
         h_step = jnp.where(clipped, target - t, h)
@@ -239,41 +275,41 @@ def _solve_adaptive(
         if tracker is not None:
             event, value_fn = tracker
             bracket = advance_bracket(event, value_fn, bracket, accept, t, y, h_step, y1)
-        return (
-            jnp.where(accept, jnp.where(clipped, target, t + h_step), t),
-            jnp.where(accept, y1, y),
-            jnp.where(accept, f1, f),
-            h_next.astype(h.dtype),
-            num_steps + 1,
-            num_rejected + (~accept).astype(num_rejected.dtype),
-            bracket,
+        return _AdaptiveCarry(
+            t=jnp.where(accept, jnp.where(clipped, target, t + h_step), t),
+            y=jnp.where(accept, y1, y),
+            f=jnp.where(accept, f1, f),
+            h=h_next.astype(h.dtype),
+            num_steps=num_steps + 1,
+            num_rejected=num_rejected + (~accept).astype(num_rejected.dtype),
+            bracket=bracket,
         )
 
     def interval(carry, target):
-        def unfinished(carry):
-            t, num_steps, bracket = carry[0], carry[4], carry[6]
-            running = (t < target) & (num_steps < max_steps)
-            return running if tracker is None else running & ~stopped(tracker[0], bracket)
+        def unfinished(carry: _AdaptiveCarry):
+            running = (carry.t < target) & (carry.num_steps < max_steps)
+            return running if tracker is None else running & ~stopped(tracker[0], carry.bracket)
 
         carry = eqxi.while_loop(
             unfinished, ft.partial(attempt, target), carry, max_steps=max_steps, kind=loop_kind
         )
-        reached = carry[0] >= target
-        return carry, jnp.where(reached, carry[1], jnp.inf)
+        reached = carry.t >= target
+        return carry, jnp.where(reached, carry.y, jnp.inf)
 
     bracket = None if tracker is None else start_bracket(tracker[1], ts[0], y0)
-    init = (ts[0], y0, f0, h0.astype(ts.dtype), zero, zero, bracket)
-    (t_final, _, _, _, num_steps, num_rejected, bracket), ys = lax.scan(interval, init, ts[1:])
-    unfinished = t_final < ts[-1]
+    init = _AdaptiveCarry(ts[0], y0, f0, h0.astype(ts.dtype), zero, zero, bracket)
+    final, ys = lax.scan(interval, init, ts[1:])
+    num_steps, num_rejected = final.num_steps, final.num_rejected
+    unfinished = final.t < ts[-1]
     if tracker is not None:
-        unfinished = unfinished & ~stopped(tracker[0], bracket)
+        unfinished = unfinished & ~stopped(tracker[0], final.bracket)
     result = dfx.RESULTS.where(unfinished, dfx.RESULTS.max_steps_reached, dfx.RESULTS.successful)
     stats = {
         "num_steps": num_steps,
         "num_accepted_steps": num_steps - num_rejected,
         "num_rejected_steps": num_rejected,
     }
-    return jnp.concatenate([y0[None], ys]), result, stats, bracket
+    return jnp.concatenate([y0[None], ys]), result, stats, final.bracket
 
 
 def _field(model, args, t, y):
@@ -282,7 +318,7 @@ def _field(model, args, t, y):
 
 
 def _integrate(inputs, solver, *, adaptive, max_steps, loop_kind, tracker=None, field=None):
-    """The lean solve of `inputs = (model, args, y0, ts, dt0, rtol, atol, steps)`, or of
+    """The lean solve of `inputs` (`LeanInputs`), or of
     `field(t, y)` from `inputs`' `y0` (a state augmented with sensitivities: its first
     entry along the leading axis is the solution, which alone sets the steps)."""
     model, args, y0, ts, dt0, rtol, atol, steps_per_interval = inputs
@@ -335,7 +371,7 @@ def _integrate_with_sensitivities(inputs, perturbed, solver, *, adaptive, max_st
     Returns `(ys, result, stats)` and the Jacobian, of shape `(len(ts), n, *y0.shape)`.
     """
     model, args, y0, ts, dt0, rtol, atol, steps = inputs
-    diff, nondiff = eqx.partition((model, args, y0), perturbed[:3])
+    diff, nondiff = eqx.partition(inputs.differentiable(), perturbed.differentiable())
     leaves, treedef = jax.tree.flatten(diff)
     tangents = jax.tree.unflatten(treedef, _unit_tangents(leaves))
     num_tangents = sum(leaf.size for leaf in leaves)
@@ -364,7 +400,7 @@ def _integrate_with_sensitivities(inputs, perturbed, solver, *, adaptive, max_st
         field = ft.partial(_field, model, args)
         dt0 = _initial_step(field, ts[0], y0, field(ts[0], y0), error_order(solver), rtol, atol)
     state0 = jnp.concatenate([y0[None], y0_tangents])
-    augmented_inputs = (model, args, state0, ts, dt0, rtol, atol, steps)
+    augmented_inputs = inputs._replace(y0=state0, dt0=dt0)
     states, result, stats, _ = _integrate(
         augmented_inputs,
         solver,
@@ -387,10 +423,10 @@ def _sensitivities_fit(inputs, perturbed, event) -> bool:
     event, no perturbed `ts`, `dt0` or tolerances, at most `FORWARD_SENSITIVITY_LIMIT`
     perturbed scalars, a Jacobian of the saved states within `STORED_STEPS_BUDGET`, and no
     reverse-mode-only (Pallas) stencils."""
-    model, _, y0, ts = inputs[:4]
-    if event is not None or any(jax.tree.leaves(perturbed[3:])):
+    model, y0, ts = inputs.model, inputs.y0, inputs.ts
+    if event is not None or any(jax.tree.leaves(perturbed.step_settings())):
         return False
-    leaves = jax.tree.leaves(eqx.filter(inputs[:3], perturbed[:3]))
+    leaves = jax.tree.leaves(eqx.filter(inputs.differentiable(), perturbed.differentiable()))
     num_tangents = sum(leaf.size for leaf in leaves)
     jacobian_bytes = num_tangents * ts.shape[0] * y0.size * y0.dtype.itemsize
     pallas = getattr(model, "impl", None) == "pallas"
@@ -426,7 +462,7 @@ def _solve_forward_jvp(primals, tangents, *, solver, adaptive, max_steps, loop_k
         out, jacobian = _integrate_with_sensitivities(
             inputs, perturbed, solver, adaptive=adaptive, max_steps=max_steps
         )
-        tangent = _jacobian_product(jacobian, jax.tree.leaves(input_tangents[:3]))
+        tangent = _jacobian_product(jacobian, jax.tree.leaves(input_tangents.differentiable()))
         return out, (tangent, *_no_tangents(out[1:]))
     diff, nondiff = eqx.partition(inputs, perturbed)
     ys, tangent, aux = jax.jvp(
@@ -559,7 +595,7 @@ def lean_solve(
       through `lax` loops.
     - `"reverse"`: reverse mode through the (checkpointed) loop, always.
     """
-    inputs = (model, args, y0, ts, dt0, rtol, atol, steps_per_interval)
+    inputs = LeanInputs(model, args, y0, ts, dt0, rtol, atol, steps_per_interval)
     settings = dict(solver=solver, adaptive=adaptive, max_steps=max_steps)
     if event is None and derivatives == "forward":
         ys, succeeded, stats = _solve_forward(inputs, loop_kind="lax", **settings)
@@ -581,7 +617,7 @@ def lean_solve(
 
 def _solve_with_event(inputs, event, *, solver, adaptive, max_steps, loop_kind):
     """The lean solve, differentiated through its loop, with or without an event."""
-    model, args, y0, ts = inputs[:4]
+    model, args, y0, ts = inputs.model, inputs.args, inputs.y0, inputs.ts
     vector_field = ft.partial(_field, model, args)
     tracker = None
     if event is not None:

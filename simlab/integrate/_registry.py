@@ -8,7 +8,6 @@ one new file and one line in `INTEGRATORS` (or a call of `register_integrator`).
 from typing import Any
 
 from ._diffrax import DiffraxIntegrator
-from ._events import Event
 from ._exponential import ExponentialIntegrator
 from ._imex import ImexIntegrator
 from ._interface import AbstractIntegrator
@@ -59,7 +58,7 @@ def runs_anywhere(solver: Any) -> bool:
 
 
 def select_integrator(
-    solver: Any, *, requested: str, adaptive: bool, adjoint: Any, event: Event | None
+    solver: Any, *, requested: str, adaptive: bool, adjoint: Any, event: Any
 ) -> AbstractIntegrator:
     """The first registered integrator that runs `solver` with these settings; with
     `requested` other than `"auto"`, the one of that name. A ValueError says why none can."""
