@@ -203,12 +203,10 @@ def test_kernels_import_nothing_else_from_simlab():
     assert [m for m in modules if not m.startswith("simlab.kernels")] == []
 
 
-# Forward mode: the kernels are reverse-mode only; the grid models switch to XLA stencils.
+# Forward mode: the grid models switch to XLA stencils.
 def test_forward_mode_needs_the_xla_stencils():
     grid = simlab.Grid((6, 7), extent=1.0, boundary="neumann")
     field = _field((6, 7), jnp.float64)
-    with pytest.raises(TypeError, match="forward-mode"):
-        jax.jvp(_loss("pallas", grid), (field,), (field,))
     model = simlab.models.Heat(diffusivity=0.3, grid=grid)
     forward = model.with_forward_mode_stencils()
     assert (model.impl, forward.impl) == ("auto", "xla")
@@ -404,6 +402,73 @@ def test_gray_scott_temporal_blocking_equals_single_steps(boundary):
     )(state)
     _close(blocked, reference, jnp.float32)
     _close(single, reference, jnp.float32)
+
+
+# Forward and reverse mode through every public kernel, against the references: the jvp,
+# the forward-mode Jacobian, the gradient, and central differences along the tangent.
+def _forward_mode_case(name):
+    """`(kernel, reference, primals, tangents)`: two functions of the same differentiable
+    arguments, and a point and a direction."""
+    if name.startswith("laplacian2d"):
+        order = int(name[-1])
+        padded = _field((7 + 2 * (order // 2), 6 + 2 * (order // 2)), jnp.float64, seed=10)
+        kernel = ft.partial(sk.laplacian2d, spacing=(0.5, 0.7), order=order, block_shape=(4, 4))
+        reference = ft.partial(sk.laplacian2d_reference, spacing=(0.5, 0.7), order=order)
+        return kernel, reference, (padded,), (_field(padded.shape, jnp.float64, seed=11),)
+    if name == "laplacian3d":
+        padded = _field((6, 5, 4), jnp.float64, seed=10)
+        kernel = ft.partial(sk.laplacian3d, spacing=(0.5, 0.6, 0.7), block_shape=(4, 4, 4))
+        reference = ft.partial(sk.laplacian3d_reference, spacing=(0.5, 0.6, 0.7))
+        return kernel, reference, (padded,), (_field(padded.shape, jnp.float64, seed=11),)
+    assert name == "laplacian"
+    kernel = ft.partial(sk.laplacian, spacing=(0.5, 0.7), order=2)
+    reference = ft.partial(sk.laplacian_reference, spacing=(0.5, 0.7), order=2)
+    padded = _field((9, 8), jnp.float64, seed=10)
+    return kernel, reference, (padded,), (_field(padded.shape, jnp.float64, seed=11),)
+
+
+FORWARD_MODE_KERNELS = [
+    "laplacian2d order 2",
+    "laplacian2d order 4",
+    "laplacian3d",
+    "laplacian",
+]
+
+
+@pytest.mark.parametrize("name", FORWARD_MODE_KERNELS)
+def test_forward_mode_equals_the_reference(name):
+    kernel, reference, primals, tangents = _forward_mode_case(name)
+    jvp = jax.jit(lambda p, t: jax.jvp(kernel, p, t))
+    value, tangent = jvp(primals, tangents)
+    expected_value, expected_tangent = jax.jit(lambda p, t: jax.jvp(reference, p, t))(
+        primals, tangents
+    )
+    _close(value, expected_value, jnp.float64)
+    _close(tangent, expected_tangent, jnp.float64)
+    assert float(jnp.max(jnp.abs(tangent))) > 1e-3
+    # Central differences along the tangent (each kernel is at most cubic in its inputs).
+    step = 1e-6
+    forward = tuple(p + step * t for p, t in zip(primals, tangents, strict=True))
+    backward = tuple(p - step * t for p, t in zip(primals, tangents, strict=True))
+    finite = (jvp(forward, tangents)[0] - jvp(backward, tangents)[0]) / (2 * step)
+    scale = float(jnp.max(jnp.abs(tangent)))
+    np.testing.assert_allclose(finite, tangent, rtol=0, atol=1e-8 * scale)
+
+
+@pytest.mark.parametrize("name", FORWARD_MODE_KERNELS)
+def test_jacfwd_and_grad_equal_the_reference(name):
+    kernel, reference, primals, _ = _forward_mode_case(name)
+    argnums = tuple(range(len(primals)))
+
+    def derivatives(fn):
+        jacobian = jax.jacfwd(fn, argnums=argnums)(*primals)
+        gradient = jax.grad(lambda *p: jnp.sum(jnp.sin(fn(*p))), argnums=argnums)(*primals)
+        return jacobian, gradient
+
+    actual = jax.jit(lambda: derivatives(kernel))()
+    expected = jax.jit(lambda: derivatives(reference))()
+    for got, want in zip(jax.tree.leaves(actual), jax.tree.leaves(expected), strict=True):
+        _close(got, want, jnp.float64)
 
 
 # The GPU lowerings, checked without a GPU: Pallas lowers to Triton (or Mosaic GPU) IR in
