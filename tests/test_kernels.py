@@ -420,11 +420,24 @@ def _forward_mode_case(name):
         kernel = ft.partial(sk.laplacian3d, spacing=(0.5, 0.6, 0.7), block_shape=(4, 4, 4))
         reference = ft.partial(sk.laplacian3d_reference, spacing=(0.5, 0.6, 0.7))
         return kernel, reference, (padded,), (_field(padded.shape, jnp.float64, seed=11),)
-    assert name == "laplacian"
-    kernel = ft.partial(sk.laplacian, spacing=(0.5, 0.7), order=2)
-    reference = ft.partial(sk.laplacian_reference, spacing=(0.5, 0.7), order=2)
-    padded = _field((9, 8), jnp.float64, seed=10)
-    return kernel, reference, (padded,), (_field(padded.shape, jnp.float64, seed=11),)
+    if name == "laplacian":
+        kernel = ft.partial(sk.laplacian, spacing=(0.5, 0.7), order=2)
+        reference = ft.partial(sk.laplacian_reference, spacing=(0.5, 0.7), order=2)
+        padded = _field((9, 8), jnp.float64, seed=10)
+        return kernel, reference, (padded,), (_field(padded.shape, jnp.float64, seed=11),)
+    assert name == "reaction_diffusion"
+
+    def fused(fn):
+        def tendency(padded, q):
+            fields = (q[0], q[1]), (q[2], q[3])
+            return fn(padded, (1.0, 0.8), *fields, reaction_fn=REACTION)
+
+        return tendency
+
+    primals = (_gray_scott_state((7, 6), seed=10), jnp.array([*DIFFUSIVITIES, *RATES]))
+    tangents = (_field((2, 7, 6), jnp.float64, seed=11), jnp.array([0.3, -0.2, 0.5, 0.1]))
+    kernel = fused(ft.partial(sk.reaction_diffusion, block_shape=(4, 4)))
+    return kernel, fused(sk.reaction_diffusion_reference), primals, tangents
 
 
 FORWARD_MODE_KERNELS = [
@@ -432,6 +445,7 @@ FORWARD_MODE_KERNELS = [
     "laplacian2d order 4",
     "laplacian3d",
     "laplacian",
+    "reaction_diffusion",
 ]
 
 
