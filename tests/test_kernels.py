@@ -425,19 +425,73 @@ def _forward_mode_case(name):
         reference = ft.partial(sk.laplacian_reference, spacing=(0.5, 0.7), order=2)
         padded = _field((9, 8), jnp.float64, seed=10)
         return kernel, reference, (padded,), (_field(padded.shape, jnp.float64, seed=11),)
-    assert name == "reaction_diffusion"
+    if name == "reaction_diffusion":
 
-    def fused(fn):
-        def tendency(padded, q):
-            fields = (q[0], q[1]), (q[2], q[3])
-            return fn(padded, (1.0, 0.8), *fields, reaction_fn=REACTION)
+        def fused(fn):
+            def tendency(padded, q):
+                fields = (q[0], q[1]), (q[2], q[3])
+                return fn(padded, (1.0, 0.8), *fields, reaction_fn=REACTION)
 
-        return tendency
+            return tendency
 
-    primals = (_gray_scott_state((7, 6), seed=10), jnp.array([*DIFFUSIVITIES, *RATES]))
-    tangents = (_field((2, 7, 6), jnp.float64, seed=11), jnp.array([0.3, -0.2, 0.5, 0.1]))
-    kernel = fused(ft.partial(sk.reaction_diffusion, block_shape=(4, 4)))
-    return kernel, fused(sk.reaction_diffusion_reference), primals, tangents
+        primals = (_gray_scott_state((7, 6), seed=10), jnp.array([*DIFFUSIVITIES, *RATES]))
+        tangents = (_field((2, 7, 6), jnp.float64, seed=11), jnp.array([0.3, -0.2, 0.5, 0.1]))
+        kernel = fused(ft.partial(sk.reaction_diffusion, block_shape=(4, 4)))
+        return kernel, fused(sk.reaction_diffusion_reference), primals, tangents
+    if name == "heat_steps":
+        grid = simlab.Grid((7, 6), spacing=(1.0, 1.2), boundary=_boundary("mixed", 2))
+
+        def heat(fn, **settings):
+            def steps(field, diffusivity, dt):
+                return fn(
+                    field,
+                    grid.spacing,
+                    pad_fn=_padding(grid),
+                    diffusivity=diffusivity,
+                    dt=dt,
+                    num_steps=5,
+                    **settings,
+                )
+
+            return steps
+
+        primals = (_field((7, 6), jnp.float64, seed=10), jnp.array(0.2), jnp.array(0.5))
+        tangents = (_field((7, 6), jnp.float64, seed=11), jnp.array(0.3), jnp.array(-0.1))
+        kernel = heat(sk.heat_steps, steps_per_launch=2, block_shape=(4, 4))
+        return kernel, heat(sk.heat_steps_reference), primals, tangents
+    assert name == "reaction_diffusion_steps"
+    grid = simlab.Grid((7, 6), extent=7.0, boundary="neumann")
+
+    def gray_scott(fn, **settings):
+        def steps(state, diffusivities, rates, dt):
+            return fn(
+                state,
+                grid.spacing,
+                pad_fn=_padding(grid),
+                diffusivities=(diffusivities[0], diffusivities[1]),
+                parameters=(rates[0], rates[1]),
+                reaction_fn=REACTION,
+                dt=dt,
+                num_steps=3,
+                **settings,
+            )
+
+        return steps
+
+    primals = (
+        _gray_scott_state((7, 6), seed=10),
+        jnp.array(DIFFUSIVITIES),
+        jnp.array(RATES),
+        jnp.array(1.0),
+    )
+    tangents = (
+        _field((2, 7, 6), jnp.float64, seed=11),
+        jnp.array([0.1, -0.1]),
+        jnp.array([0.2, 0.3]),
+        jnp.array(0.2),
+    )
+    kernel = gray_scott(sk.reaction_diffusion_steps, steps_per_launch=2, block_shape=(4, 4))
+    return kernel, gray_scott(sk.reaction_diffusion_steps_reference), primals, tangents
 
 
 FORWARD_MODE_KERNELS = [
@@ -446,6 +500,8 @@ FORWARD_MODE_KERNELS = [
     "laplacian3d",
     "laplacian",
     "reaction_diffusion",
+    "heat_steps",
+    "reaction_diffusion_steps",
 ]
 
 
@@ -482,6 +538,20 @@ def test_jacfwd_and_grad_equal_the_reference(name):
     actual = jax.jit(lambda: derivatives(kernel))()
     expected = jax.jit(lambda: derivatives(reference))()
     for got, want in zip(jax.tree.leaves(actual), jax.tree.leaves(expected), strict=True):
+        _close(got, want, jnp.float64)
+
+
+def test_heat_steps_vmapped_over_the_diffusivity():
+    """Coefficients that vary over a batch: one launch per member, in both modes."""
+    kernel, reference, (field, _, dt), (direction, _, _) = _forward_mode_case("heat_steps")
+    diffusivities = jnp.array([0.1, 0.2, 0.25])
+
+    def pushed(fn):
+        return jax.jit(
+            jax.vmap(lambda d: jax.jvp(lambda f, d: fn(f, d, dt), (field, d), (direction, 1.0)))
+        )(diffusivities)
+
+    for got, want in zip(pushed(kernel), pushed(reference), strict=True):
         _close(got, want, jnp.float64)
 
 
