@@ -203,24 +203,6 @@ def test_kernels_import_nothing_else_from_simlab():
     assert [m for m in modules if not m.startswith("simlab.kernels")] == []
 
 
-# Forward mode: the grid models switch to XLA stencils.
-def test_forward_mode_needs_the_xla_stencils():
-    grid = simlab.Grid((6, 7), extent=1.0, boundary="neumann")
-    field = _field((6, 7), jnp.float64)
-    model = simlab.models.Heat(diffusivity=0.3, grid=grid)
-    forward = model.with_forward_mode_stencils()
-    assert (model.impl, forward.impl) == ("auto", "xla")
-    jacobian = jax.jit(jax.jacfwd(lambda f: forward(0.0, f, None)))
-    # The Laplacian matrix with mirrored (Neumann(0)) ghost cells is symmetric and sends
-    # constants to zero.
-    matrix = jacobian(field).reshape(field.size, field.size)
-    _close(matrix, matrix.T, jnp.float64)
-    _close(matrix.sum(axis=1), jnp.zeros(field.size), jnp.float64)
-    pallas = simlab.models.Heat(diffusivity=0.3, grid=grid, impl="pallas")
-    with pytest.raises(ValueError, match="reverse-mode only.*impl='xla' or impl='auto'"):
-        pallas.with_forward_mode_stencils()
-
-
 # Reaction–diffusion: the fused kernel with the Gray–Scott reaction against the reference
 # and against the model's vector field.
 DIFFUSIVITIES = (GRAY_SCOTT["diffusivity_u"], GRAY_SCOTT["diffusivity_v"])
@@ -552,6 +534,49 @@ def test_heat_steps_vmapped_over_the_diffusivity():
         )(diffusivities)
 
     for got, want in zip(pushed(kernel), pushed(reference), strict=True):
+        _close(got, want, jnp.float64)
+
+
+# Grid models with impl="pallas" differentiate in forward mode as with impl="xla".
+def test_grid_models_forward_mode_with_pallas_equals_xla():
+    grid = simlab.Grid((6, 7), extent=1.0, boundary="neumann")
+    field = _field((6, 7), jnp.float64)
+    direction = _field((6, 7), jnp.float64, seed=1)
+
+    def heat(impl):
+        def tendency(diffusivity, y):
+            return simlab.models.Heat(diffusivity=diffusivity, grid=grid, impl=impl)(0.0, y, None)
+
+        return jax.jit(lambda: jax.jvp(tendency, (0.3, field), (0.5, direction)))()
+
+    for got, want in zip(heat("pallas"), heat("xla"), strict=True):
+        _close(got, want, jnp.float64)
+    model = simlab.models.Heat(diffusivity=0.3, grid=grid, impl="pallas")
+    matrix = jax.jit(jax.jacfwd(lambda f: model(0.0, f, None)))(field)
+    matrix = matrix.reshape(field.size, field.size)
+    # The Laplacian matrix with mirrored (Neumann(0)) ghost cells is symmetric and sends
+    # constants to zero.
+    _close(matrix, matrix.T, jnp.float64)
+    _close(matrix.sum(axis=1), jnp.zeros(field.size), jnp.float64)
+
+    square = simlab.Grid((7, 6), extent=7.0, boundary="periodic")
+    state = _gray_scott_state(square.shape, seed=3)
+    state_direction = _field((2, *square.shape), jnp.float64, seed=4)
+
+    def gray_scott(impl):
+        def tendency(feed_rate, y):
+            parameters = {**GRAY_SCOTT, "feed_rate": feed_rate}
+            return simlab.models.GrayScott(**parameters, grid=square, impl=impl)(0.0, y, None)
+
+        primals, tangents = (RATES[0], state), (1.0, state_direction)
+        return jax.jit(lambda: jax.jvp(tendency, primals, tangents))()
+
+    with mock.patch.object(
+        reaction_diffusion_module, "_launch", wraps=reaction_diffusion_module._launch
+    ) as fused:
+        pallas = gray_scott("pallas")
+    assert fused.called
+    for got, want in zip(pallas, gray_scott("xla"), strict=True):
         _close(got, want, jnp.float64)
 
 
