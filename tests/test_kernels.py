@@ -203,26 +203,6 @@ def test_kernels_import_nothing_else_from_simlab():
     assert [m for m in modules if not m.startswith("simlab.kernels")] == []
 
 
-# Forward mode: the kernels are reverse-mode only; the grid models switch to XLA stencils.
-def test_forward_mode_needs_the_xla_stencils():
-    grid = simlab.Grid((6, 7), extent=1.0, boundary="neumann")
-    field = _field((6, 7), jnp.float64)
-    with pytest.raises(TypeError, match="forward-mode"):
-        jax.jvp(_loss("pallas", grid), (field,), (field,))
-    model = simlab.models.Heat(diffusivity=0.3, grid=grid)
-    forward = model.with_forward_mode_stencils()
-    assert (model.impl, forward.impl) == ("auto", "xla")
-    jacobian = jax.jit(jax.jacfwd(lambda f: forward(0.0, f, None)))
-    # The Laplacian matrix with mirrored (Neumann(0)) ghost cells is symmetric and sends
-    # constants to zero.
-    matrix = jacobian(field).reshape(field.size, field.size)
-    _close(matrix, matrix.T, jnp.float64)
-    _close(matrix.sum(axis=1), jnp.zeros(field.size), jnp.float64)
-    pallas = simlab.models.Heat(diffusivity=0.3, grid=grid, impl="pallas")
-    with pytest.raises(ValueError, match="reverse-mode only.*impl='xla' or impl='auto'"):
-        pallas.with_forward_mode_stencils()
-
-
 # Reaction–diffusion: the fused kernel with the Gray–Scott reaction against the reference
 # and against the model's vector field.
 DIFFUSIVITIES = (GRAY_SCOTT["diffusivity_u"], GRAY_SCOTT["diffusivity_v"])
@@ -404,6 +384,200 @@ def test_gray_scott_temporal_blocking_equals_single_steps(boundary):
     )(state)
     _close(blocked, reference, jnp.float32)
     _close(single, reference, jnp.float32)
+
+
+# Forward and reverse mode through every public kernel, against the references: the jvp,
+# the forward-mode Jacobian, the gradient, and central differences along the tangent.
+def _forward_mode_case(name):
+    """`(kernel, reference, primals, tangents)`: two functions of the same differentiable
+    arguments, and a point and a direction."""
+    if name.startswith("laplacian2d"):
+        order = int(name[-1])
+        padded = _field((7 + 2 * (order // 2), 6 + 2 * (order // 2)), jnp.float64, seed=10)
+        kernel = ft.partial(sk.laplacian2d, spacing=(0.5, 0.7), order=order, block_shape=(4, 4))
+        reference = ft.partial(sk.laplacian2d_reference, spacing=(0.5, 0.7), order=order)
+        return kernel, reference, (padded,), (_field(padded.shape, jnp.float64, seed=11),)
+    if name == "laplacian3d":
+        padded = _field((6, 5, 4), jnp.float64, seed=10)
+        kernel = ft.partial(sk.laplacian3d, spacing=(0.5, 0.6, 0.7), block_shape=(4, 4, 4))
+        reference = ft.partial(sk.laplacian3d_reference, spacing=(0.5, 0.6, 0.7))
+        return kernel, reference, (padded,), (_field(padded.shape, jnp.float64, seed=11),)
+    if name == "laplacian":
+        kernel = ft.partial(sk.laplacian, spacing=(0.5, 0.7), order=2)
+        reference = ft.partial(sk.laplacian_reference, spacing=(0.5, 0.7), order=2)
+        padded = _field((9, 8), jnp.float64, seed=10)
+        return kernel, reference, (padded,), (_field(padded.shape, jnp.float64, seed=11),)
+    if name == "reaction_diffusion":
+
+        def fused(fn):
+            def tendency(padded, q):
+                fields = (q[0], q[1]), (q[2], q[3])
+                return fn(padded, (1.0, 0.8), *fields, reaction_fn=REACTION)
+
+            return tendency
+
+        primals = (_gray_scott_state((7, 6), seed=10), jnp.array([*DIFFUSIVITIES, *RATES]))
+        tangents = (_field((2, 7, 6), jnp.float64, seed=11), jnp.array([0.3, -0.2, 0.5, 0.1]))
+        kernel = fused(ft.partial(sk.reaction_diffusion, block_shape=(4, 4)))
+        return kernel, fused(sk.reaction_diffusion_reference), primals, tangents
+    if name == "heat_steps":
+        grid = simlab.Grid((7, 6), spacing=(1.0, 1.2), boundary=_boundary("mixed", 2))
+
+        def heat(fn, **settings):
+            def steps(field, diffusivity, dt):
+                return fn(
+                    field,
+                    grid.spacing,
+                    pad_fn=_padding(grid),
+                    diffusivity=diffusivity,
+                    dt=dt,
+                    num_steps=5,
+                    **settings,
+                )
+
+            return steps
+
+        primals = (_field((7, 6), jnp.float64, seed=10), jnp.array(0.2), jnp.array(0.5))
+        tangents = (_field((7, 6), jnp.float64, seed=11), jnp.array(0.3), jnp.array(-0.1))
+        kernel = heat(sk.heat_steps, steps_per_launch=2, block_shape=(4, 4))
+        return kernel, heat(sk.heat_steps_reference), primals, tangents
+    assert name == "reaction_diffusion_steps"
+    grid = simlab.Grid((7, 6), extent=7.0, boundary="neumann")
+
+    def gray_scott(fn, **settings):
+        def steps(state, diffusivities, rates, dt):
+            return fn(
+                state,
+                grid.spacing,
+                pad_fn=_padding(grid),
+                diffusivities=(diffusivities[0], diffusivities[1]),
+                parameters=(rates[0], rates[1]),
+                reaction_fn=REACTION,
+                dt=dt,
+                num_steps=3,
+                **settings,
+            )
+
+        return steps
+
+    primals = (
+        _gray_scott_state((7, 6), seed=10),
+        jnp.array(DIFFUSIVITIES),
+        jnp.array(RATES),
+        jnp.array(1.0),
+    )
+    tangents = (
+        _field((2, 7, 6), jnp.float64, seed=11),
+        jnp.array([0.1, -0.1]),
+        jnp.array([0.2, 0.3]),
+        jnp.array(0.2),
+    )
+    kernel = gray_scott(sk.reaction_diffusion_steps, steps_per_launch=2, block_shape=(4, 4))
+    return kernel, gray_scott(sk.reaction_diffusion_steps_reference), primals, tangents
+
+
+FORWARD_MODE_KERNELS = [
+    "laplacian2d order 2",
+    "laplacian2d order 4",
+    "laplacian3d",
+    "laplacian",
+    "reaction_diffusion",
+    "heat_steps",
+    "reaction_diffusion_steps",
+]
+
+
+@pytest.mark.parametrize("name", FORWARD_MODE_KERNELS)
+def test_forward_mode_equals_the_reference(name):
+    kernel, reference, primals, tangents = _forward_mode_case(name)
+    jvp = jax.jit(lambda p, t: jax.jvp(kernel, p, t))
+    value, tangent = jvp(primals, tangents)
+    expected_value, expected_tangent = jax.jit(lambda p, t: jax.jvp(reference, p, t))(
+        primals, tangents
+    )
+    _close(value, expected_value, jnp.float64)
+    _close(tangent, expected_tangent, jnp.float64)
+    assert float(jnp.max(jnp.abs(tangent))) > 1e-3
+    # Central differences along the tangent (each kernel is at most cubic in its inputs).
+    step = 1e-6
+    forward = tuple(p + step * t for p, t in zip(primals, tangents, strict=True))
+    backward = tuple(p - step * t for p, t in zip(primals, tangents, strict=True))
+    finite = (jvp(forward, tangents)[0] - jvp(backward, tangents)[0]) / (2 * step)
+    scale = float(jnp.max(jnp.abs(tangent)))
+    np.testing.assert_allclose(finite, tangent, rtol=0, atol=1e-8 * scale)
+
+
+@pytest.mark.parametrize("name", FORWARD_MODE_KERNELS)
+def test_jacfwd_and_grad_equal_the_reference(name):
+    kernel, reference, primals, _ = _forward_mode_case(name)
+    argnums = tuple(range(len(primals)))
+
+    def derivatives(fn):
+        jacobian = jax.jacfwd(fn, argnums=argnums)(*primals)
+        gradient = jax.grad(lambda *p: jnp.sum(jnp.sin(fn(*p))), argnums=argnums)(*primals)
+        return jacobian, gradient
+
+    actual = jax.jit(lambda: derivatives(kernel))()
+    expected = jax.jit(lambda: derivatives(reference))()
+    for got, want in zip(jax.tree.leaves(actual), jax.tree.leaves(expected), strict=True):
+        _close(got, want, jnp.float64)
+
+
+def test_heat_steps_vmapped_over_the_diffusivity():
+    """Coefficients that vary over a batch: one launch per member, in both modes."""
+    kernel, reference, (field, _, dt), (direction, _, _) = _forward_mode_case("heat_steps")
+    diffusivities = jnp.array([0.1, 0.2, 0.25])
+
+    def pushed(fn):
+        return jax.jit(
+            jax.vmap(lambda d: jax.jvp(lambda f, d: fn(f, d, dt), (field, d), (direction, 1.0)))
+        )(diffusivities)
+
+    for got, want in zip(pushed(kernel), pushed(reference), strict=True):
+        _close(got, want, jnp.float64)
+
+
+# Grid models with impl="pallas" differentiate in forward mode as with impl="xla".
+def test_grid_models_forward_mode_with_pallas_equals_xla():
+    grid = simlab.Grid((6, 7), extent=1.0, boundary="neumann")
+    field = _field((6, 7), jnp.float64)
+    direction = _field((6, 7), jnp.float64, seed=1)
+
+    def heat(impl):
+        def tendency(diffusivity, y):
+            return simlab.models.Heat(diffusivity=diffusivity, grid=grid, impl=impl)(0.0, y, None)
+
+        return jax.jit(lambda: jax.jvp(tendency, (0.3, field), (0.5, direction)))()
+
+    for got, want in zip(heat("pallas"), heat("xla"), strict=True):
+        _close(got, want, jnp.float64)
+    model = simlab.models.Heat(diffusivity=0.3, grid=grid, impl="pallas")
+    matrix = jax.jit(jax.jacfwd(lambda f: model(0.0, f, None)))(field)
+    matrix = matrix.reshape(field.size, field.size)
+    # The Laplacian matrix with mirrored (Neumann(0)) ghost cells is symmetric and sends
+    # constants to zero.
+    _close(matrix, matrix.T, jnp.float64)
+    _close(matrix.sum(axis=1), jnp.zeros(field.size), jnp.float64)
+
+    square = simlab.Grid((7, 6), extent=7.0, boundary="periodic")
+    state = _gray_scott_state(square.shape, seed=3)
+    state_direction = _field((2, *square.shape), jnp.float64, seed=4)
+
+    def gray_scott(impl):
+        def tendency(feed_rate, y):
+            parameters = {**GRAY_SCOTT, "feed_rate": feed_rate}
+            return simlab.models.GrayScott(**parameters, grid=square, impl=impl)(0.0, y, None)
+
+        primals, tangents = (RATES[0], state), (1.0, state_direction)
+        return jax.jit(lambda: jax.jvp(tendency, primals, tangents))()
+
+    with mock.patch.object(
+        reaction_diffusion_module, "_launch", wraps=reaction_diffusion_module._launch
+    ) as fused:
+        pallas = gray_scott("pallas")
+    assert fused.called
+    for got, want in zip(pallas, gray_scott("xla"), strict=True):
+        _close(got, want, jnp.float64)
 
 
 # The GPU lowerings, checked without a GPU: Pallas lowers to Triton (or Mosaic GPU) IR in

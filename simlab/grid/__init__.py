@@ -15,8 +15,8 @@
   pure-jnp reference; `"pallas"` calls the operator's kernel from `simlab.kernels` (a
   fixed table: the Laplacian has one), with the same arguments as `<op>_interior` minus
   `impl`; `"auto"` is Pallas on GPU/TPU where a kernel exists, XLA otherwise
-  ([`simlab.grid.resolve_impl`][]). The kernels are reverse-mode only: for forward-mode
-  autodiff use `impl="xla"` (or `"auto"` on a CPU).
+  ([`simlab.grid.resolve_impl`][]). Every impl differentiates in forward and reverse
+  mode.
 - `impl="spectral"` makes `<op>(field, grid)` differentiate in Fourier space instead
   (exact for band-limited fields; periodic grids only, refused otherwise). It has no
   padded form, so `<op>_interior` refuses it.

@@ -1,4 +1,4 @@
-"""Pallas stencil kernels: tiled, fused, differentiable in reverse mode.
+"""Pallas stencil kernels: tiled, fused, differentiable in forward and reverse mode.
 
 Plain array code: every kernel takes arrays already padded with ghost cells (or, for the
 multi-step kernels, a `pad_fn`), the grid spacing and static settings, and depends on
@@ -8,8 +8,11 @@ through XLA. On a CPU the kernels run in the Pallas interpreter (`interpret=True
 correct, but not fast; on a GPU they compile (Triton by default, `backend="mosaic_gpu"`
 to try Mosaic GPU).
 
-The kernels support reverse mode (`jax.grad`) only: code that needs forward mode takes
-the XLA path (see `simlab.models.AbstractGridModel.with_forward_mode_stencils`).
+Every kernel supports forward mode (`jax.jvp`, `jax.jacfwd`) and reverse mode
+(`jax.grad`). The linear ones (the Laplacians, heat steps) are a primitive whose tangent
+is the same kernel on the tangent and whose transpose is the same kernel on the
+zero-padded cotangent; the nonlinear ones have a `jax.custom_jvp` whose tangent is their
+linearisation, written with the Laplacian kernel, which JAX transposes for reverse mode.
 """
 
 from ._laplacian import (

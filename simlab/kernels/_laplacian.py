@@ -9,11 +9,14 @@ $$
 Each program computes one output tile from a window of the padded input that is the
 tile plus `width` halo cells per side; the shifted copies of the tile are loads at
 constant offsets within the window, so every value is read from memory once per tile.
-The kernel, its launch and its custom VJP are written once for any number of spatial
-axes; `laplacian2d` and `laplacian3d` are its checked public entry points, and
-`laplacian` picks one of them by the number of spatial axes.
+The kernel, its launch and its derivatives (a `LinearStencil`: the tangent is the same
+kernel on the tangent, the transpose the same kernel on the zero-padded cotangent) are
+written once for any number of spatial axes; `laplacian2d` and `laplacian3d` are its
+checked public entry points, and `laplacian` picks one of them by the number of spatial
+axes.
 """
 
+import dataclasses
 import functools as ft
 from collections.abc import Sequence
 
@@ -22,7 +25,8 @@ import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jaxtyping import Array
 
-from ._pallas import Launch, check_padded, checked_spacing, launch_tiles, resolve_launch, zero_pad
+from ._linear import LinearStencil
+from ._pallas import Launch, check_padded, checked_spacing, launch_tiles, resolve_launch
 from ._stencils import axis_weights, laplacian_from_shifts, laplacian_reference
 
 
@@ -52,25 +56,27 @@ def _launch(padded: Array, spacing, order: int, launch: Launch) -> Array:
     return launch_tiles(kernel, padded, width=order // 2, launch=launch, name=name)
 
 
-@ft.partial(jax.custom_vjp, nondiff_argnums=(1, 2, 3))
-def _laplacian(padded, spacing, order, launch):
-    return _launch(padded, spacing, order, launch)
+@dataclasses.dataclass(frozen=True)
+class LaplacianStencil(LinearStencil):
+    """The Laplacian launch as a linear stencil: `LaplacianStencil(spacing, order,
+    launch)(padded)` is the kernel, differentiable in both modes (the tangent is the same
+    kernel on the tangent; the transpose, the same kernel on the cotangent zero-padded
+    with `2 * width` cells per side, see `simlab.kernels._linear`)."""
 
+    spacing: tuple[float, ...]
+    order: int
+    launch: Launch
 
-def _laplacian_fwd(padded, spacing, order, launch):
-    return _launch(padded, spacing, order, launch), None
+    @property
+    def width(self) -> int:
+        return self.order // 2
 
+    @property
+    def num_spatial(self) -> int:
+        return len(self.spacing)
 
-def _laplacian_bwd(spacing, order, launch, _, cotangent):
-    # The stencil is symmetric, so its transpose is the same stencil: applied to the
-    # cotangent padded with 2 * width zeros it yields a padded-shaped cotangent, which
-    # scatters into the ghost cells; the padding's own derivative then carries those back
-    # to the cells they were copied from (the boundary condition's adjoint).
-    width = order // 2
-    return (_launch(zero_pad(cotangent, 2 * width, len(spacing)), spacing, order, launch),)
-
-
-_laplacian.defvjp(_laplacian_fwd, _laplacian_bwd)
+    def run(self, padded: Array, *coefficients: Array) -> Array:
+        return _launch(padded, self.spacing, self.order, self.launch)
 
 
 def _checked_laplacian(padded, spacing, order, block_shape, interpret, backend, *, num_spatial):
@@ -82,7 +88,7 @@ def _checked_laplacian(padded, spacing, order, block_shape, interpret, backend, 
     check_padded(padded, num_spatial, width, kernel=kernel)
     interior = tuple(n - 2 * width for n in padded.shape[-num_spatial:])
     launch = resolve_launch(interior, block_shape, interpret, backend, kernel=kernel)
-    return _laplacian(padded, spacing, order, launch)
+    return LaplacianStencil(spacing, order, launch)(padded)
 
 
 def _checked_reference(padded, spacing, order, *, num_spatial):
@@ -105,10 +111,9 @@ def laplacian2d(
 ) -> Array:
     r"""The 2-D Laplacian of an already padded field, by a tiled Pallas kernel.
 
-    Differentiable in reverse mode (`jax.grad`): the backward pass is the same stencil on
-    the zero-padded cotangent. Not usable in forward mode (`jax.jvp`, `jax.jacfwd`): code
-    that needs it takes the XLA path (`impl="xla"` in `simlab.grid`, or
-    `model.with_forward_mode_stencils()` for a grid model).
+    Differentiable in forward mode (`jax.jvp`, `jax.jacfwd`: the tangent is the same
+    kernel on the tangent) and in reverse mode (`jax.grad`: the transpose is the same
+    kernel on the cotangent padded with `2 * w` zeros per side).
 
     **Arguments:**
 
@@ -148,8 +153,8 @@ def laplacian3d(
 ) -> Array:
     r"""The 3-D Laplacian of an already padded field, by a tiled Pallas kernel.
 
-    Differentiable in reverse mode, with the same stencil as backward pass; not in
-    forward mode (see [`simlab.kernels.laplacian2d`][]).
+    Differentiable in forward and reverse mode, by the same kernel (see
+    [`simlab.kernels.laplacian2d`][]).
 
     **Arguments:**
 
@@ -191,8 +196,8 @@ def laplacian(padded: Array, spacing: Sequence[float], *, order: int = 2) -> Arr
 
     This is the `impl="pallas"` path of `simlab.grid.laplacian_interior`, and so of every
     operator and model built on it; call it directly to run the Pallas Laplacian on a
-    padded array whatever its number of axes. Reverse mode only, as
-    [`simlab.kernels.laplacian2d`][].
+    padded array whatever its number of axes. Differentiable in forward and reverse mode,
+    as [`simlab.kernels.laplacian2d`][].
 
     **Arguments:**
 

@@ -11,9 +11,12 @@ reaction term in one place (e.g. `simlab.models.GrayScott.reaction`) and a new
 reaction–diffusion model needs no new kernel.
 
 Unfused, XLA reads each field for the Laplacian and again for the reaction; the kernel
-reads the window of every field once per tile and writes every tendency once. The
-backward pass runs the Laplacian kernel on the scaled cotangents (the stencil is its own
-transpose) and differentiates `reaction_fn` pointwise with `jax.vjp`.
+reads the window of every field once per tile and writes every tendency once. Its
+tangent (a `jax.custom_jvp`) is the linearisation
+$D_c \nabla^2 \dot y_c + \dot D_c \nabla^2 y_c + \dot R_c$: the Laplacian kernel on the
+tangent and on the state, and the reaction's Jacobian-vector product by `jax.jvp`. Reverse
+mode is JAX's transpose of that: the Laplacian kernel on the scaled, zero-padded
+cotangents (the stencil is its own transpose) and the reaction's pointwise VJP.
 """
 
 import functools as ft
@@ -24,8 +27,8 @@ import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jaxtyping import Array, ArrayLike
 
-from ._laplacian import _launch as _laplacian_launch
-from ._pallas import Launch, check_padded, checked_spacing, launch_tiles, resolve_launch, zero_pad
+from ._laplacian import LaplacianStencil
+from ._pallas import Launch, check_padded, checked_spacing, launch_tiles, resolve_launch
 from ._stencils import axis_weights, laplacian_from_shifts, laplacian_reference
 
 NUM_SPATIAL = 2
@@ -88,37 +91,40 @@ def _launch(padded: Array, params: Array, spacing, reaction_fn: Callable | None,
     )
 
 
-@ft.partial(jax.custom_vjp, nondiff_argnums=(2, 3, 4))
+def laplacian_tendencies(padded, params, spacing, reaction_fn, launch):
+    """The tendencies with the Laplacians from the Laplacian kernel and the reaction in
+    `jax.numpy`: the unfused form, which JAX differentiates (the Laplacian kernel is a
+    linear stencil, differentiable in both modes) and which the fused kernel's tangent is
+    the linearisation of."""
+    num_channels = padded.shape[-3]
+    laplacians = LaplacianStencil(spacing, 2, launch)(padded)
+    interior = padded[INTERIOR]
+    result = tendencies(
+        [interior[..., c, :, :] for c in range(num_channels)],
+        [laplacians[..., c, :, :] for c in range(num_channels)],
+        [params[c] for c in range(num_channels)],
+        [params[i] for i in range(num_channels, params.shape[0])],
+        reaction_fn,
+    )
+    return jnp.stack(result, axis=-3)
+
+
+@ft.partial(jax.custom_jvp, nondiff_argnums=(2, 3, 4))
 def _reaction_diffusion(padded, params, spacing, reaction_fn, launch):
     return _launch(padded, params, spacing, reaction_fn, launch)
 
 
-def _reaction_diffusion_fwd(padded, params, spacing, reaction_fn, launch):
-    return _launch(padded, params, spacing, reaction_fn, launch), (padded, params)
-
-
-def _reaction_diffusion_bwd(spacing, reaction_fn, launch, residuals, cotangent):
-    padded, params = residuals
-    num_channels = padded.shape[-3]
-    diffusivities = [params[c] for c in range(num_channels)]
-    parameters = tuple(params[i] for i in range(num_channels, params.shape[0]))
-    g = [cotangent[..., c, :, :] for c in range(num_channels)]
-    # Diffusion: the transposed (same) stencil on the scaled, zero-padded cotangents.
-    scaled = jnp.stack([d * g_c for d, g_c in zip(diffusivities, g, strict=True)], axis=-3)
-    g_padded = _laplacian_launch(zero_pad(scaled, 2 * WIDTH, NUM_SPATIAL), spacing, 2, launch)
-    laplacians = _laplacian_launch(padded, spacing, 2, launch)
-    g_params = [jnp.sum(g_c * laplacians[..., c, :, :]) for c, g_c in enumerate(g)]
-    if reaction_fn is not None:
-        # Reaction: pointwise, on the interior cells only.
-        fields = tuple(padded[INTERIOR][..., c, :, :] for c in range(num_channels))
-        _, reaction_vjp = jax.vjp(reaction_fn, fields, parameters)
-        g_fields, g_parameters = reaction_vjp(tuple(g))
-        g_padded = g_padded.at[INTERIOR].add(jnp.stack(g_fields, axis=-3))
-        g_params += list(g_parameters)
-    return g_padded, jnp.stack(g_params).astype(params.dtype)
-
-
-_reaction_diffusion.defvjp(_reaction_diffusion_fwd, _reaction_diffusion_bwd)
+@_reaction_diffusion.defjvp
+def _reaction_diffusion_jvp(spacing, reaction_fn, launch, primals, tangents):
+    # The linearisation D_c lap(dy_c) + dD_c lap(y_c) + dR: the Laplacian kernel on the
+    # tangent, and the reaction's Jacobian-vector product. Reverse mode transposes it: the
+    # same stencil on the scaled, zero-padded cotangents, and the reaction's VJP.
+    out = _reaction_diffusion(*primals, spacing, reaction_fn, launch)
+    unfused = ft.partial(
+        laplacian_tendencies, spacing=spacing, reaction_fn=reaction_fn, launch=launch
+    )
+    _, tangent = jax.jvp(unfused, primals, tangents)
+    return out, tangent
 
 
 def packed_parameters(
@@ -161,8 +167,8 @@ def reaction_diffusion(
     r"""The reaction–diffusion right-hand side $D_c \nabla^2 y_c + R_c(y; \theta)$ of $C$
     fields on a 2-D grid, fused in one Pallas kernel (5-point Laplacian).
 
-    Differentiable in reverse mode with respect to the fields, the diffusivities and the
-    reaction's parameters; not in forward mode.
+    Differentiable in forward and reverse mode with respect to the fields, the
+    diffusivities and the reaction's parameters (`reaction_fn` is differentiated by JAX).
 
     **Arguments:**
 

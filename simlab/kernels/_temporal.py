@@ -16,11 +16,19 @@ Gray–Scott's), periodic and zero-flux Neumann sides only.
 The field is padded by the caller's `pad_fn(field, width)` (e.g. `simlab.grid.pad` with a
 grid's boundary conditions), so the kernels stay plain array code.
 
+Both modes of autodiff go through the launches. Without a reaction a launch is linear in
+the field, the symmetric stencil $(\delta + \Delta t\, D \nabla^2)^s$, so it is a
+`LinearStencil`: its tangent is the same launch on the tangent, its transpose the same
+launch on the zero-padded cotangent. With a reaction, the launch has a `jax.custom_jvp`
+whose tangent linearises its $s$ steps one at a time with the Laplacian kernel (the
+intermediate states are recomputed), and reverse mode transposes that linearisation.
+
 The kernel slices the window in fast memory: it runs in interpret mode, but in JAX 0.10
 neither GPU lowering takes it (Triton wants power-of-two loads and has no value slicing;
 Mosaic GPU has no overlapping windows). See the kernels page of the docs.
 """
 
+import dataclasses
 import functools as ft
 from collections.abc import Callable, Sequence
 
@@ -28,9 +36,13 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike
 
+from ._laplacian import LaplacianStencil
+from ._linear import LinearStencil
 from ._pallas import Launch, checked_spacing, launch_tiles, resolve_launch
 from ._reaction_diffusion import (
+    INTERIOR,
     check_channels,
+    laplacian_tendencies,
     packed_parameters,
     reaction_diffusion_reference,
     tendencies,
@@ -93,6 +105,91 @@ def _launch(padded, params, spacing, num_steps: int, reaction_fn: Callable | Non
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class HeatStepsStencil(LinearStencil):
+    r"""One reaction-free launch as a linear stencil: `num_steps` steps $u_c \leftarrow
+    (1 + a_c \nabla^2) u_c$, $a_c = \Delta t\, D_c$, on a field padded with `num_steps`
+    ghost cells; called as `stencil(padded, params)` with `params` $= (\Delta t, D_1,
+    \dots)$.
+
+    On the valid region the launch is the stencil $(\delta + a_c \nabla^2)^{s}$, a power
+    of the symmetric 5-point stencil, so it is linear in the field with itself as
+    transpose (see `simlab.kernels._linear`); its derivative in $a_c$ is
+    $s \nabla^2 (\delta + a_c \nabla^2)^{s - 1}$ (the factors commute)."""
+
+    spacing: tuple[float, ...]
+    num_steps: int
+    launch: Launch
+
+    @property
+    def width(self) -> int:
+        return self.num_steps
+
+    @property
+    def num_spatial(self) -> int:
+        return NUM_SPATIAL
+
+    def run(self, padded: Array, *coefficients: Array) -> Array:
+        (params,) = coefficients
+        return _launch(padded, params, self.spacing, self.num_steps, None, self.launch)
+
+    def coefficient_tangent(
+        self, padded: Array, coefficients: Sequence[Array], tangents: Sequence[Array]
+    ) -> Array:
+        (params,), (params_tangent,) = coefficients, tangents
+        num_channels = padded.shape[-3]
+        diffusivities = params[1 : 1 + num_channels]
+        # d(dt D_c) = d(dt) D_c + dt dD_c, per field.
+        rate_tangent = (
+            params_tangent[0] * diffusivities + params[0] * params_tangent[1 : 1 + num_channels]
+        )
+        previous = padded
+        if self.num_steps > 1:
+            previous = dataclasses.replace(self, num_steps=self.num_steps - 1)(padded, params)
+        laplacian = LaplacianStencil(self.spacing, 2, self.launch)(previous)
+        rate_tangent = rate_tangent.reshape((1,) * (laplacian.ndim - 3) + (num_channels, 1, 1))
+        return self.num_steps * rate_tangent * laplacian
+
+
+def window_steps(padded, params, spacing, num_steps, reaction_fn, launch):
+    """What one launch computes, as `num_steps` steps on the whole padded array, each one
+    ring smaller, with the Laplacian kernel and the reaction in `jax.numpy`: a form JAX
+    differentiates in both modes (see `laplacian_tendencies`)."""
+    for _ in range(num_steps):
+        tendency = laplacian_tendencies(padded, params[1:], spacing, reaction_fn, launch)
+        padded = padded[INTERIOR] + params[0] * tendency
+    return padded
+
+
+@ft.partial(jax.custom_jvp, nondiff_argnums=(2, 3, 4, 5))
+def _reaction_steps(padded, params, spacing, num_steps, reaction_fn, launch):
+    return _launch(padded, params, spacing, num_steps, reaction_fn, launch)
+
+
+@_reaction_steps.defjvp
+def _reaction_steps_jvp(spacing, num_steps, reaction_fn, launch, primals, tangents):
+    # The tangent of the launch's steps, taken step by step: the intermediate states are
+    # recomputed (by the Laplacian kernel), and each step's tangent is the linearised
+    # reaction-diffusion step. Reverse mode transposes that linearisation.
+    out = _reaction_steps(*primals, spacing, num_steps, reaction_fn, launch)
+    steps = ft.partial(
+        window_steps,
+        spacing=spacing,
+        num_steps=num_steps,
+        reaction_fn=reaction_fn,
+        launch=launch,
+    )
+    _, tangent = jax.jvp(steps, primals, tangents)
+    return out, tangent
+
+
+def _launch_steps(padded, params, spacing, num_steps, reaction_fn, launch):
+    """One differentiable launch: linear (with its own transpose) without a reaction."""
+    if reaction_fn is None:
+        return HeatStepsStencil(spacing, num_steps, launch)(padded, params)
+    return _reaction_steps(padded, params, spacing, num_steps, reaction_fn, launch)
+
+
 def _checked_state(state, diffusivities, spacing, num_steps, steps_per_launch, *, name):
     state = jnp.asarray(state)
     check_channels(state, diffusivities, kernel=name)
@@ -132,8 +229,13 @@ def reaction_diffusion_steps(
     Equal to repeated single steps (each padding the state with `pad_fn`) when the ghost
     cells evolve like the cells they copy: always for periodic sides; for a nonlinear
     reaction with more than one step per launch, only periodic and zero-flux
-    (`Neumann(0.0)`) sides. The launches have no custom VJP: use `simlab.simulate` for
-    gradients.
+    (`Neumann(0.0)`) sides.
+
+    Differentiable in forward and reverse mode with respect to the state, `dt`, the
+    diffusivities and the parameters. Without a reaction a launch is linear in the
+    field, so its tangent is the same launch on the tangent (and its transpose the same
+    launch on the zero-padded cotangent); with one, the tangent is taken one step at a
+    time with the Laplacian kernel, which recomputes the launch's intermediate states.
 
     **Arguments:**
 
@@ -172,7 +274,7 @@ def reaction_diffusion_steps(
     launch = resolve_launch(interior, block_shape, interpret, backend, kernel="temporal2d")
 
     def run(state, steps):
-        return _launch(pad_fn(state, steps), params, spacing, steps, reaction_fn, launch)
+        return _launch_steps(pad_fn(state, steps), params, spacing, steps, reaction_fn, launch)
 
     full_launches, remainder = divmod(num_steps, steps_per_launch)
     state = jax.lax.fori_loop(0, full_launches, lambda _, s: run(s, steps_per_launch), state)
@@ -198,7 +300,9 @@ def heat_steps(
 
     Equal to repeated single steps for mirrored, odd-reflected and periodic ghost cells
     (every `simlab.Grid` boundary condition). Forward Euler is stable for
-    $D\,\Delta t \sum_a h_a^{-2} \le 1/2$.
+    $D\,\Delta t \sum_a h_a^{-2} \le 1/2$. Differentiable in forward and reverse mode
+    with respect to the field, `diffusivity` and `dt`: the tangent of a launch is the same
+    launch on the tangent (plus the derivative in $\Delta t\, D$).
 
     **Arguments:**
 

@@ -6,7 +6,6 @@ grid is static; physical parameters are arrays (scalars or, where noted, fields)
 """
 
 import abc
-import dataclasses
 from typing import Any, ClassVar
 
 import equinox as eqx
@@ -81,36 +80,6 @@ class AbstractGridModel(AbstractModel):
         if stability_function(solver) is None:
             return None
         return largest_stable_step(solver, self.linear_eigenvalues(jnp.asarray(y0)))
-
-    def with_forward_mode_stencils(self):
-        """The same model with stencils that forward-mode autodiff can push through.
-
-        The Pallas kernels are reverse-mode only (a `jax.custom_vjp`), so a solve
-        differentiated in forward mode (`diffrax.ForwardMode()`, `jax.jvp`, `jax.jacfwd`)
-        needs the XLA stencils: `impl="auto"` becomes `impl="xla"`; `impl="xla"` is
-        returned as it is.
-
-        **Returns:** the model, with `impl="xla"` where it was `"auto"`.
-
-        **Raises:** `ValueError` for `impl="pallas"`, which asks for the kernels
-        explicitly.
-
-        !!! example
-
-            ```python
-            model = simlab.models.Heat(diffusivity=0.1, grid=grid)  # impl="auto"
-            model.with_forward_mode_stencils().impl  # "xla"
-            ```
-        """
-        if self.impl == "pallas":
-            raise ValueError(
-                f"{type(self).__name__} has impl='pallas', whose Pallas kernels are "
-                "reverse-mode only and cannot be differentiated in forward mode; build the "
-                "model with impl='xla' or impl='auto' (or use a reverse-mode adjoint)."
-            )
-        if self.impl == "auto":
-            return dataclasses.replace(self, impl="xla")
-        return self
 
     @abc.abstractmethod
     def _check_fields(self) -> None:
