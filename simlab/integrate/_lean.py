@@ -381,7 +381,7 @@ def _integrate_with_sensitivities(inputs, perturbed, solver, *, adaptive, max_st
 
     def field_of(params, t, y):
         model, args = eqx.combine(params, nondiff[:2])
-        return _field(_forward_mode_model(model), args, t, y)
+        return _field(model, args, t, y)
 
     def augmented_field(t, state):
         y, sensitivities = state[0], state[1:]
@@ -412,29 +412,17 @@ def _integrate_with_sensitivities(inputs, perturbed, solver, *, adaptive, max_st
     return (states[:, 0], result == dfx.RESULTS.successful, stats), states[:, 1:]
 
 
-def _forward_mode_model(model):
-    """`model` with stencils that forward-mode autodiff can push through (grid models)."""
-    forward_mode = getattr(model, "with_forward_mode_stencils", None)
-    return model if forward_mode is None else forward_mode()
-
-
 def _sensitivities_fit(inputs, perturbed, event) -> bool:
     """Whether forward sensitivities give the derivatives of this solve, statically: no
     event, no perturbed `ts`, `dt0` or tolerances, at most `FORWARD_SENSITIVITY_LIMIT`
-    perturbed scalars, a Jacobian of the saved states within `STORED_STEPS_BUDGET`, and no
-    reverse-mode-only (Pallas) stencils."""
-    model, y0, ts = inputs.model, inputs.y0, inputs.ts
+    perturbed scalars, and a Jacobian of the saved states within `STORED_STEPS_BUDGET`."""
+    y0, ts = inputs.y0, inputs.ts
     if event is not None or any(jax.tree.leaves(perturbed.step_settings())):
         return False
     leaves = jax.tree.leaves(eqx.filter(inputs.differentiable(), perturbed.differentiable()))
     num_tangents = sum(leaf.size for leaf in leaves)
     jacobian_bytes = num_tangents * ts.shape[0] * y0.size * y0.dtype.itemsize
-    pallas = getattr(model, "impl", None) == "pallas"
-    return (
-        0 < num_tangents <= FORWARD_SENSITIVITY_LIMIT
-        and jacobian_bytes <= STORED_STEPS_BUDGET
-        and not pallas
-    )
+    return 0 < num_tangents <= FORWARD_SENSITIVITY_LIMIT and jacobian_bytes <= STORED_STEPS_BUDGET
 
 
 def _jacobian_product(jacobian, perturbed_tangents):
