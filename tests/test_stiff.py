@@ -384,3 +384,24 @@ def test_fixed_steps_gradients_against_the_exact_derivative(solver_name):
     # Steps of 0.05 make errors of order 0.05^5 ~ 3e-7 in the solution and its derivative.
     np.testing.assert_allclose(reverse, exact, rtol=1e-6)
     np.testing.assert_allclose(forward, reverse, rtol=1e-10)
+
+
+@eqx.filter_jit
+def _solve_single(solver, ts, dt0, adaptive):
+    return solver.solve(
+        _cosine_forced, ts, jnp.zeros(1, jnp.float32), rtol=1e-4, atol=1e-7, dt0=dt0,
+        adaptive=adaptive,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("adaptive", [True, False], ids=["adaptive", "fixed"])
+@pytest.mark.parametrize("solver_name", sorted(SOLVERS))
+def test_single_precision_stays_single(solver_name, adaptive):
+    # The tableaus' float64 constants must not promote a float32 solve (refused outright
+    # under strict promotion, which the tests run with).
+    ts = jnp.linspace(0.0, 1.0, 5, dtype=jnp.float32)
+    dt0 = None if adaptive else jnp.asarray(1 / 16, jnp.float32)
+    ys, result, _ = _solve_single(SOLVERS[solver_name], ts, dt0, adaptive)
+    assert result == RESULTS.successful and ys.dtype == jnp.float32
+    exact = _cosine_forced_exact(np.asarray(ts, np.float64))
+    np.testing.assert_allclose(np.asarray(ys[:, 0], np.float64), exact, atol=2e-5)

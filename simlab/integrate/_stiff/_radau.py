@@ -3,6 +3,7 @@ Wanner's RADAU5 (Solving ODEs II, IV.8): simplified Newton iterations on the tra
 stage system (one real and one complex linear system), Jacobian reuse across steps, Hairer's
 error estimate and Gustafsson's predictive step-size controller."""
 
+import math
 from typing import ClassVar
 
 import equinox as eqx
@@ -21,14 +22,14 @@ from ._rosenbrock import lu_or_status
 # Constants of RADAU5 (E. Hairer, G. Wanner, radau5.f, subroutine RADCOR): the nodes, the
 # error-estimate weights DD, the eigenvalues of A^{-1} (one real, gamma = 1/U1, and the pair
 # alpha +- i beta) and the transformation T with T^{-1} A^{-1} T = diag(gamma, [[a, -b], [b, a]]).
-_SQ6 = np.sqrt(6.0)
+_SQ6 = math.sqrt(6.0)  # Python floats: constants take the state's precision
 C1 = (4.0 - _SQ6) / 10.0
 C2 = (4.0 + _SQ6) / 10.0
 NODES = np.array([C1, C2, 1.0])
 DD = np.array([-(13.0 + 7.0 * _SQ6) / 3.0, (-13.0 + 7.0 * _SQ6) / 3.0, -1.0 / 3.0])
 _U1 = (6.0 + 81.0 ** (1 / 3) - 9.0 ** (1 / 3)) / 30.0
 _ALPHA = (12.0 - 81.0 ** (1 / 3) + 9.0 ** (1 / 3)) / 60.0
-_BETA = (81.0 ** (1 / 3) + 9.0 ** (1 / 3)) * np.sqrt(3.0) / 60.0
+_BETA = (81.0 ** (1 / 3) + 9.0 ** (1 / 3)) * math.sqrt(3.0) / 60.0
 GAMMA = 1.0 / _U1
 ALPHA = _ALPHA / (_ALPHA**2 + _BETA**2)
 BETA = _BETA / (_ALPHA**2 + _BETA**2)
@@ -162,7 +163,8 @@ class Radau5(AbstractStiffSolver):
             lambda: (state.lu_real, state.lu_complex, state.lu_ok),
         )
         scale = tols.atol + tols.rtol * jnp.abs(y)
-        fnewt = jnp.maximum(10 * UROUND / tols.rtol, jnp.minimum(0.03, jnp.sqrt(tols.rtol)))
+        uround = float(jnp.finfo(y.dtype).eps)
+        fnewt = jnp.maximum(10 * uround / tols.rtol, jnp.minimum(0.03, jnp.sqrt(tols.rtol)))
         fac1, alphn, betan = GAMMA / h, ALPHA / h, BETA / h
         ti, tm = jnp.asarray(TI, y.dtype), jnp.asarray(T, y.dtype)
         nodes = jnp.asarray(NODES, y.dtype)

@@ -162,21 +162,23 @@ class Rodas5P(AbstractStiffSolver):
         solve, ok = self._stage_solver(vector_field, t, y, h)
         stage_status = RESULTS.successful
         stages = []
+        # The coefficients enter as Python floats, which take the state's precision.
+        a, c, d, nodes = A.tolist(), C.tolist(), D.tolist(), NODES.tolist()
         for i in range(8):
             if i == 0:
                 f_i = f0
             else:
-                u = y + sum(A[i, j] * stages[j] for j in range(i) if A[i, j] != 0)
-                f_i = vector_field(t + NODES[i] * h, u)
-            rhs = f_i + sum((C[i, j] / h) * stages[j] for j in range(i))
-            if D[i] != 0:
-                rhs = rhs + (h * D[i]) * dfdt
+                u = y + sum(a[i][j] * stages[j] for j in range(i) if a[i][j] != 0)
+                f_i = vector_field(t + nodes[i] * h, u)
+            rhs = f_i + sum((c[i][j] / h) * stages[j] for j in range(i))
+            if d[i] != 0:
+                rhs = rhs + (h * d[i]) * dfdt
             stage, status = solve(rhs)
             stages.append(stage)
             stage_status = RESULTS.where(stage_status == RESULTS.successful, status, stage_status)
         solved = stage_status == RESULTS.successful
         k = jnp.stack(stages)
-        y1 = y + jnp.asarray(A[7, :7]) @ k[:7] + k[7]
+        y1 = y + jnp.asarray(A[7, :7], y.dtype) @ k[:7] + k[7]
         scale = tols.atol + tols.rtol * jnp.maximum(jnp.abs(y), jnp.abs(y1))
         err = rms_norm(k[7], scale)
         err = jnp.where(jnp.isfinite(err) & jnp.all(jnp.isfinite(y1)), err, jnp.inf)
@@ -200,7 +202,7 @@ class Rodas5P(AbstractStiffSolver):
             num_jacobians=state.num_jacobians + 1,
             num_lu=state.num_lu + int(self.linear_solver is None),
         )
-        dense = (y, y1, jnp.asarray(H) @ k)
+        dense = (y, y1, jnp.asarray(H, y.dtype) @ k)
         result = RESULTS.where(ok, RESULTS.successful, RESULTS.singular_jacobian)
         if not tols.adaptive:  # no smaller step to retry a failed stage solve with
             result = RESULTS.where(result == RESULTS.successful, stage_status, result)
