@@ -256,3 +256,152 @@ def test_matrix_free_rodas_matches_the_dense_one():
     assert dense_result == RESULTS.successful and free_result == RESULTS.successful
     assert int(free_stats["num_lu"]) == 0 and int(dense_stats["num_lu"]) > 0
     np.testing.assert_allclose(np.asarray(free), np.asarray(dense), rtol=1e-8, atol=1e-10)
+
+
+def _cosine_forced(t, y, k=1.0):
+    # y' = -k y + cos(t), y(0) = 0: for k = 1, y = (cos t + sin t - exp(-t)) / 2.
+    return -k * y + jnp.cos(t)
+
+
+def _cosine_forced_exact(t):
+    return 0.5 * (np.cos(t) + np.sin(t) - np.exp(-t))
+
+
+@eqx.filter_jit
+def _solve_fixed(solver, ts, dt0, max_steps=16_384):
+    # Newton tolerances far below the step errors, so that Radau5's error is the method's.
+    return solver.solve(
+        _cosine_forced, ts, jnp.zeros(1), rtol=1e-13, atol=1e-13, dt0=dt0, max_steps=max_steps,
+        adaptive=False,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("solver_name", sorted(SOLVERS))
+def test_fixed_steps_converge_at_the_order_of_the_method(solver_name):
+    # Rodas5P has order 5; Radau IIA with three stages has order 2s - 1 = 5 at the step
+    # ends (the save times here are step ends), its stage order 3 only showing on stiff
+    # problems. The right-hand side depends on t, so wrong stage times would show.
+    ts = jnp.array([0.0, 0.5, 1.0])
+    exact = _cosine_forced_exact(np.asarray(ts))[:, None]
+    dts = np.array([1 / 4, 1 / 8, 1 / 16, 1 / 32])  # errors 1e-7 down to 1e-12: no roundoff
+    errors = []
+    for dt in dts:
+        ys, result, stats = _solve_fixed(SOLVERS[solver_name], ts, jnp.asarray(dt))
+        assert result == RESULTS.successful
+        assert int(stats["num_steps"]) == int(stats["num_accepted_steps"]) == round(1 / dt)
+        assert int(stats["num_rejected_steps"]) == 0
+        errors.append(np.max(np.abs(np.asarray(ys) - exact)))
+    slope = np.polyfit(np.log(dts), np.log(errors), 1)[0]
+    assert abs(slope - 5) < 0.3, (errors, slope)
+    assert errors[-1] < 1e-11
+
+
+@pytest.mark.parametrize("solver_name", sorted(SOLVERS))
+def test_fixed_steps_land_on_uneven_save_times(solver_name):
+    solver = SOLVERS[solver_name]
+    ts = jnp.array([0.0, 0.3, 1.0])
+    # dt0 = 1/8 cuts [0, 0.3] into 3 steps of 0.1 and [0.3, 1] into 6 of 0.7/6.
+    ys, result, stats = _solve_fixed(solver, ts, jnp.asarray(1 / 8))
+    assert result == RESULTS.successful
+    assert int(stats["num_steps"]) == int(stats["num_accepted_steps"]) == 9
+    np.testing.assert_allclose(np.asarray(ys[:, 0]), _cosine_forced_exact(np.asarray(ts)),
+                               atol=1e-8)  # fmt: skip
+    # The state at 0.3 is a step end, not an interpolation (whose error would be ~1e-9): a
+    # solve that stops there agrees to roundoff. Outside jit the step counts are Python
+    # values rather than traced.
+    ys_short, _, short_stats = solver.solve(
+        _cosine_forced, ts[:2], jnp.zeros(1), rtol=1e-13, atol=1e-13, dt0=1 / 8, adaptive=False
+    )
+    assert int(short_stats["num_steps"]) == 3
+    np.testing.assert_allclose(np.asarray(ys_short[1]), np.asarray(ys[1]), rtol=1e-14)
+
+
+@pytest.mark.parametrize("solver_name", sorted(SOLVERS))
+def test_fixed_steps_beyond_max_steps(solver_name):
+    solver = SOLVERS[solver_name]
+    ts = jnp.array([0.0, 0.3, 1.0])
+    _, result, stats = _solve_fixed(solver, ts, jnp.asarray(1 / 8), max_steps=9)
+    assert result == RESULTS.successful and int(stats["num_steps"]) == 9
+    # dt0 = 0.1 needs 3 + 7 steps.
+    ys, result, stats = _solve_fixed(solver, ts, jnp.asarray(0.1), max_steps=9)
+    assert result == RESULTS.max_steps_reached
+    assert int(stats["num_steps"]) == 0  # refused before the first step
+    assert np.isinf(np.asarray(ys[1:])).all()
+
+
+def test_fixed_steps_need_a_positive_dt0():
+    for dt0 in (None, 0.0, -0.1):
+        with pytest.raises(ValueError, match="dt0"):
+            Rodas5P().solve(_cosine_forced, jnp.array([0.0, 1.0]), jnp.zeros(1), dt0=dt0,
+                            adaptive=False)  # fmt: skip
+
+
+def test_fixed_steps_keep_the_failure_status():
+    from simlab.integrate._stiff._rosenbrock import GAMMA
+
+    # A singular iteration matrix (as in test_exactly_singular_iteration_matrix) has no
+    # smaller step to fall back on.
+    ys, result, _ = Rodas5P().solve(
+        lambda t, y: y / GAMMA, jnp.array([0.0, 2.0]), jnp.ones(1), dt0=1.0, adaptive=False
+    )
+    assert result == RESULTS.singular_jacobian and np.isinf(np.asarray(ys[-1])).all()
+    # y' = y^2 from y(0) = 1 blows up at t = 1: a step of 0.5 is too large for the Newton
+    # iterations even on a fresh Jacobian, and there is no smaller step to try.
+    ys, result, stats = Radau5().solve(
+        lambda t, y: y**2, jnp.array([0.0, 1.5]), jnp.ones(1), dt0=0.5, adaptive=False
+    )
+    assert result in (RESULTS.nonlinear_divergence, RESULTS.nonlinear_max_steps_reached)
+    assert int(stats["num_accepted_steps"]) == 0 and np.isinf(np.asarray(ys[-1])).all()
+
+
+def _fixed_loss(solver, k, adjoint):
+    ys, _, _ = solver.solve(
+        lambda t, y: _cosine_forced(t, y, k), jnp.array([0.0, 0.3, 1.0]), jnp.ones(1),
+        rtol=1e-13, atol=1e-13, dt0=0.05, adjoint=adjoint, adaptive=False,
+    )  # fmt: skip
+    return ys[1, 0] + ys[2, 0]
+
+
+def _exact_fixed_loss(k):
+    # y' = -k y + cos(t), y(0) = 1: y = (k cos t + sin t) / (k^2 + 1) + (1 - k / (k^2 + 1)) e^{-kt}.
+    t = np.array([0.3, 1.0])
+    a = k / (k**2 + 1)
+    return np.sum(a * np.cos(t) + np.sin(t) / (k**2 + 1) + (1 - a) * np.exp(-k * t))
+
+
+_fixed_grad = eqx.filter_jit(jax.grad(_fixed_loss, argnums=1))
+_fixed_jacfwd = eqx.filter_jit(jax.jacfwd(_fixed_loss, argnums=1))
+
+
+@pytest.mark.parametrize("solver_name", sorted(SOLVERS))
+def test_fixed_steps_gradients_against_the_exact_derivative(solver_name):
+    solver = SOLVERS[solver_name]
+    k = 1.3
+    reverse = float(_fixed_grad(solver, jnp.asarray(k), dfx.RecursiveCheckpointAdjoint()))
+    forward = float(_fixed_jacfwd(solver, jnp.asarray(k), dfx.ForwardMode()))
+    eps = 1e-5  # central differences of the exact solution: error ~1e-10
+    exact = (_exact_fixed_loss(k + eps) - _exact_fixed_loss(k - eps)) / (2 * eps)
+    # Steps of 0.05 make errors of order 0.05^5 ~ 3e-7 in the solution and its derivative.
+    np.testing.assert_allclose(reverse, exact, rtol=1e-6)
+    np.testing.assert_allclose(forward, reverse, rtol=1e-10)
+
+
+@eqx.filter_jit
+def _solve_single(solver, ts, dt0, adaptive):
+    return solver.solve(
+        _cosine_forced, ts, jnp.zeros(1, jnp.float32), rtol=1e-4, atol=1e-7, dt0=dt0,
+        adaptive=adaptive,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("adaptive", [True, False], ids=["adaptive", "fixed"])
+@pytest.mark.parametrize("solver_name", sorted(SOLVERS))
+def test_single_precision_stays_single(solver_name, adaptive):
+    # The tableaus' float64 constants must not promote a float32 solve (refused outright
+    # under strict promotion, which the tests run with).
+    ts = jnp.linspace(0.0, 1.0, 5, dtype=jnp.float32)
+    dt0 = None if adaptive else jnp.asarray(1 / 16, jnp.float32)
+    ys, result, _ = _solve_single(SOLVERS[solver_name], ts, dt0, adaptive)
+    assert result == RESULTS.successful and ys.dtype == jnp.float32
+    exact = _cosine_forced_exact(np.asarray(ts, np.float64))
+    np.testing.assert_allclose(np.asarray(ys[:, 0], np.float64), exact, atol=2e-5)

@@ -1,9 +1,10 @@
-"""The adaptive time loop shared by simlab's stiff solvers.
+"""The time loops shared by simlab's stiff solvers: adaptive steps, or fixed steps.
 
 A stiff solver here is a final `eqx.Module` that knows how to *attempt* one step (and to
 propose the next step size); this module owns everything else: the bounded while loop (so
 that reverse mode works with bounded memory), stepping over the save times and filling them
-from the solver's dense output, the step counters, and the status code.
+from the solver's dense output (adaptive) or landing a step on each of them (fixed), the
+step counters, and the status code.
 """
 
 import abc
@@ -18,6 +19,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Bool, Float, Real
 
 from ..._results import RESULTS
+from .._loops import fixed_steps_per_interval, grid_slack
 
 RealScalarLike = float | Real[ArrayLike, ""]
 
@@ -25,11 +27,18 @@ VectorField = Callable[[Array, Array], Array]
 
 
 class Tolerances(NamedTuple):
-    """Error tolerances and how inner iterations loop (static `newton_kind`)."""
+    """Error tolerances, how inner iterations loop (static `newton_kind`), and whether the
+    error estimate decides acceptance (static `adaptive`).
+
+    With `adaptive=False` the time loop takes fixed steps: a solver then accepts every step
+    it could compute (no error test) and reports a step it cannot compute, with no smaller
+    step to fall back on, by its failure status.
+    """
 
     rtol: Array
     atol: Array
     newton_kind: str
+    adaptive: bool = True
 
 
 class Attempt(NamedTuple):
@@ -121,6 +130,7 @@ class AbstractStiffSolver(eqx.Module):
         dt0: RealScalarLike | None = None,
         max_steps: int = 16_384,
         adjoint: dfx.AbstractAdjoint | None = None,
+        adaptive: bool = True,
     ) -> tuple[Array, RESULTS, dict[str, Array]]:
         r"""Solve $y' = f(t, y)$, $y(t_0) = y_0$, saving at `ts`.
 
@@ -129,12 +139,24 @@ class AbstractStiffSolver(eqx.Module):
         - `vector_field`: `f(t, y) -> dy/dt` (parameters already closed over).
         - `ts`: increasing save times; `ts[0]` is the initial time $t_0$.
         - `y0`: the initial state (any shape; the solver works on it flattened).
-        - `rtol`, `atol`: relative and absolute error tolerances.
+        - `rtol`, `atol`: relative and absolute error tolerances. With `adaptive=False` they
+          only set how closely Radau5's Newton iterations solve each step (Rodas5P has
+          none): pass them well below the error the fixed steps make.
         - `dt0`: the first step size; `None` picks one (Hairer–Nørsett–Wanner's estimate).
-        - `max_steps`: the most step attempts (accepted or rejected) before giving up.
+          With `adaptive=False` the largest step (required): each save interval is cut into
+          the fewest equal steps of at most `dt0`, so that a step ends on every save time.
+        - `max_steps`: the most step attempts (accepted or rejected) before giving up; with
+          `adaptive=False`, fixed steps that would number more stop before the first one
+          with `RESULTS.max_steps_reached`.
         - `adjoint`: `diffrax.RecursiveCheckpointAdjoint()` (the default: reverse mode with
           bounded memory through a checkpointed loop) or `diffrax.ForwardMode()` (forward
           mode: `jax.jvp`, `jax.jacfwd`).
+        - `adaptive`: control the step size by the error estimate (`True`), or take fixed
+          steps (`False`): every step is accepted whatever its error estimate; a step that
+          cannot be computed (a singular iteration matrix; in Radau5, Newton iterations
+          that fail even with a fresh Jacobian) stops the solve with its status. A Newton
+          failure on a reused Jacobian is retried once with a fresh one, as a rejected
+          attempt.
 
         **Returns:**
 
@@ -143,7 +165,7 @@ class AbstractStiffSolver(eqx.Module):
         int32 counters (`num_steps`, `num_accepted_steps`, `num_rejected_steps`, and the
         solver's own, e.g. `num_jacobians`, `num_lu`).
         """
-        return _integrate(self, vector_field, ts, y0, rtol, atol, dt0, max_steps, adjoint)
+        return _integrate(self, vector_field, ts, y0, rtol, atol, dt0, max_steps, adjoint, adaptive)
 
 
 def _loop_kinds(adjoint: Any) -> tuple[dict[str, Any], str]:
@@ -184,11 +206,15 @@ class _Carry(eqx.Module):
     num_rejected: Array
     result: RESULTS
     state: Any
+    interval: Array  # fixed steps: the save interval being stepped through
+    step: Array  # fixed steps: the steps taken in it so far
 
 
-def _integrate(solver, vector_field, ts, y0, rtol, atol, dt0, max_steps, adjoint):
+def _integrate(solver, vector_field, ts, y0, rtol, atol, dt0, max_steps, adjoint, adaptive):
     if not isinstance(max_steps, int) or max_steps < 1:
         raise ValueError(f"max_steps must be a positive integer; got {max_steps!r}.")
+    if not adaptive and dt0 is None:
+        raise ValueError("adaptive=False takes fixed steps of at most dt0: pass dt0=...")
     y0 = jnp.asarray(y0)
     # Integer states integrate in the default float type; float32 stays float32.
     dtype = y0.dtype if jnp.issubdtype(y0.dtype, jnp.inexact) else jnp.result_type(float)
@@ -210,18 +236,39 @@ def _integrate(solver, vector_field, ts, y0, rtol, atol, dt0, max_steps, adjoint
         atol_internal = atol_arr * rtol_internal / rtol_arr
     else:
         rtol_internal, atol_internal = rtol_arr, atol_arr
-    tols = Tolerances(rtol_internal, atol_internal, newton_kind)
-    t0, t1 = ts[0], ts[-1]
+    tols = Tolerances(rtol_internal, atol_internal, newton_kind, bool(adaptive))
     y_flat = jnp.ravel(y0)
-    state = solver.init(flat_field, t0, y_flat, tols)
-    if dt0 is None:
-        h0 = initial_step(flat_field, t0, y_flat, flat_field(t0, y_flat), tols, solver.order)
-    else:
-        h0 = jnp.asarray(dt0, dtype=dtype)
-    h0 = jnp.minimum(h0, t1 - t0)
+    state = solver.init(flat_field, ts[0], y_flat, tols)
     ys = jnp.full((ts.shape[0], y_flat.shape[0]), jnp.inf, dtype=dtype).at[0].set(y_flat)
     zero = jnp.array(0, dtype=jnp.int32)
-    carry = _Carry(t0, y_flat, h0, ys, zero, zero, zero, RESULTS.successful, state)
+    carry = _Carry(
+        ts[0], y_flat, ts[0], ys, zero, zero, zero, RESULTS.successful, state, zero, zero
+    )
+    loop = _adaptive_loop if adaptive else _fixed_loop
+    final, unfinished = loop(solver, flat_field, ts, dt0, tols, carry, max_steps, loop_kwargs)
+    result = RESULTS.where(
+        (final.result == RESULTS.successful) & unfinished,
+        RESULTS.max_steps_reached,
+        final.result,
+    )
+    stats = dict(
+        num_steps=final.num_steps,
+        num_accepted_steps=final.num_accepted,
+        num_rejected_steps=final.num_rejected,
+        **solver.counters(final.state),
+    )
+    return final.ys.reshape(ts.shape[0], *shape), result, stats
+
+
+def _adaptive_loop(solver, flat_field, ts, dt0, tols, carry, max_steps, loop_kwargs):
+    """Steps chosen by the error estimate; save times filled from the dense output."""
+    t0, t1 = ts[0], ts[-1]
+    if dt0 is None:
+        y0 = carry.y
+        h0 = initial_step(flat_field, t0, y0, flat_field(t0, y0), tols, solver.order)
+    else:
+        h0 = jnp.asarray(dt0, dtype=ts.dtype)
+    carry = eqx.tree_at(lambda c: c.h, carry, jnp.minimum(h0, t1 - t0))
 
     def cond_fn(c):
         return (c.t < t1) & (c.num_steps < max_steps) & (c.result == RESULTS.successful)
@@ -246,18 +293,53 @@ def _integrate(solver, vector_field, ts, y0, rtol, atol, dt0, max_steps, adjoint
             num_rejected=c.num_rejected + (~accepted).astype(jnp.int32),
             result=att.result,
             state=att.state,
+            interval=c.interval,
+            step=c.step,
         )
 
     final = eqxi.while_loop(cond_fn, body_fn, carry, max_steps=max_steps, **loop_kwargs)
-    result = RESULTS.where(
-        (final.result == RESULTS.successful) & (final.t < t1),
-        RESULTS.max_steps_reached,
-        final.result,
-    )
-    stats = dict(
-        num_steps=final.num_steps,
-        num_accepted_steps=final.num_accepted,
-        num_rejected_steps=final.num_rejected,
-        **solver.counters(final.state),
-    )
-    return final.ys.reshape(ts.shape[0], *shape), result, stats
+    return final, final.t < t1
+
+
+def _fixed_loop(solver, flat_field, ts, dt0, tols, carry, max_steps, loop_kwargs):
+    """Equal steps of at most `dt0` in each save interval, each accepted, one ending on every
+    save time. More steps than `max_steps` in all stop the solve before the first."""
+    dtype = ts.dtype
+    if not isinstance(dt0, jax.core.Tracer) and not float(dt0) > 0:
+        raise ValueError(f"dt0 must be a positive step; got {dt0!r}.")
+    num_intervals = ts.shape[0] - 1
+    counts = jnp.asarray(fixed_steps_per_interval(ts, dt0), dtype=jnp.int32)
+    counts = jnp.broadcast_to(counts, (num_intervals,))
+    # The float bound also catches counts past the int32 range, where the sum would wrap.
+    at_least = (ts[-1] - ts[0]) / jnp.asarray(dt0, dtype) * (1 - grid_slack(dtype))
+    fits = (jnp.sum(counts) <= max_steps) & (at_least <= max_steps)
+
+    def cond_fn(c):
+        running = (c.interval < num_intervals) & (c.result == RESULTS.successful)
+        return running & (c.num_steps < max_steps) & fits
+
+    def body_fn(c):
+        i = jnp.minimum(c.interval, num_intervals - 1)
+        t_start, t_end, num_steps = ts[i], ts[i + 1], counts[i]
+        h = (t_end - t_start) / num_steps.astype(dtype)
+        t = t_start + c.step.astype(dtype) * h
+        last = c.step + 1 >= num_steps
+        att = solver.attempt(flat_field, t, c.y, h, c.state, tols)
+        accepted = att.accepted & (att.result == RESULTS.successful)
+        saved = jnp.where(accepted & last, att.y1, c.ys[i + 1])
+        return _Carry(
+            t=jnp.where(accepted, jnp.where(last, t_end, t + h), c.t),
+            y=jnp.where(accepted, att.y1, c.y),
+            h=h,
+            ys=c.ys.at[i + 1].set(saved),
+            num_steps=c.num_steps + 1,
+            num_accepted=c.num_accepted + accepted.astype(jnp.int32),
+            num_rejected=c.num_rejected + (~accepted).astype(jnp.int32),
+            result=att.result,
+            state=att.state,
+            interval=jnp.where(accepted & last, c.interval + 1, c.interval),
+            step=jnp.where(accepted, jnp.where(last, 0, c.step + 1), c.step),
+        )
+
+    final = eqxi.while_loop(cond_fn, body_fn, carry, max_steps=max_steps, **loop_kwargs)
+    return final, final.interval < num_intervals

@@ -3,6 +3,7 @@ Wanner's RADAU5 (Solving ODEs II, IV.8): simplified Newton iterations on the tra
 stage system (one real and one complex linear system), Jacobian reuse across steps, Hairer's
 error estimate and Gustafsson's predictive step-size controller."""
 
+import math
 from typing import ClassVar
 
 import equinox as eqx
@@ -21,14 +22,14 @@ from ._rosenbrock import lu_or_status
 # Constants of RADAU5 (E. Hairer, G. Wanner, radau5.f, subroutine RADCOR): the nodes, the
 # error-estimate weights DD, the eigenvalues of A^{-1} (one real, gamma = 1/U1, and the pair
 # alpha +- i beta) and the transformation T with T^{-1} A^{-1} T = diag(gamma, [[a, -b], [b, a]]).
-_SQ6 = np.sqrt(6.0)
+_SQ6 = math.sqrt(6.0)  # Python floats: constants take the state's precision
 C1 = (4.0 - _SQ6) / 10.0
 C2 = (4.0 + _SQ6) / 10.0
 NODES = np.array([C1, C2, 1.0])
 DD = np.array([-(13.0 + 7.0 * _SQ6) / 3.0, (-13.0 + 7.0 * _SQ6) / 3.0, -1.0 / 3.0])
 _U1 = (6.0 + 81.0 ** (1 / 3) - 9.0 ** (1 / 3)) / 30.0
 _ALPHA = (12.0 - 81.0 ** (1 / 3) + 9.0 ** (1 / 3)) / 60.0
-_BETA = (81.0 ** (1 / 3) + 9.0 ** (1 / 3)) * np.sqrt(3.0) / 60.0
+_BETA = (81.0 ** (1 / 3) + 9.0 ** (1 / 3)) * math.sqrt(3.0) / 60.0
 GAMMA = 1.0 / _U1
 ALPHA = _ALPHA / (_ALPHA**2 + _BETA**2)
 BETA = _BETA / (_ALPHA**2 + _BETA**2)
@@ -102,6 +103,10 @@ class Radau5(AbstractStiffSolver):
     Tolerances are transformed as RADAU5 does ($r' = 0.1\, r^{2/3}$) so that the user's
     tolerance roughly matches the global error. Dense output is the collocation polynomial
     (order 3 between steps; the steps themselves are order 5).
+
+    With fixed steps (`solve(..., adaptive=False)`) the error estimate is skipped and every
+    step whose Newton iterations converge is taken; `rtol`, `atol` then only set the Newton
+    tolerance.
     """
 
     order: ClassVar[int] = 5
@@ -158,7 +163,8 @@ class Radau5(AbstractStiffSolver):
             lambda: (state.lu_real, state.lu_complex, state.lu_ok),
         )
         scale = tols.atol + tols.rtol * jnp.abs(y)
-        fnewt = jnp.maximum(10 * UROUND / tols.rtol, jnp.minimum(0.03, jnp.sqrt(tols.rtol)))
+        uround = float(jnp.finfo(y.dtype).eps)
+        fnewt = jnp.maximum(10 * uround / tols.rtol, jnp.minimum(0.03, jnp.sqrt(tols.rtol)))
         fac1, alphn, betan = GAMMA / h, ALPHA / h, BETA / h
         ti, tm = jnp.asarray(TI, y.dtype), jnp.asarray(T, y.dtype)
         nodes = jnp.asarray(NODES, y.dtype)
@@ -233,20 +239,12 @@ class Radau5(AbstractStiffSolver):
         )
         converged = (status == 1) & lu_ok
 
-        # Hairer's error estimate.
-        f2 = (jnp.asarray(DD, dtype) / h) @ z
-        err_vec = jsl.lu_solve(lu_real, state.f0 + f2)
-        err = rms_norm(err_vec, scale)
-
-        def refine():
-            f1 = vector_field(t, y + err_vec)
-            return rms_norm(jsl.lu_solve(lu_real, f1 + f2), scale)
-
-        err = jax.lax.cond(
-            (err >= 1) & (state.first | state.rejected_last) & converged, refine, lambda: err
-        )
-        err = jnp.where(converged & jnp.isfinite(err), jnp.maximum(err, 1e-10), jnp.inf)
-        accepted = converged & (err < 1)
+        if tols.adaptive:
+            err = self._error(vector_field, t, y, h, z, state, lu_real, scale, converged)
+            accepted = converged & (err < 1)
+        else:  # fixed steps: no error test, every converged step is taken
+            err = jnp.where(converged, 1e-10, jnp.inf).astype(dtype)
+            accepted = converged
 
         # Step size: RADAU5's safety factor shrinks with the Newton iterations used.
         safety = jnp.minimum(
@@ -272,7 +270,10 @@ class Radau5(AbstractStiffSolver):
 
         y1 = y + z[2]
         cont = _collocation(y1, z)
-        f_new = jax.lax.cond(accepted, lambda: vector_field(t + h, y1), lambda: state.f0)
+        if tols.adaptive:  # f(t, y) serves only the error estimate
+            f_new = jax.lax.cond(accepted, lambda: vector_field(t + h, y1), lambda: state.f0)
+        else:
+            f_new = state.f0
         new_state = _RadauState(
             jac=jac,
             lu_real=lu_real,
@@ -295,7 +296,31 @@ class Radau5(AbstractStiffSolver):
             num_newton=state.num_newton + newt,
         )
         result = RESULTS.where(lu_ok, RESULTS.successful, RESULTS.singular_jacobian)
+        if not tols.adaptive:
+            # With no smaller step to fall back on, Newton iterations that fail on a fresh
+            # Jacobian stop the solve; on a reused one the step is retried with a fresh one.
+            newton_failure = RESULTS.where(
+                status == 0, RESULTS.nonlinear_max_steps_reached, RESULTS.nonlinear_divergence
+            )
+            failed = lu_ok & ~converged & jacobian_current
+            result = RESULTS.where(failed, newton_failure, result)
         return Attempt(y1, accepted, h * factor, cont, new_state, result)
+
+    def _error(self, vector_field, t, y, h, z, state, lu_real, scale, converged):
+        """Hairer's scaled error estimate, re-filtered after a rejection (`inf` where the
+        Newton iterations did not converge)."""
+        f2 = (jnp.asarray(DD, y.dtype) / h) @ z
+        err_vec = jsl.lu_solve(lu_real, state.f0 + f2)
+        err = rms_norm(err_vec, scale)
+
+        def refine():
+            f1 = vector_field(t, y + err_vec)
+            return rms_norm(jsl.lu_solve(lu_real, f1 + f2), scale)
+
+        err = jax.lax.cond(
+            (err >= 1) & (state.first | state.rejected_last) & converged, refine, lambda: err
+        )
+        return jnp.where(converged & jnp.isfinite(err), jnp.maximum(err, 1e-10), jnp.inf)
 
     def interpolate(self, dense, t0, h, t):
         s = (t - (t0 + h)) / h

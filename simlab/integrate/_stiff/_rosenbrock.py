@@ -110,8 +110,9 @@ class Rodas5P(AbstractStiffSolver):
       + \sum_{j<i} \frac{C_{ij}}{h} k_j + h\, d_i\, \frac{\partial f}{\partial t}.$$
 
     The new state is $y + \sum_{j<6} a_{6j} k_j + k_6 + k_7 + k_8$ and $k_8$ is the embedded
-    error estimate (order 4). A dense output of order 4 fills the save times, which the
-    steps pass over rather than land on. Steps follow Gustafsson's predictive controller.
+    error estimate (order 4). A dense output of order 4 fills the save times, which
+    adaptive steps pass over rather than land on (fixed steps land on them). Steps follow
+    Gustafsson's predictive controller.
     A singular or non-finite iteration matrix stops the solve with
     `RESULTS.singular_jacobian`.
 
@@ -124,7 +125,7 @@ class Rodas5P(AbstractStiffSolver):
       linearisation per step), so memory is $O(n)$ and grid models of $10^4$–$10^5$
       unknowns fit. Solve the stages well below the step tolerance: Rodas5P is not a
       W-method and inexact stages lower its order. A Krylov solve that fails rejects the
-      step and halves it.
+      step and halves it (with fixed steps it stops the solve with the solver's status).
 
     !!! example
 
@@ -159,26 +160,30 @@ class Rodas5P(AbstractStiffSolver):
     def attempt(self, vector_field, t, y, h, state, tols):
         f0, dfdt = jax.jvp(lambda s: vector_field(s, y), (t,), (jnp.ones_like(t),))
         solve, ok = self._stage_solver(vector_field, t, y, h)
-        solved = jnp.array(True)
+        stage_status = RESULTS.successful
         stages = []
+        # The coefficients enter as Python floats, which take the state's precision.
+        a, c, d, nodes = A.tolist(), C.tolist(), D.tolist(), NODES.tolist()
         for i in range(8):
             if i == 0:
                 f_i = f0
             else:
-                u = y + sum(A[i, j] * stages[j] for j in range(i) if A[i, j] != 0)
-                f_i = vector_field(t + NODES[i] * h, u)
-            rhs = f_i + sum((C[i, j] / h) * stages[j] for j in range(i))
-            if D[i] != 0:
-                rhs = rhs + (h * D[i]) * dfdt
-            stage, stage_ok = solve(rhs)
+                u = y + sum(a[i][j] * stages[j] for j in range(i) if a[i][j] != 0)
+                f_i = vector_field(t + nodes[i] * h, u)
+            rhs = f_i + sum((c[i][j] / h) * stages[j] for j in range(i))
+            if d[i] != 0:
+                rhs = rhs + (h * d[i]) * dfdt
+            stage, status = solve(rhs)
             stages.append(stage)
-            solved = solved & stage_ok
+            stage_status = RESULTS.where(stage_status == RESULTS.successful, status, stage_status)
+        solved = stage_status == RESULTS.successful
         k = jnp.stack(stages)
-        y1 = y + jnp.asarray(A[7, :7]) @ k[:7] + k[7]
+        y1 = y + jnp.asarray(A[7, :7], y.dtype) @ k[:7] + k[7]
         scale = tols.atol + tols.rtol * jnp.maximum(jnp.abs(y), jnp.abs(y1))
         err = rms_norm(k[7], scale)
         err = jnp.where(jnp.isfinite(err) & jnp.all(jnp.isfinite(y1)), err, jnp.inf)
-        accepted = (err <= 1.0) & ok & solved
+        # Fixed steps take every step that could be computed, whatever its error estimate.
+        accepted = ((err <= 1.0) | (not tols.adaptive)) & ok & solved
         factor = controller_factor(
             err,
             h,
@@ -197,18 +202,21 @@ class Rodas5P(AbstractStiffSolver):
             num_jacobians=state.num_jacobians + 1,
             num_lu=state.num_lu + int(self.linear_solver is None),
         )
-        dense = (y, y1, jnp.asarray(H) @ k)
+        dense = (y, y1, jnp.asarray(H, y.dtype) @ k)
         result = RESULTS.where(ok, RESULTS.successful, RESULTS.singular_jacobian)
+        if not tols.adaptive:  # no smaller step to retry a failed stage solve with
+            result = RESULTS.where(result == RESULTS.successful, stage_status, result)
         return Attempt(y1, accepted, h * factor, dense, new_state, result)
 
     def _stage_solver(self, vector_field, t, y, h):
-        """`(solve, ok)`: `solve(b) -> (x, converged)` for (I/(h gamma) - J) x = b, and
-        whether the matrix is usable."""
+        """`(solve, ok)`: `solve(b) -> (x, status)` for (I/(h gamma) - J) x = b, and whether
+        the matrix is usable. `status` is the linear solver's, or `RESULTS.singular` where
+        it returned non-finite values."""
         inv = 1 / (h * GAMMA)
         if self.linear_solver is None:
             jac = jax.jacfwd(lambda z: vector_field(t, z))(y)
             factors, ok = lu_or_status(inv * jnp.eye(y.shape[0], dtype=y.dtype) - jac)
-            return (lambda b: (jsl.lu_solve(factors, b), jnp.array(True))), ok
+            return (lambda b: (jsl.lu_solve(factors, b), RESULTS.successful)), ok
         _, jvp_fn = jax.linearize(lambda z: vector_field(t, z), y)
         operator = lx.FunctionLinearOperator(
             lambda v: inv * v - jvp_fn(v), jax.ShapeDtypeStruct(y.shape, y.dtype)
@@ -216,8 +224,11 @@ class Rodas5P(AbstractStiffSolver):
 
         def solve(b):
             sol = lx.linear_solve(operator, b, self.linear_solver, throw=False)
-            converged = (sol.result == lx.RESULTS.successful) & jnp.all(jnp.isfinite(sol.value))
-            return sol.value, converged
+            status = RESULTS.promote(sol.result)
+            finite = jnp.all(jnp.isfinite(sol.value))
+            failed = (status == RESULTS.successful) & ~finite
+            status = RESULTS.where(failed, RESULTS.singular, status)
+            return sol.value, status
 
         return solve, jnp.array(True)
 
