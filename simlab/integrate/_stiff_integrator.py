@@ -11,12 +11,11 @@ from ._stiff import AbstractStiffSolver
 
 
 class StiffIntegrator(AbstractIntegrator):
-    """Runs `Rodas5P` and `Radau5` (dense Jacobians, one LU per step) with adaptive steps."""
+    """Runs `Rodas5P` and `Radau5` (dense Jacobians, one LU per step), adaptive or fixed."""
 
     name = "stiff"
     runs = "simlab's stiff solvers ('rodas5p', 'radau5')"
     exclusive = True
-    fixed_steps = False
 
     def accepts_solver(self, solver: Any) -> bool:
         return isinstance(solver, AbstractStiffSolver)
@@ -33,17 +32,28 @@ class StiffIntegrator(AbstractIntegrator):
             dt0=problem.dt0,
             max_steps=problem.max_steps,
             adjoint=resolve_adjoint(problem.adjoint),
+            adaptive=problem.adaptive,
         )
         return Solution(ys, status, stats)
 
 
 @eqx.filter_jit
-def _stiff_solve(model, solver, ts, y0, args, *, rtol, atol, dt0, max_steps: int, adjoint):
+def _stiff_solve(
+    model, solver, ts, y0, args, *, rtol, atol, dt0, max_steps: int, adjoint, adaptive: bool
+):
     """Solves with the stiff loop, compiled once per structure."""
 
     def vector_field(t, y):
         return jnp.asarray(model(t, y, args), dtype=y.dtype)
 
     return solver.solve(
-        vector_field, ts, y0, rtol=rtol, atol=atol, dt0=dt0, max_steps=max_steps, adjoint=adjoint
+        vector_field,
+        ts,
+        y0,
+        rtol=rtol,
+        atol=atol,
+        dt0=dt0,
+        max_steps=max_steps,
+        adjoint=adjoint,
+        adaptive=adaptive,
     )
