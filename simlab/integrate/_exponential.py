@@ -33,7 +33,7 @@ The linear part is integrated exactly, so the step is limited by the nonlinear d
 only, not by the stiffness of $L$ ($\nabla^4$ of Kuramoto–Sivashinsky, fine-grid diffusion).
 """
 
-from typing import Any
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax.lax as lax
@@ -229,9 +229,7 @@ class ETDRK4(eqx.Module):
         if not self.contour_radius > 0:
             raise ValueError(f"ETDRK4: contour_radius must be positive; got {self.contour_radius}.")
 
-    def order(self) -> int:
-        """The order of accuracy in the step, 4."""
-        return 4
+    order: ClassVar[int] = 4  # of the solution: its global error falls as h^4
 
     def solve(
         self, model: Any, ts: Array, y0: Array, args: Any, *, dt0: Any, max_steps: int

@@ -10,6 +10,7 @@ the exponential and IMEX integrators ETDRK4 and KenCarp, and Diffrax the rest.
 """
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
@@ -78,44 +79,56 @@ class Euler(dfx.AbstractERK):
 
 @dataclasses.dataclass(frozen=True)
 class SolverSpec:
-    """One solver as simlab sees it.
-
-    - `name`: the name `simulate(solver=...)` accepts.
-    - `build`: makes the solver object.
-    - `order`: the order of the method.
-    - `adaptive`: whether it carries an embedded error estimate (needed for adaptive steps).
-    - `implicit`: whether each step solves a nonlinear system (stiff problems).
-    """
+    """One solver as simlab sees it: the name `simulate(solver=...)` accepts and what
+    builds it. What it is (orders, error estimate, implicitness) is read off the solver
+    itself (`solution_order`, `error_order`, `is_implicit`), so it is stated once."""
 
     name: str
-    build: Callable[[], Any]
-    order: int
-    adaptive: bool
-    implicit: bool
+    build: Callable[..., Any]
+
+    @functools.cached_property
+    def order(self) -> int:
+        """The order of the solution (`solution_order`)."""
+        return solution_order(self.build())
+
+    @functools.cached_property
+    def error_order(self) -> int | None:
+        """The local order of the error estimate (`error_order`); `None` without one."""
+        return error_order(self.build())
+
+    @property
+    def adaptive(self) -> bool:
+        """Whether it carries an error estimate (needed for adaptive steps)."""
+        return self.error_order is not None
+
+    @functools.cached_property
+    def implicit(self) -> bool:
+        """Whether each step solves a (non)linear system (stiff problems)."""
+        return is_implicit(self.build())
 
 
 SOLVERS: dict[str, SolverSpec] = {
     spec.name: spec
     for spec in (
-        SolverSpec("euler", Euler, 1, adaptive=False, implicit=False),
-        SolverSpec("heun", dfx.Heun, 2, adaptive=True, implicit=False),
-        SolverSpec("midpoint", dfx.Midpoint, 2, adaptive=True, implicit=False),
-        SolverSpec("ralston", dfx.Ralston, 2, adaptive=True, implicit=False),
-        SolverSpec("bosh3", dfx.Bosh3, 3, adaptive=True, implicit=False),
-        SolverSpec("rk4", RK4, 4, adaptive=False, implicit=False),
-        SolverSpec("tsit5", dfx.Tsit5, 5, adaptive=True, implicit=False),
-        SolverSpec("dopri5", dfx.Dopri5, 5, adaptive=True, implicit=False),
-        SolverSpec("dopri8", dfx.Dopri8, 8, adaptive=True, implicit=False),
-        SolverSpec("implicit_euler", dfx.ImplicitEuler, 1, adaptive=True, implicit=True),
-        SolverSpec("kvaerno3", dfx.Kvaerno3, 3, adaptive=True, implicit=True),
-        SolverSpec("kvaerno4", dfx.Kvaerno4, 4, adaptive=True, implicit=True),
-        SolverSpec("kvaerno5", dfx.Kvaerno5, 5, adaptive=True, implicit=True),
-        SolverSpec("rodas5p", Rodas5P, 5, adaptive=True, implicit=True),
-        SolverSpec("radau5", Radau5, 5, adaptive=True, implicit=True),
-        SolverSpec("kencarp3", dfx.KenCarp3, 3, adaptive=True, implicit=True),
-        SolverSpec("kencarp4", dfx.KenCarp4, 4, adaptive=True, implicit=True),
-        SolverSpec("kencarp5", dfx.KenCarp5, 5, adaptive=True, implicit=True),
-        SolverSpec("etdrk4", ETDRK4, 4, adaptive=False, implicit=False),
+        SolverSpec("euler", Euler),
+        SolverSpec("heun", dfx.Heun),
+        SolverSpec("midpoint", dfx.Midpoint),
+        SolverSpec("ralston", dfx.Ralston),
+        SolverSpec("bosh3", dfx.Bosh3),
+        SolverSpec("rk4", RK4),
+        SolverSpec("tsit5", dfx.Tsit5),
+        SolverSpec("dopri5", dfx.Dopri5),
+        SolverSpec("dopri8", dfx.Dopri8),
+        SolverSpec("implicit_euler", dfx.ImplicitEuler),
+        SolverSpec("kvaerno3", dfx.Kvaerno3),
+        SolverSpec("kvaerno4", dfx.Kvaerno4),
+        SolverSpec("kvaerno5", dfx.Kvaerno5),
+        SolverSpec("rodas5p", Rodas5P),
+        SolverSpec("radau5", Radau5),
+        SolverSpec("kencarp3", dfx.KenCarp3),
+        SolverSpec("kencarp4", dfx.KenCarp4),
+        SolverSpec("kencarp5", dfx.KenCarp5),
+        SolverSpec("etdrk4", ETDRK4),
     )
 }
 
@@ -206,9 +219,27 @@ def is_implicit(solver: Any) -> bool:
     return is_stiff_solver(solver) or isinstance(solver, dfx.AbstractImplicitSolver)
 
 
-def error_order(solver: Any) -> int:
-    """The order the step-size controller assumes for the error estimate of `solver`."""
-    return solver.order(dfx.ODETerm(lambda t, y, args: y)) + 1
+_ODE_TERM = dfx.ODETerm(lambda t, y, args: y)
+
+
+def solution_order(solver: Any) -> int:
+    """The order $p$ of `solver`'s solution: its global error falls as $h^p$. Diffrax solvers
+    state it as `order(terms)`, simlab's own (Rodas5P, Radau5, ETDRK4) as `order`."""
+    if isinstance(solver, dfx.AbstractSolver):
+        return solver.order(_ODE_TERM)
+    return solver.order
+
+
+def error_order(solver: Any) -> int | None:
+    r"""The local order $q$ of `solver`'s error estimate, $\text{err} \propto h^q$: the
+    step-size controller scales the step by $\text{err}^{-1/q}$. `None` for a solver
+    without an estimate (fixed steps only). For Diffrax solvers $q = p + 1$, the rule of
+    Diffrax's own controller for ODEs; simlab's stiff solvers state theirs."""
+    if not has_error_estimate(solver):
+        return None
+    if isinstance(solver, dfx.AbstractSolver):
+        return solution_order(solver) + 1
+    return solver.error_order
 
 
 def resolve_adjoint(adjoint: Any) -> dfx.AbstractAdjoint:

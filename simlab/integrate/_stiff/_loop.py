@@ -91,8 +91,8 @@ class AbstractStiffSolver(eqx.Module):
     Subclasses implement `init`, `attempt` and `interpolate` on a flat state vector.
     """
 
-    order: eqx.AbstractClassVar[int]
-    error_order: eqx.AbstractClassVar[int]
+    order: eqx.AbstractClassVar[int]  # of the solution: its global error falls as h^order
+    error_order: eqx.AbstractClassVar[int]  # local order of the error estimate, err ~ h^q
     tolerance_exponent: ClassVar[float] = 1.0
 
     @abc.abstractmethod

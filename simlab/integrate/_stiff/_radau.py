@@ -110,7 +110,7 @@ class Radau5(AbstractStiffSolver):
     """
 
     order: ClassVar[int] = 5
-    error_order: ClassVar[int] = 3
+    error_order: ClassVar[int] = 4  # Hairer's order-3 estimate: local error ~ h^4
     tolerance_exponent: ClassVar[float] = 2.0 / 3.0
 
     def init(self, vector_field, t0, y0, tols: Tolerances):
@@ -256,7 +256,7 @@ class Radau5(AbstractStiffSolver):
             ~state.first,
             state.h_accepted,
             state.err_accepted,
-            exponent=1 / (self.error_order + 1),
+            exponent=1 / self.error_order,
             safety=safety,
             min_factor=0.2,
             max_factor=8.0,

@@ -139,7 +139,7 @@ class Rodas5P(AbstractStiffSolver):
 
     linear_solver: lx.AbstractLinearSolver | None = None
     order: ClassVar[int] = 5
-    error_order: ClassVar[int] = 4
+    error_order: ClassVar[int] = 5  # the embedded order-4 solution's local error
 
     def init(self, vector_field, t0, y0, tols: Tolerances):
         del vector_field, y0, tols
@@ -190,7 +190,7 @@ class Rodas5P(AbstractStiffSolver):
             state.accepted_before,
             state.h_accepted,
             state.err_accepted,
-            exponent=1 / (self.error_order + 1),
+            exponent=1 / self.error_order,
         )
         factor = jnp.where(accepted & state.rejected_last, jnp.minimum(factor, 1.0), factor)
         factor = jnp.where(solved, factor, 0.5)
