@@ -1,5 +1,6 @@
 """The lean integrator, `simulate`'s default for explicit Runge–Kutta solves."""
 
+import contextlib
 from unittest import mock
 
 import diffrax as dfx
@@ -251,12 +252,9 @@ def _lotka_volterra_loss(rates, y0, adjoint=None, adaptive=True):
     return jnp.sum(LV_WEIGHTS * trajectory.ys**2)
 
 
-@pytest.mark.parametrize("adaptive", [True, False])
-def test_sensitivities_give_the_derivatives_of_the_loop_in_both_modes(adaptive):
-    # 6 differentiated scalars: the default adjoint carries forward sensitivities in the
-    # step (reverse mode contracts them); adjoint="checkpoint" differentiates the loop.
-    rates, y0 = jnp.array([1.1, 0.4, 0.4, 0.1]), jnp.array([10.0, 5.0])
-    argnums = (0, 1)
+@contextlib.contextmanager
+def _counting_sensitivities():
+    """Records `adaptive` for each solve that carries forward sensitivities."""
     calls = []
     original = _lean._integrate_with_sensitivities
 
@@ -265,6 +263,16 @@ def test_sensitivities_give_the_derivatives_of_the_loop_in_both_modes(adaptive):
         return original(*args, **kwargs)
 
     with mock.patch.object(_lean, "_integrate_with_sensitivities", counting):
+        yield calls
+
+
+@pytest.mark.parametrize("adaptive", [True, False])
+def test_sensitivities_give_the_derivatives_of_the_loop_in_both_modes(adaptive):
+    # 6 differentiated scalars: the default adjoint carries forward sensitivities in the
+    # step (reverse mode contracts them); adjoint="checkpoint" differentiates the loop.
+    rates, y0 = jnp.array([1.1, 0.4, 0.4, 0.1]), jnp.array([10.0, 5.0])
+    argnums = (0, 1)
+    with _counting_sensitivities() as calls:
         auto = jax.grad(_lotka_volterra_loss, argnums)(rates, y0, None, adaptive)
         forward = jax.jacfwd(_lotka_volterra_loss, argnums)(rates, y0, "forward", adaptive)
     assert calls == [adaptive, adaptive]
@@ -404,14 +412,7 @@ def test_forward_sensitivities_run_through_pallas_stencils():
         trajectory = simlab.simulate(model, u0, ts, adaptive=False, dt0=0.001)
         return jnp.sum(trajectory.ys[-1] ** 2)
 
-    calls = []
-    original = _lean._integrate_with_sensitivities
-
-    def counting(*args, **kwargs):
-        calls.append(kwargs["adaptive"])
-        return original(*args, **kwargs)
-
-    with mock.patch.object(_lean, "_integrate_with_sensitivities", counting):
+    with _counting_sensitivities() as calls:
         pallas = jax.grad(energy)(0.1, "pallas")
     assert calls == [False]
     np.testing.assert_allclose(pallas, jax.grad(energy)(0.1, "xla"), rtol=1e-12)
