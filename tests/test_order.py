@@ -168,13 +168,6 @@ STEPS_32 = {
     "kencarp5": (1, 2, 3),
 }
 
-_STIFF_FIXED = pytest.mark.xfail(
-    strict=True,
-    raises=ValueError,
-    reason="simulate refuses adaptive=False for the stiff integrator ('takes adaptive steps "
-    "only') until it passes adaptive to AbstractStiffSolver.solve, whose fixed steps "
-    "tests/test_stiff.py tests directly",
-)
 # Their float32 steps above are chosen from the float64 errors: no float32 solve runs yet.
 _KENCARP_SINGLE = pytest.mark.xfail(
     strict=True,
@@ -192,8 +185,6 @@ _DOPRI8_SINGLE = pytest.mark.skip(
 
 def _marks(name: str, dtype_name: str) -> list:
     marks = []
-    if name in ("rodas5p", "radau5"):
-        marks.append(_STIFF_FIXED)
     if name.startswith("kencarp") and dtype_name == "float32":
         marks.append(_KENCARP_SINGLE)
     if name == "dopri8" and dtype_name == "float32":
