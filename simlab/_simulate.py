@@ -69,7 +69,8 @@ def simulate(
       above 256 state components `Kvaerno5` with matrix-free Newton–GMRES, and
       `Trajectory.solver_choice` says why. The estimate needs the parameters and `ts` as
       values: a model built inside `jit` or batched by `vmap` is judged by its declaration
-      alone (build it outside, or name the solver).
+      alone (build it outside, or name the solver); `sweep` and `fit` pin the choice made
+      for their starting model.
     - `rtol`, `atol`: tolerances of the adaptive step-size controller; `None` follows the
       precision of the state (`1e-6`, `1e-9` in float64; `1e-4`, `1e-7` in float32, where
       tighter tolerances chase roundoff: an `rtol` below 100 machine epsilons warns).
@@ -202,6 +203,18 @@ def _solver(model, y0, ts, options: SolveOptions, rtol, atol) -> tuple[Any, str 
     return resolve_solver(
         options.solver, stiff=False, state_size=y0.size, rtol=rtol, atol=atol
     ), None
+
+
+def with_default_solver(model: Any, y0: Array, ts: Array, options: SolveOptions) -> SolveOptions:
+    """`options`, with `solver=None` pinned to the stiff solver `simulate` would pick for
+    `model`, `y0` and `ts` where its stiffness estimate picks one (see `simulate`'s
+    `solver`). Entry points that batch or differentiate the model (sweeps, fits) call it
+    while the parameters are values, so their members solve as a direct call would."""
+    if options.solver is not None:
+        return options
+    rtol, atol = tolerances(options, y0.dtype)
+    solver, choice = default_solver(model, y0, ts, rtol=rtol, atol=atol)
+    return options if choice is None else options.replace(solver=solver)
 
 
 def checked_ts(ts: ArrayLike | Sequence[float]) -> Array:

@@ -187,3 +187,38 @@ def test_slow_diffusion_stays_explicit():
     assert trajectory.solver_choice is None
     estimate = simlab.integrate.explicit_step_estimate(model, x, jnp.array([0.0, 20.0]))
     assert 10 < estimate < simlab.integrate.EXPLICIT_STEP_LIMIT
+
+
+def test_sweeps_and_fits_solve_heat_as_a_direct_call_would():
+    # Inside a sweep or a fit the diffusivity is traced; both pin the solver that a direct
+    # call on their starting model picks, so the 32-cell run to t = 20 (~2.5e4 explicit
+    # steps) is stiff there too, and members equal direct solves.
+    grid = simlab.Grid((32,), extent=1.0)
+    (x,) = grid.coordinates()
+    y0 = 1.0 + 0.5 * jnp.sin(2 * jnp.pi * x)
+    ts = jnp.array([0.0, 0.002, 0.004, 20.0])
+
+    def direct(diffusivity):
+        return simlab.simulate(simlab.models.Heat(diffusivity=diffusivity, grid=grid), y0, ts)
+
+    assert direct(1.0).solver == "rodas5p"
+    swept = simlab.sweep(
+        simlab.models.Heat(diffusivity=1.0, grid=grid),
+        {"diffusivity": [0.8, 1.2]},
+        y0,
+        ts,
+        progress=False,
+    )
+    for member, diffusivity in enumerate((0.8, 1.2)):
+        np.testing.assert_allclose(
+            swept.observables["trajectory"][member], direct(diffusivity).ys, rtol=1e-10
+        )
+    fitted = simlab.fit(
+        simlab.models.Heat(diffusivity=0.6, grid=grid),
+        ts,
+        direct(1.0).ys,
+        y0=y0,
+        params=["diffusivity"],
+        progress=False,
+    )
+    np.testing.assert_allclose(fitted.params["diffusivity"], 1.0, rtol=1e-5)

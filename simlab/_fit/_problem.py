@@ -15,7 +15,7 @@ from jaxtyping import Array
 
 from .._misc import is_concrete
 from .._options import SolveOptions, as_solve_options
-from .._simulate import checked_ts, simulate
+from .._simulate import checked_ts, simulate, with_default_solver
 from ..models._base import AbstractModel
 from ._noise import AbstractLeastSquaresNoise, AbstractNoise, Gaussian, noise_parameters
 from ._series import from_series
@@ -331,6 +331,9 @@ def make_problem(
                 f"simulate_options may not set {reserved!r}: fit chooses it (forward mode for "
                 "least squares, reverse mode for gradient descent, throw=False throughout)."
             )
+    options = as_solve_options(simulate_options)
+    for experiment in experiments:  # the solver a direct simulate of the start would pick
+        options = with_default_solver(model, experiment.y0[0], experiment.ts, options)
     problem = FitProblem(
         model=model,
         experiments=tuple(experiments),
@@ -338,7 +341,7 @@ def make_problem(
         module_paths=module_paths,
         fit_y0=bool(fit_y0),
         observe=observe_fn,
-        simulate_options=as_solve_options(simulate_options),
+        simulate_options=options,
         noise=noise,
         fit_noise=bool(fit_noise),
         bounds=overrides,

@@ -17,7 +17,7 @@ from jax.sharding import Mesh
 
 from .._options import DEFAULT_MAX_STEPS, SolveOptions, merged_options
 from .._provenance import provenance as simlab_provenance
-from .._simulate import checked_ts, checked_y0
+from .._simulate import checked_ts, checked_y0, with_default_solver
 from ..integrate._events import Event, event_name
 from ..io import StoreLayout, SweepStore
 from ..io._fingerprint import array_digest, callable_digest
@@ -158,6 +158,7 @@ def sweep(
             integrator=integrator,
         ),
     )
+    settings = with_default_solver(model, y0, ts, settings)
     statics = dict(names=members.names, observable=observable, settings=settings, event=event)
     specs = output_specs(model, y0, ts, members.values.dtype, **statics)
     chunk_size = _chunk_size(chunk_size, members, specs, y0, ts, mesh)
