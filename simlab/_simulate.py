@@ -99,9 +99,8 @@ def simulate(
       (split models on periodic grids, fixed steps) in Fourier space, `"kencarp3/4/5"`
       on split models as IMEX (linear part implicit, matrix-free), and everything else
       with `diffrax.diffeqsolve`; a name in `simlab.integrate.integrator_names()` forces
-      one. The lean loop
-      lands steps on every save time and takes `adjoint=None`, `"forward"` or
-      `"checkpoint"`. See the performance page.
+      one. The lean loop lands steps on every save time and takes `adjoint=None`,
+      `"forward"` or `"checkpoint"`. See the performance page and `simlab.integrate`.
 
     - `event`: a [`simlab.Event`][]: the first time its condition crosses zero is found by
       root finding on the solution and returned as `.event_time` (differentiable), the
