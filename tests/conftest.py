@@ -13,6 +13,7 @@ jax.config.update("jax_num_cpu_devices", 4)
 
 import matplotlib  # noqa: E402
 import pytest  # noqa: E402
+from jax.experimental.compilation_cache import compilation_cache  # noqa: E402
 
 matplotlib.use("Agg")
 
@@ -23,6 +24,22 @@ def _close_figures():
     import matplotlib.pyplot as plt
 
     plt.close("all")
+
+
+_CACHE_SETTINGS = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs")
+
+
+@pytest.fixture(autouse=True)
+def _compilation_cache_stays_off():
+    """The `simlab` command turns JAX's persistent compilation cache on for its whole process;
+    a test that runs it in-process turns it off again, so the rest of the worker does not
+    serialize every executable it compiles."""
+    before = {name: getattr(jax.config, name) for name in _CACHE_SETTINGS}
+    yield
+    if any(getattr(jax.config, name) != value for name, value in before.items()):
+        for name, value in before.items():
+            jax.config.update(name, value)
+        compilation_cache.reset_cache()
 
 
 def pytest_collection_modifyitems(config, items):

@@ -5,9 +5,7 @@ import pathlib
 import subprocess
 import sys
 
-import jax
 import pytest
-from jax.experimental.compilation_cache import compilation_cache
 
 from simlab import cli
 from simlab.experiment import shipped
@@ -41,17 +39,10 @@ kind = "phase_portrait"
 
 @pytest.fixture
 def isolated(tmp_path, monkeypatch):
-    """Runs in an empty folder, with the compilation cache kept inside it, and turns the
-    cache off again afterwards: the command turns it on for the whole process, and the
-    other tests of this worker must not write every executable they compile to disk."""
+    """Runs in an empty folder, with the compilation cache kept inside it."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv(cli.CACHE_ENVIRONMENT, str(tmp_path / "cache"))
-    settings = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs")
-    before = {name: getattr(jax.config, name) for name in settings}
-    yield tmp_path
-    for name, value in before.items():
-        jax.config.update(name, value)
-    compilation_cache.reset_cache()
+    return tmp_path
 
 
 def _write(folder: pathlib.Path, name: str, text: str) -> pathlib.Path:
