@@ -43,6 +43,11 @@ class RESULTS(dfx.RESULTS):
         "adaptive=True, or an implicit or IMEX solver such as solver='kvaerno5' or "
         "solver='kencarp4'."
     )
+    nonfinite_event_condition = (
+        "The event condition returned NaN or infinity at a finite state, so whether the event "
+        "happened is unknown. Make the condition return a finite real number wherever the "
+        "solution can go (e.g. guard a sqrt, log or division of the state)."
+    )
 
 
 class SimulationError(RuntimeError):

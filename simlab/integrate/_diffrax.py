@@ -1,6 +1,7 @@
 """The Diffrax integrator: `diffrax.diffeqsolve` for every Diffrax solver the others do not
 run (implicit ESDIRK methods, any adjoint), with events located on its dense output."""
 
+import functools as ft
 from collections.abc import Callable
 from typing import Any
 
@@ -12,6 +13,7 @@ import numpy as np
 import optimistix as optx
 
 from .._results import RESULTS
+from ._events import CROSSING_SIGNS, event_status, is_undefined
 from ._interface import AbstractIntegrator, FoundEvent, Problem, Solution
 from ._solvers import resolve_adjoint
 
@@ -81,30 +83,51 @@ def _diffeqsolve(problem: Problem, diffrax_event: dfx.Event | None) -> dfx.Solut
 def _solve_with_event(problem: Problem) -> Solution:
     """An event becomes a `diffrax.Event` whose time an Optimistix root finder locates on
     Diffrax's dense output (and differentiates implicitly). Diffrax events always stop the
-    solve, so a non-terminating event takes a second solve, without the event, for `ys`."""
+    solve, so a non-terminating event takes a second solve, without the event, for `ys`.
+
+    Its conditions are the event's condition signed by `CROSSING_SIGNS`, each watched for
+    a fall from positive to non-positive (`direction=False`), which is simlab's event rule,
+    and a last one that stops the solve where the condition is not finite."""
     event = problem.event
     root_finder = optx.Newton(rtol=EVENT_ROOT_TOLERANCE, atol=EVENT_ROOT_TOLERANCE)
-    direction = {1: True, -1: False, 0: None}[event.direction]
-    condition = _DiffraxCondition(event.condition)
-    stopping = _diffeqsolve(problem, dfx.Event(condition, root_finder, direction))
-    fired = stopping.result == dfx.RESULTS.event_occurred
+    crossings = tuple(
+        _SignedCondition(event.condition, sign) for sign in CROSSING_SIGNS[event.direction]
+    )
+    conditions = (*crossings, _UndefinedCondition(event.condition))
+    stopping = _diffeqsolve(problem, dfx.Event(conditions, root_finder, direction=False))
+    *crossing_fired, condition_undefined = stopping.event_mask
+    fired = ft.reduce(jnp.logical_or, crossing_fired)
     (ys, at_stop), (_, stop_time) = stopping.ys, stopping.ts
     found = FoundEvent(
         jnp.where(fired, stop_time[0], jnp.nan), jnp.where(fired, at_stop[0], jnp.nan)
     )
     if not event.terminate:
         solution = _diffeqsolve(problem, None)
-        return Solution(solution.ys, RESULTS.promote(solution.result), solution.stats, found)
-    status = RESULTS.where(fired, RESULTS.successful, RESULTS.promote(stopping.result))
+        status = event_status(condition_undefined, RESULTS.promote(solution.result))
+        return Solution(solution.ys, status, solution.stats, found)
+    stopped = fired | condition_undefined
+    status = RESULTS.where(stopped, RESULTS.successful, RESULTS.promote(stopping.result))
+    status = event_status(condition_undefined, status)
     after = (problem.ts > found.time).reshape(-1, *(1,) * problem.y0.ndim)
     return Solution(jnp.where(after, jnp.nan, ys), status, stopping.stats, found)
 
 
-class _DiffraxCondition(eqx.Module):
-    """An event condition as `diffrax.Event` calls it (with keyword extras); equal for
-    equal conditions, so the compiled solve is reused."""
+class _SignedCondition(eqx.Module):
+    """`sign * condition(t, y, args)`, called as `diffrax.Event` calls it (with keyword
+    extras); equal for equal conditions, so the compiled solve is reused."""
+
+    condition: Callable = eqx.field(static=True)
+    sign: float = eqx.field(static=True)
+
+    def __call__(self, t, y, args, **kwargs):
+        return self.sign * self.condition(t, y, args)
+
+
+class _UndefinedCondition(eqx.Module):
+    """Whether the condition is `NaN` or infinite at a finite state (a boolean condition,
+    which stops Diffrax's solve where it first holds)."""
 
     condition: Callable = eqx.field(static=True)
 
     def __call__(self, t, y, args, **kwargs):
-        return self.condition(t, y, args)
+        return is_undefined(self.condition(t, y, args), y)

@@ -4,9 +4,10 @@ r"""Events: the time $\tau$ at which a condition $g(t, y(t))$ of the solution cr
 event machinery of the lean loop (`simlab.integrate._lean`), which runs in three parts:
 
 1. While stepping, `advance_bracket` evaluates $g$ at the end of every accepted step and
-   keeps the first step across which $g$ changes sign (in the requested direction): its
-   start time, state and length. Under `jax.vmap` this costs one condition
-   evaluation and a few selects per step, so members without an event pay almost nothing.
+   keeps the first step across which $g$ crosses zero (in the requested direction, by the
+   rule of `_crossed`): its start time, state and length. Under `jax.vmap` this costs one
+   condition evaluation and a few selects per step, so members without an event pay
+   almost nothing.
 2. After the solve, `locate_event` finds the root *on the solution*, not on the step grid:
    the Illinois variant of regula falsi on $u \mapsto g(t_b + u, \Phi(t_b, y_b, u))$, where
    $\Phi$ re-takes one Runge–Kutta step of length $u$ from the bracketing step's start, so
@@ -22,9 +23,11 @@ event machinery of the lean loop (`simlab.integrate._lean`), which runs in three
    in reverse and forward mode alike.
 
 On Diffrax, `simulate` hands the same condition to `diffrax.Event` with an Optimistix root
-finder on Diffrax's dense output instead.
+finder on Diffrax's dense output instead, signed by `CROSSING_SIGNS` so that Diffrax's
+rule for a falling crossing is the rule here.
 """
 
+import functools as ft
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -34,7 +37,13 @@ import jax.lax as lax
 import jax.numpy as jnp
 from jaxtyping import Array
 
+from .._results import RESULTS
+
 DIRECTIONS = (-1, 0, 1)
+# An event in each direction is a fall of sign * g from positive to non-positive, for one
+# of these signs: the one rule of docs/events.md ("When an event fires"), which Diffrax's
+# downcrossing test (`direction=False`) also applies to each signed condition.
+CROSSING_SIGNS = {-1: (1.0,), 1: (-1.0,), 0: (1.0, -1.0)}
 MAX_ROOT_ITERATIONS = 50
 ROOT_TOLERANCE_EPS = 16  # stop refining when an iteration moves the root by this many eps
 
@@ -57,9 +66,12 @@ class Event(eqx.Module):
       (not a new lambda per call), as it is part of the compiled solve's cache key.
     - `terminate`: stop the solve at the event (`True`, default) or only record the time
       of the first crossing and carry on to `ts[-1]` (`False`).
-    - `direction`: `+1` counts only rising crossings ($g$ from negative to non-negative),
-      `-1` only falling ones (from positive to non-positive), `0` (default) both. A
-      condition that starts at exactly zero must leave zero before a crossing counts.
+    - `direction`: `+1` counts only rising crossings, `-1` only falling ones, `0`
+      (default) both.
+
+    When exactly an event fires (a condition that is zero at `ts[0]`, one that touches
+    zero, one that returns `NaN`) is set out once, for every integrator, under "When an
+    event fires" on the events page (docs/events.md).
 
     After the solve, `trajectory.event_time` is $\tau$ (`NaN` when the condition never
     crossed zero in `[ts[0], ts[-1]]`) and `trajectory.event_state` is $y(\tau)$. With
@@ -149,9 +161,27 @@ def _name(fn: Any) -> str:
 
 
 def _crossed(direction: int, before: Array, after: Array) -> Array:
-    rising = (before < 0) & (after >= 0)
-    falling = (before > 0) & (after <= 0)
-    return {1: rising, -1: falling, 0: rising | falling}[direction]
+    """Whether the condition crossed zero in `direction` from value `before` to `after`:
+    from one side of zero to the other side or onto zero. A value of exactly zero has no
+    side, so a condition that starts at zero crosses only once it has left zero."""
+    falls = [(sign * before > 0) & (sign * after <= 0) for sign in CROSSING_SIGNS[direction]]
+    return ft.reduce(jnp.logical_or, falls)
+
+
+def is_undefined(value: Array, y: Array) -> Array:
+    """Whether the condition's `value` at the state `y` says nothing: not finite where the
+    state is (a non-finite state is a failure of the solve, reported as such)."""
+    return ~jnp.isfinite(value) & jnp.all(jnp.isfinite(y))
+
+
+def event_status(condition_undefined: Array, status: RESULTS) -> RESULTS:
+    """`status`, or `RESULTS.nonfinite_event_condition` where an otherwise successful solve
+    met a state at which the condition was `NaN` or infinite (`is_undefined`)."""
+    return RESULTS.where(
+        condition_undefined & (status == RESULTS.successful),
+        RESULTS.nonfinite_event_condition,
+        status,
+    )
 
 
 class Bracket(NamedTuple):
@@ -163,6 +193,7 @@ class Bracket(NamedTuple):
 
     value: Array  # g at the last accepted state
     fired: Array  # whether a step has bracketed a crossing yet
+    undefined: Array  # whether g was NaN or infinite at an accepted finite state
     t: Array  # the bracketing step: start time, state and length
     y: Array
     h: Array
@@ -170,7 +201,8 @@ class Bracket(NamedTuple):
 
 def start_bracket(value_fn: Callable, t0: Array, y0: Array) -> Bracket:
     """The event state before the first step (no step has bracketed a crossing)."""
-    return Bracket(jnp.asarray(value_fn(t0, y0)), jnp.asarray(False), t0, y0, jnp.zeros_like(t0))
+    value = jnp.asarray(value_fn(t0, y0))
+    return Bracket(value, jnp.asarray(False), is_undefined(value, y0), t0, y0, jnp.zeros_like(t0))
 
 
 def advance_bracket(
@@ -189,6 +221,7 @@ def advance_bracket(
     return Bracket(
         value=jnp.where(accept, value, bracket.value),
         fired=bracket.fired | first,
+        undefined=bracket.undefined | (accept & is_undefined(value, y1)),
         t=jnp.where(first, t, bracket.t),
         y=jnp.where(first, y, bracket.y),
         h=jnp.where(first, h, bracket.h),

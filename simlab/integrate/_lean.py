@@ -35,7 +35,14 @@ import numpy as np
 from jaxtyping import Array
 
 from .._results import RESULTS
-from ._events import Event, advance_bracket, locate_event, start_bracket, stopped
+from ._events import (
+    Event,
+    advance_bracket,
+    event_status,
+    locate_event,
+    start_bracket,
+    stopped,
+)
 from ._interface import AbstractIntegrator, FoundEvent, Problem, Solution
 from ._loops import STORED_STEPS_BUDGET, checkpointed_loop, fixed_steps_per_interval
 from ._solvers import error_order, is_lean_solver
@@ -625,6 +632,7 @@ def _solve_with_event(inputs, event, *, solver, adaptive, max_steps, loop_kind):
         return _runge_kutta_step(vector_field, solver.tableau, t, y, f, h)[0]
 
     time, state = locate_event(value_fn, vector_field, step_fn, bracket)
+    result = event_status(bracket.undefined, result)
     if event.terminate:
         after = (ts > time).reshape(-1, *(1,) * y0.ndim)
         ys = jnp.where(after, jnp.nan, ys)
