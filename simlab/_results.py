@@ -128,6 +128,8 @@ class Trajectory(eqx.Module):
             )
         return self.ys[..., names.index(name)]
 
-    def final_state(self) -> Float[Array, " *state"]:
-        """The state at the last save time (of one trajectory; `vmap` for a batch)."""
-        return self.ys[-1]
+    def final_state(self) -> Float[Array | np.ndarray, "..."]:
+        """The state at the last save time; for a batch of trajectories (a `vmap`ped
+        `simulate`), each member's, with the batch axes first."""
+        batch_axes = np.ndim(self.ts) - 1  # ts gains the batch axes, as every leaf does
+        return self.ys[(slice(None),) * batch_axes + (-1,)]

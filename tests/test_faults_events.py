@@ -1,6 +1,7 @@
 """Silent failures of events, batches, forward mode and the getting-started page: each
 case gives the right answer on every path, or a failure that says what to do."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -79,3 +80,22 @@ def test_a_condition_that_turns_nan_fails_the_solve_instead_of_never_firing(inte
     assert trajectory.result == simlab.RESULTS.nonfinite_event_condition
     with pytest.raises(simlab.SimulationError, match="event condition returned NaN"):
         simlab.simulate(ballistic, y0, TS, event=event, **settings)
+
+
+# --- 8. final_state of a batch ------------------------------------------------------------
+
+
+def decay(t, y, rate):
+    return -rate * y
+
+
+def test_final_state_of_a_vmapped_batch_is_each_members_final_state():
+    rates = jnp.array([0.5, 1.0, 2.0])
+
+    def solve(rate):
+        return simlab.simulate(decay, jnp.array([1.0, 2.0]), TS, args=rate, throw=False)
+
+    batch = jax.vmap(solve)(rates)
+    expected = np.exp(-np.asarray(rates) * float(TS[-1]))[:, None] * np.array([1.0, 2.0])
+    np.testing.assert_allclose(batch.final_state(), expected, rtol=1e-5)
+    np.testing.assert_allclose(solve(rates[0]).final_state(), expected[0], rtol=1e-5)
