@@ -19,7 +19,7 @@ from ._misc import is_concrete
 from ._options import DEFAULT_MAX_STEPS, SolveOptions, merged_options, tolerances
 from ._results import RESULTS, SimulationError, Trajectory
 from .integrate._events import Event, check_event
-from .integrate._interface import Problem
+from .integrate._interface import AbstractIntegrator, Problem, Solution
 from .integrate._loops import grid_slack
 from .integrate._registry import select_integrator
 from .integrate._selection import default_solver
@@ -30,6 +30,8 @@ from .models._base import AbstractModel
 LEAN_DERIVATIVES = {None: "auto", "forward": "forward", "checkpoint": "reverse"}
 LEAN_ADJOINTS = tuple(LEAN_DERIVATIVES)
 STABLE_STEP_SAFETY = 0.9  # a step at the exact limit leaves the fastest mode undamped
+# What JAX raises for forward mode through a custom_vjp (reverse-mode-only) function.
+FORWARD_MODE_REFUSAL = "can't apply forward-mode autodiff (jvp) to a custom_vjp function"
 EVENT_ROOT_TOLERANCE = 1e-12  # on the event time, relative and absolute (Newton on Diffrax)
 
 
@@ -81,15 +83,17 @@ def simulate(
       as `.result` with `throw=False` or under `vmap`), and `dt0=None` picks a stable step.
     - `adaptive`: adapt the step to meet `rtol`/`atol` (`True`) or take fixed steps.
     - `max_steps`: the most steps the solver may take before reporting failure.
-    - `adjoint`: how to differentiate the solve. `None` (the default) chooses: on the lean
-      loop, when at most 16 scalars are differentiated (parameters and `y0`, counted
-      statically from what `jax.grad`/`jax.jvp` perturb), their sensitivities are carried
-      along in the step (forward sensitivities, for `jax.grad` and `jax.jvp` alike);
-      with more, reverse mode through the loop (every step stored where it fits in
-      memory, checkpoints otherwise). Elsewhere `None` is Diffrax's checkpointed reverse
-      mode. `"forward"` asks for forward mode (`jax.jvp`, `jax.jacfwd`; by
-      sensitivities on the lean loop), `"checkpoint"` for reverse mode through the loop
-      whatever the count; also `"direct"`, `"backsolve"`, or a Diffrax adjoint.
+    - `adjoint`: how to differentiate the solve. `None` (the default) is for reverse mode
+      (`jax.grad`) and chooses: on the lean loop, when at most 16 scalars are
+      differentiated (parameters and `y0`, counted statically from what `jax.grad`
+      perturbs), their sensitivities are carried along in the step (forward
+      sensitivities, which reverse mode contracts); with more, reverse mode through the
+      loop (every step stored where it fits in memory, checkpoints otherwise). Elsewhere
+      `None` is Diffrax's checkpointed reverse mode. `"forward"` is for forward mode
+      (`jax.jvp`, `jax.jacfwd`; by sensitivities on the lean loop): forward mode through
+      a solve that differentiates in reverse mode only raises a ValueError that says so.
+      `"checkpoint"` asks for reverse mode through the loop whatever the count; also
+      `"direct"`, `"backsolve"`, or a Diffrax adjoint.
     - `throw`: raise on a failed solve. Under `jax.vmap` pass `throw=False` and read
       `.result` per member instead: a failed member then never affects the others.
     - `args`: passed through to `model(t, y, args)`.
@@ -175,7 +179,7 @@ def simulate(
         adjoint=options.adjoint,
         event=event,
     )
-    solution = integrator.solve(problem)
+    solution = _solve(integrator, problem)
     found = solution.event
     # Save times after a terminating event are never reached: their NaN is no failure.
     unreached = ts > found.time if event is not None and event.terminate else None
@@ -193,6 +197,22 @@ def simulate(
         event_time=None if found is None else found.time,
         event_state=None if found is None else found.state,
     )
+
+
+def _solve(integrator: AbstractIntegrator, problem: Problem) -> Solution:
+    """`integrator.solve(problem)`, where JAX's refusal of forward mode through a solve that
+    differentiates in reverse mode only says which adjoint to pass instead."""
+    try:
+        return integrator.solve(problem)
+    except TypeError as error:
+        if FORWARD_MODE_REFUSAL not in str(error):
+            raise
+        raise ValueError(
+            f"jax.jvp and jax.jacfwd (forward mode) cannot differentiate this solve: with "
+            f"adjoint={problem.adjoint!r} the {integrator.name} integrator differentiates in "
+            "reverse mode only (jax.grad). For forward mode pass adjoint='forward' (to "
+            "simulate, or in the simlab.SolveOptions of a sweep or fit)."
+        ) from error
 
 
 def _solver(model, y0, ts, options: SolveOptions, rtol, atol) -> tuple[Any, str | None]:

@@ -99,3 +99,17 @@ def test_final_state_of_a_vmapped_batch_is_each_members_final_state():
     expected = np.exp(-np.asarray(rates) * float(TS[-1]))[:, None] * np.array([1.0, 2.0])
     np.testing.assert_allclose(batch.final_state(), expected, rtol=1e-5)
     np.testing.assert_allclose(solve(rates[0]).final_state(), expected[0], rtol=1e-5)
+
+
+# --- 18. forward mode with the default adjoint --------------------------------------------
+
+
+def test_forward_mode_through_a_reverse_mode_solve_says_to_pass_adjoint_forward():
+    def final_value(rate, adjoint):
+        return simlab.simulate(decay, jnp.array([1.0]), TS, args=rate, adjoint=adjoint).ys[-1, 0]
+
+    with pytest.raises(ValueError, match="adjoint='forward'"):
+        jax.jacfwd(final_value)(0.5, None)
+    # As the error says: d/dk exp(-k T) = -T exp(-k T).
+    slope = jax.jacfwd(final_value)(0.5, "forward")
+    np.testing.assert_allclose(slope, -TS[-1] * np.exp(-0.5 * TS[-1]), rtol=1e-5)
