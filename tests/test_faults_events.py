@@ -1,13 +1,20 @@
 """Silent failures of events, batches, forward mode and the getting-started page: each
 case gives the right answer on every path, or a failure that says what to do."""
 
+import os
+import pathlib
+import subprocess
+import sys
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from test_docs import python_blocks
 
 import simlab
 
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 GRAVITY = 9.81
 # The lean loop (Tsit5), Diffrax's stiff Kvaerno5 and Diffrax running Tsit5.
 INTEGRATOR_SETTINGS = {
@@ -113,3 +120,22 @@ def test_forward_mode_through_a_reverse_mode_solve_says_to_pass_adjoint_forward(
     # As the error says: d/dk exp(-k T) = -T exp(-k T).
     slope = jax.jacfwd(final_value)(0.5, "forward")
     np.testing.assert_allclose(slope, -TS[-1] * np.exp(-0.5 * TS[-1]), rtol=1e-5)
+
+
+# --- 19. the getting-started page says its precision --------------------------------------
+
+
+def test_the_getting_started_page_simulates_in_float64():
+    # Pasted into a fresh interpreter (no float64 from this suite's configuration), the
+    # page's first block runs in the precision its text assumes.
+    first_block = python_blocks((ROOT / "docs" / "getting-started.md").read_text())[0]
+    completed = subprocess.run(
+        [sys.executable, "-c", first_block + "print(trajectory.ys.dtype)"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    assert completed.stdout.split()[-1] == "float64"
