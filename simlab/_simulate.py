@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Real
 
-from ._misc import is_concrete
+from ._misc import Integer, RealNumber, is_concrete
 from ._options import DEFAULT_MAX_STEPS, SolveOptions, merged_options, tolerances
 from ._results import RESULTS, SimulationError, Trajectory
 from .integrate._events import Event, check_event
@@ -40,11 +40,11 @@ def simulate(
     *,
     options: SolveOptions | None = None,
     solver: Any = None,
-    rtol: float | None = None,
-    atol: float | None = None,
+    rtol: RealNumber | None = None,
+    atol: RealNumber | None = None,
     dt0: Real[ArrayLike, ""] | None = None,
     adaptive: bool = True,
-    max_steps: int = DEFAULT_MAX_STEPS,
+    max_steps: Integer = DEFAULT_MAX_STEPS,
     adjoint: str | dfx.AbstractAdjoint | None = None,
     throw: bool = True,
     args: Any = None,
