@@ -44,3 +44,12 @@ def as_float_array(value: ArrayLike) -> Array:
     if not jnp.issubdtype(dtype, jnp.inexact):
         dtype = jnp.result_type(float)
     return jnp.asarray(value, dtype=dtype)  # strongly typed, so batches and fits agree
+
+
+def as_float_array_if_numeric(value: Any) -> Any:
+    """`as_float_array` of a number or array; anything else (a string, `None`, a ragged list)
+    as it is, for the owner's check to refuse by name: a field's converter sees no name."""
+    try:
+        return as_float_array(value)
+    except (TypeError, ValueError):
+        return value

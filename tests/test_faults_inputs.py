@@ -1,5 +1,5 @@
-"""Numbers passed to the Python API: NumPy scalars are numbers, and a count is never a bool
-nor a traced value."""
+"""Numbers and parameters passed to the Python API: NumPy scalars are numbers, a count is
+never a bool nor a traced value, and a parameter of the wrong kind is refused by name."""
 
 import json
 from typing import ClassVar
@@ -24,6 +24,16 @@ class Drift(AbstractODEModel):
 
     def __call__(self, t, y, args):
         return jnp.broadcast_to(self.slope, y.shape)
+
+
+class TwoDecays(AbstractODEModel):
+    """dy_i/dt = -rates_i y_i, with both rates in one declared array of shape (2,)."""
+
+    rates: Float[Array, "2"] = parameter(lower=0.0)
+    state_names: ClassVar[tuple[str, ...]] = ("x", "y")
+
+    def __call__(self, t, y, args):
+        return -self.rates * y
 
 
 TS = jnp.linspace(0.0, 2.0, 9)
@@ -157,3 +167,36 @@ def test_robin_takes_numpy_coefficients():
     u = jnp.linspace(0.0, 1.0, 8)
     cells = [simlab.grid.laplacian(u, simlab.Grid((8,), boundary=b)) for b in (given, python)]
     np.testing.assert_array_equal(*cells)
+
+
+# --- a parameter of the wrong kind is named ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "value", "message"),
+    [
+        (Drift, jnp.ones(3), r"Drift: parameter 'slope' must be a scalar.*got shape \(3,\)"),
+        (Drift, "fast", "Drift: parameter 'slope' must be a number or an array of numbers"),
+        (Drift, None, "Drift: parameter 'slope' must be a number or an array of numbers"),
+        (Drift, 1j, "Drift: parameter 'slope' must have a float dtype.*got complex128"),
+        (TwoDecays, jnp.ones(3), r"'rates' must be of shape \(2,\).*got shape \(3,\)"),
+        (TwoDecays, 1.0, r"'rates' must be of shape \(2,\).*got shape \(\)"),
+    ],
+)
+def test_a_parameter_of_the_wrong_kind_is_refused_by_name(model, value, message):
+    field = model.parameter_names()[0]
+    with pytest.raises(ValueError, match=message):
+        model(**{field: value})
+
+
+def test_a_built_in_model_names_its_parameter():
+    with pytest.raises(ValueError, match="Lorenz: parameter 'rho' must be a scalar"):
+        simlab.models.Lorenz(sigma=10.0, rho=jnp.array([28.0, 29.0]), beta=8 / 3)
+    with without_type_checks(), pytest.raises(ValueError, match="'rho' must be a number"):
+        simlab.models.Lorenz(sigma=10.0, rho="28", beta=8 / 3)
+
+
+def test_models_built_per_member_under_vmap_keep_their_declared_shape():
+    slopes = jnp.array([0.5, 1.0, 2.0])
+    built = jax.vmap(lambda slope: Drift(slope=slope).slope)(slopes)
+    np.testing.assert_array_equal(built, slopes)

@@ -12,7 +12,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._misc import RealNumber, as_float_array, is_concrete, is_real_number
+from .._misc import RealNumber, as_float_array_if_numeric, is_concrete, is_real_number
 
 Side = Literal["low", "high"]
 
@@ -81,18 +81,9 @@ class Periodic(AbstractBoundaryCondition):
         return _side_slab(field, axis, 0, width)
 
 
-def _as_value(value: Any) -> Any:
-    """A number as a floating-point array; anything else as it is, for `_check_value` to
-    refuse by name."""
-    try:
-        return as_float_array(value)
-    except TypeError:
-        return value
-
-
 def _value_field(default: float = 0.0) -> Any:
     """A boundary value: an ordinary floating-point array leaf, so `jax.grad` flows into it."""
-    return eqx.field(converter=_as_value, default=default)
+    return eqx.field(converter=as_float_array_if_numeric, default=default)
 
 
 def _check_value(owner: str, name: str, value: Array) -> None:
