@@ -252,6 +252,8 @@ def checked_y0(model: Any, y0: ArrayLike | Sequence[float]) -> Array:
             f"y0 must be floating point; got dtype {y0.dtype}. "
             "Pass e.g. jnp.asarray(y0, dtype=float)."
         )
+    if y0.size == 0:
+        raise ValueError(f"y0 is empty (shape {y0.shape}); the state needs at least one component.")
     if isinstance(model, AbstractModel) and y0.shape != model.state_shape:
         raise ValueError(
             f"y0 has shape {y0.shape}, but {type(model).__name__} has state shape "

@@ -1,5 +1,6 @@
-"""Numbers and parameters passed to the Python API: NumPy scalars are numbers, a count is
-never a bool nor a traced value, and a parameter of the wrong kind is refused by name."""
+"""Numbers, parameters and states passed to the Python API: NumPy scalars are numbers, a
+count is never a bool nor a traced value, and a parameter of the wrong kind or an empty
+state is refused with a message that names it."""
 
 import json
 from typing import ClassVar
@@ -200,3 +201,11 @@ def test_models_built_per_member_under_vmap_keep_their_declared_shape():
     slopes = jnp.array([0.5, 1.0, 2.0])
     built = jax.vmap(lambda slope: Drift(slope=slope).slope)(slopes)
     np.testing.assert_array_equal(built, slopes)
+
+
+# --- an empty state --------------------------------------------------------------------
+
+
+def test_an_empty_y0_is_refused_clearly():
+    with pytest.raises(ValueError, match=r"y0 is empty \(shape \(0,\)\)"):
+        simlab.simulate(lambda t, y, args: -y, jnp.zeros(0), TS)
