@@ -1,15 +1,41 @@
 """Small helpers shared across simlab's packages."""
 
-from typing import Any
+import numbers
+from typing import Any, TypeAlias
 
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike
 
+# The annotations of counts and plain numbers. `int` and `float` are spelled out for static
+# type checkers, which do not count them as `numbers.Integral` and `numbers.Real`; NumPy's
+# scalars (`np.int64`, `np.float32`) are registered there.
+Integer: TypeAlias = int | numbers.Integral
+RealNumber: TypeAlias = float | numbers.Real
+
 
 def is_concrete(value: Any) -> bool:
     """False for a tracer (a value only known at run time under jit, vmap or grad)."""
     return not isinstance(value, jax.core.Tracer)
+
+
+def is_real_number(value: Any) -> bool:
+    """Whether `value` is a plain real number, Python's or NumPy's: not a bool (a flag where
+    a number is meant is a slip), not an array, not a traced value."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def as_count(name: str, value: Any, *, minimum: int = 1) -> int:
+    """`value` as a Python `int`: an integer (Python's or NumPy's) of at least `minimum`.
+
+    A bool, a float, an array or a traced value is refused with a message naming `name`: a
+    count fixes shapes or loop lengths, so it must be known before anything is traced.
+    """
+    counts = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if not (counts and value >= minimum):
+        wanted = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+        raise ValueError(f"{name} must be {wanted}; got {value!r}.")
+    return int(value)
 
 
 def as_float_array(value: ArrayLike) -> Array:
@@ -18,3 +44,12 @@ def as_float_array(value: ArrayLike) -> Array:
     if not jnp.issubdtype(dtype, jnp.inexact):
         dtype = jnp.result_type(float)
     return jnp.asarray(value, dtype=dtype)  # strongly typed, so batches and fits agree
+
+
+def as_float_array_if_numeric(value: Any) -> Any:
+    """`as_float_array` of a number or array; anything else (a string, `None`, a ragged list)
+    as it is, for the owner's check to refuse by name: a field's converter sees no name."""
+    try:
+        return as_float_array(value)
+    except (TypeError, ValueError):
+        return value

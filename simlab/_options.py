@@ -14,7 +14,7 @@ from typing import Any
 import diffrax as dfx
 import jax.numpy as jnp
 
-from ._misc import is_concrete
+from ._misc import Integer, as_count, is_concrete, is_real_number
 from .integrate._registry import integrator_names, runs_anywhere
 from .integrate._solvers import ADJOINTS, SOLVERS, solver_name
 
@@ -65,7 +65,7 @@ class SolveOptions:
     atol: Any = None
     dt0: Any = None
     adaptive: bool = True
-    max_steps: int = DEFAULT_MAX_STEPS
+    max_steps: Integer = DEFAULT_MAX_STEPS
     adjoint: Any = None
     integrator: str = "auto"
 
@@ -78,10 +78,13 @@ class SolveOptions:
                 raise ValueError(f"dt0 must be positive and finite; got {self.dt0}.")
         if not isinstance(self.adaptive, bool):
             raise ValueError(f"adaptive must be True or False; got {self.adaptive!r}.")
-        if isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int):
-            raise ValueError(f"max_steps must be a positive integer; got {self.max_steps!r}.")
-        if self.max_steps < 1:
-            raise ValueError(f"max_steps must be a positive integer; got {self.max_steps!r}.")
+        # Numbers are kept as Python's (the options are frozen, hence `object.__setattr__`):
+        # a NumPy scalar is strongly typed, so a np.float32 rtol would not promote with a
+        # float64 state, and a np.int64 is no JSON number for `record`.
+        object.__setattr__(self, "max_steps", as_count("max_steps", self.max_steps))
+        for name in ("rtol", "atol", "dt0"):
+            if is_real_number(getattr(self, name)):
+                object.__setattr__(self, name, float(getattr(self, name)))
         _check_adjoint(self.adjoint)
         if self.integrator not in integrator_names():
             raise ValueError(

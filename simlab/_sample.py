@@ -21,6 +21,7 @@ from jaxtyping import Array
 from ._fit._fit import FitResult
 from ._fit._problem import FitProblem, get_path
 from ._fit._uncertainty import natural_values
+from ._misc import Integer, as_count
 
 
 class Posterior(eqx.Module):
@@ -70,9 +71,9 @@ def sample(
     result: FitResult,
     *,
     priors: dict[str, Any] | None = None,
-    num_samples: int = 1000,
-    num_warmup: int = 500,
-    num_chains: int = 4,
+    num_samples: Integer = 1000,
+    num_warmup: Integer = 500,
+    num_chains: Integer = 4,
     key: Any,
     target_acceptance: float = 0.8,
 ) -> Posterior:
@@ -113,13 +114,9 @@ def sample(
         posterior.summary()
         ```
     """
-    for name, value in (
-        ("num_samples", num_samples),
-        ("num_warmup", num_warmup),
-        ("num_chains", num_chains),
-    ):
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer; got {value!r}.")
+    num_samples = as_count("num_samples", num_samples)
+    num_warmup = as_count("num_warmup", num_warmup)
+    num_chains = as_count("num_chains", num_chains)
     if key is None:
         raise ValueError("sample draws random numbers: pass key=jax.random.key(0).")
     problem, priors = _with_prior_ranges(result, dict(priors or {}))

@@ -12,6 +12,7 @@ import jax.random as jr
 import numpy as np
 from jax.sharding import Mesh
 
+from ._misc import Integer, RealNumber, as_count
 from ._simulate import DEFAULT_MAX_STEPS
 from ._sweep import sweep
 from ._sweep._members import _check_names
@@ -31,22 +32,22 @@ def sensitivity(
     *,
     observable: Callable[[Any], Mapping[str, Any]] | None,
     method: str = "sobol",
-    num_samples: int,
+    num_samples: Integer,
     key: Any,
     second_order: bool = True,
-    num_levels: int = 4,
-    num_resamples: int = 100,
+    num_levels: Integer = 4,
+    num_resamples: Integer = 100,
     conf_level: float = 0.95,
     time_outputs: Sequence[str] = (),
-    chunk_size: int | None = None,
+    chunk_size: Integer | None = None,
     mesh: Mesh | None = None,
     store: Any = None,
     progress: bool = True,
     solver: str | dfx.AbstractSolver | None = None,
-    rtol: float | None = None,
-    atol: float | None = None,
-    dt0: float | None = None,
-    max_steps: int = DEFAULT_MAX_STEPS,
+    rtol: RealNumber | None = None,
+    atol: RealNumber | None = None,
+    dt0: RealNumber | None = None,
+    max_steps: Integer = DEFAULT_MAX_STEPS,
     integrator: str = "auto",
     event: Any = None,
 ):
@@ -143,7 +144,9 @@ def sensitivity(
             f"{type(model).__name__}."
         )
     problem = _problem(model, ranges)
-    _check_sizes(method, num_samples, num_levels, num_resamples, conf_level)
+    num_samples, num_levels, num_resamples = _checked_sizes(
+        method, num_samples, num_levels, num_resamples, conf_level
+    )
     if key is None:
         raise ValueError("sensitivity draws its design at random: pass key=jax.random.key(0).")
     sample_seed, analysis_seed = _seeds(key)
@@ -239,9 +242,9 @@ def _problem(model: AbstractModel, ranges) -> dict:
     return {"num_vars": len(names), "names": list(names), "bounds": bounds}
 
 
-def _check_sizes(method, num_samples, num_levels, num_resamples, conf_level) -> None:
-    if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 2:
-        raise ValueError(f"num_samples must be an integer of at least 2; got {num_samples!r}.")
+def _checked_sizes(method, num_samples, num_levels, num_resamples, conf_level):
+    """`num_samples`, `num_levels`, `num_resamples` as Python integers, checked for `method`."""
+    num_samples = as_count("num_samples", num_samples, minimum=2)
     if method == "sobol" and num_samples & (num_samples - 1):
         below = 1 << (num_samples.bit_length() - 1)
         raise ValueError(
@@ -249,18 +252,16 @@ def _check_sizes(method, num_samples, num_levels, num_resamples, conf_level) -> 
             f"properties hold only then); got num_samples={num_samples}. Use {below} or "
             f"{2 * below}."
         )
-    if method == "morris" and (
-        isinstance(num_levels, bool) or not isinstance(num_levels, int) or num_levels < 2
-    ):
-        raise ValueError(f"num_levels must be an even integer >= 2; got {num_levels!r}.")
-    if method == "morris" and num_levels % 2:
-        raise ValueError(
-            f"Morris designs need an even number of levels; got num_levels={num_levels}."
-        )
-    if isinstance(num_resamples, bool) or not isinstance(num_resamples, int) or num_resamples < 2:
-        raise ValueError(f"num_resamples must be an integer >= 2; got {num_resamples!r}.")
+    if method == "morris":
+        num_levels = as_count("num_levels", num_levels, minimum=2)
+        if num_levels % 2:
+            raise ValueError(
+                f"Morris designs need an even number of levels; got num_levels={num_levels}."
+            )
+    num_resamples = as_count("num_resamples", num_resamples, minimum=2)
     if not 0 < conf_level < 1:
         raise ValueError(f"conf_level must lie strictly between 0 and 1; got {conf_level!r}.")
+    return num_samples, num_levels, num_resamples
 
 
 def _seeds(key) -> tuple[int, int]:

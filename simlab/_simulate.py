@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Real
 
-from ._misc import is_concrete
+from ._misc import Integer, RealNumber, is_concrete
 from ._options import DEFAULT_MAX_STEPS, SolveOptions, merged_options, tolerances
 from ._results import RESULTS, SimulationError, Trajectory
 from .integrate._events import Event, check_event
@@ -42,11 +42,11 @@ def simulate(
     *,
     options: SolveOptions | None = None,
     solver: Any = None,
-    rtol: float | None = None,
-    atol: float | None = None,
+    rtol: RealNumber | None = None,
+    atol: RealNumber | None = None,
     dt0: Real[ArrayLike, ""] | None = None,
     adaptive: bool = True,
-    max_steps: int = DEFAULT_MAX_STEPS,
+    max_steps: Integer = DEFAULT_MAX_STEPS,
     adjoint: str | dfx.AbstractAdjoint | None = None,
     throw: bool = True,
     args: Any = None,
@@ -272,6 +272,8 @@ def checked_y0(model: Any, y0: ArrayLike | Sequence[float]) -> Array:
             f"y0 must be floating point; got dtype {y0.dtype}. "
             "Pass e.g. jnp.asarray(y0, dtype=float)."
         )
+    if y0.size == 0:
+        raise ValueError(f"y0 is empty (shape {y0.shape}); the state needs at least one component.")
     if isinstance(model, AbstractModel) and y0.shape != model.state_shape:
         raise ValueError(
             f"y0 has shape {y0.shape}, but {type(model).__name__} has state shape "

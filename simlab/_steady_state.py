@@ -10,6 +10,7 @@ import numpy as np
 import optimistix as optx
 from jaxtyping import Array, ArrayLike, Complex, Float
 
+from ._misc import Integer, RealNumber, as_count
 from ._results import RESULTS
 from ._simulate import checked_y0, simulate
 from .models._base import AbstractModel
@@ -79,10 +80,13 @@ class SteadyState(eqx.Module):
         return np.asarray(STABILITY_LABELS)[codes] if codes.ndim else STABILITY_LABELS[codes]
 
 
-def default_root_solver(rtol: float, atol: float) -> optx.AbstractRootFinder:
+def default_root_solver(rtol: RealNumber, atol: RealNumber) -> optx.AbstractRootFinder:
     """Newton's method with an SVD linear solve, so that a singular Jacobian (a line of
     fixed points, as conservation laws make) still converges, to the nearest fixed point."""
-    return optx.Newton(rtol=rtol, atol=atol, linear_solver=lx.AutoLinearSolver(well_posed=False))
+    # Python floats: a NumPy scalar tolerance would not promote with the state's dtype.
+    return optx.Newton(
+        rtol=float(rtol), atol=float(atol), linear_solver=lx.AutoLinearSolver(well_posed=False)
+    )
 
 
 def steady_state(
@@ -91,9 +95,9 @@ def steady_state(
     *,
     args: Any = None,
     solver: optx.AbstractRootFinder | None = None,
-    rtol: float = 1e-10,
-    atol: float = 1e-10,
-    max_steps: int = 256,
+    rtol: RealNumber = 1e-10,
+    atol: RealNumber = 1e-10,
+    max_steps: Integer = 256,
     eigenvalue_tol: float = 1e-8,
 ) -> SteadyState:
     r"""Finds a fixed point $f(y^\ast) = 0$ of `model` near `y_guess`, and its stability.
@@ -138,6 +142,7 @@ def steady_state(
     """
     _check_model(model)
     y_guess = checked_y0(model, y_guess)
+    max_steps = as_count("max_steps", max_steps)
     if solver is None:
         solver = default_root_solver(rtol, atol)
     return _steady_state(model, y_guess, args, solver, max_steps, eigenvalue_tol)
@@ -276,9 +281,9 @@ def continuation(
     *,
     args: Any = None,
     solver: optx.AbstractRootFinder | None = None,
-    rtol: float = 1e-10,
-    atol: float = 1e-10,
-    max_steps: int = 256,
+    rtol: RealNumber = 1e-10,
+    atol: RealNumber = 1e-10,
+    max_steps: Integer = 256,
     eigenvalue_tol: float = 1e-8,
     refine: bool = True,
     oscillations: bool = True,
@@ -340,6 +345,7 @@ def continuation(
     _check_model(model)
     values = _checked_values(model, parameter, values)
     y_guess = checked_y0(model, y_guess)
+    max_steps = as_count("max_steps", max_steps)
     if solver is None:
         solver = default_root_solver(rtol, atol)
     points = _branch(

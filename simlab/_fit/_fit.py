@@ -16,7 +16,7 @@ import optimistix as optx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array, ArrayLike
 
-from .._misc import is_concrete
+from .._misc import Integer, RealNumber, as_count, is_concrete, is_real_number
 from .._options import SolveOptions
 from .._results import RESULTS
 from ._loop import AbstractStepper, Carry, GradientStepper, OptimistixStepper, num_scalars, run
@@ -105,7 +105,7 @@ class FitResult(eqx.Module):
         name: str | Sequence[str],
         *,
         level: float = 0.95,
-        num_points: int = 21,
+        num_points: Integer = 21,
         span: float = 4.0,
     ):
         r"""The profile likelihood of a fitted parameter, and its confidence interval.
@@ -190,18 +190,18 @@ def fit(
     noise_scale: ArrayLike | Sequence[ArrayLike] | None = None,
     fit_noise: bool | None = None,
     bounds: dict[str, tuple[float, float]] | None = None,
-    starts: int | None = None,
+    starts: Integer | None = None,
     key: Any = None,
     method: str | None = None,
     optimiser: Any = None,
-    max_steps: int | None = None,
-    rtol: float = 1e-8,
-    atol: float = 1e-12,
+    max_steps: Integer | None = None,
+    rtol: RealNumber = 1e-8,
+    atol: RealNumber = 1e-12,
     simulate_options: SolveOptions | dict[str, Any] | None = None,
     devices: Sequence[jax.Device] | None = None,
     progress: bool | None = None,
     checkpoint: str | os.PathLike | None = None,
-    checkpoint_every: int = 100,
+    checkpoint_every: Integer = 100,
     throw: bool = True,
 ) -> FitResult:
     r"""Fits model parameters (and optionally initial states) to observations by maximum
@@ -386,13 +386,11 @@ def _checked_settings(method, optimiser, max_steps, rtol, atol, checkpoint_every
             f"{type(noise).__name__} use method='quasi_newton' (the default) or 'gradient'."
         )
     for name, value in (("rtol", rtol), ("atol", atol)):
-        if not isinstance(value, int | float) or not value >= 0:
+        if not is_real_number(value) or not value >= 0:
             raise ValueError(f"{name} must be a non-negative number; got {value!r}.")
-    max_steps = DEFAULT_MAX_STEPS[method] if max_steps is None else max_steps
-    if not isinstance(max_steps, int) or max_steps < 1:
-        raise ValueError(f"max_steps must be a positive integer; got {max_steps!r}.")
-    if not isinstance(checkpoint_every, int) or checkpoint_every < 1:
-        raise ValueError(f"checkpoint_every must be a positive integer; got {checkpoint_every!r}.")
+    rtol, atol = float(rtol), float(atol)  # NumPy scalars would not promote with the data
+    max_steps = as_count("max_steps", DEFAULT_MAX_STEPS[method] if max_steps is None else max_steps)
+    as_count("checkpoint_every", checkpoint_every)
     if method == "gradient":
         optimiser = DEFAULT_GRADIENT_OPTIMISER if optimiser is None else optimiser
         if not isinstance(optimiser, optax.GradientTransformation):
@@ -421,8 +419,7 @@ def _checked_settings(method, optimiser, max_steps, rtol, atol, checkpoint_every
 
 def _multi_start(problem, stepper, max_steps, num_starts, key, devices, checkpoint, traced):
     """Runs the fit from `num_starts` drawn points; the best start's carry and all starts."""
-    if not isinstance(num_starts, int) or isinstance(num_starts, bool) or num_starts < 1:
-        raise ValueError(f"starts must be a positive integer; got {num_starts!r}.")
+    num_starts = as_count("starts", num_starts)
     if key is None:
         raise ValueError("starts= draws random starting points: pass key=jax.random.key(0).")
     if checkpoint is not None:

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import jax.scipy.stats as jstats
 from jaxtyping import Array
 
+from .._misc import Integer, as_count
 from .._results import RESULTS
 from ._loop import num_scalars, run
 from ._problem import FitProblem, get_path
@@ -55,7 +56,7 @@ class Profile(eqx.Module):
 
 
 def profiles(
-    result, names: tuple[str, ...], *, level: float, num_points: int, span: float
+    result, names: tuple[str, ...], *, level: float, num_points: Integer, span: float
 ) -> dict[str, Profile]:
     """See [`simlab.FitResult.profile`][]: every name's refits in one vmapped program."""
     problem: FitProblem = result.problem
@@ -68,8 +69,7 @@ def profiles(
             )
     if not 0 < level < 1:
         raise ValueError(f"level must lie in (0, 1), e.g. 0.95; got {level!r}.")
-    if not isinstance(num_points, int) or num_points < 3:
-        raise ValueError(f"num_points must be an integer >= 3; got {num_points!r}.")
+    num_points = as_count("num_points", num_points, minimum=3)
     if not span > 0:
         raise ValueError(f"span must be positive (standard errors each side); got {span!r}.")
     if result.stepper is None:

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
+from .._misc import Integer, as_count
 from ..models._base import AbstractModel
 
 MODES = ("grid", "zip", "samples")
@@ -37,7 +38,7 @@ def build_members(
     *,
     mode: str,
     key: Any,
-    num_samples: int | None,
+    num_samples: Integer | None,
 ) -> Members:
     """Checks `params` against the model and expands it into members."""
     if mode not in MODES:
@@ -117,10 +118,9 @@ def _zipped(names, columns) -> Members:
 def _samples(names, columns, *, key, num_samples, dtype) -> Members:
     if key is None:
         raise ValueError('mode="samples" draws random points: pass key=jax.random.key(0).')
-    if not isinstance(num_samples, int) or isinstance(num_samples, bool) or num_samples < 1:
-        raise ValueError(
-            f'mode="samples" needs num_samples, a positive integer; got {num_samples!r}.'
-        )
+    if num_samples is None:
+        raise ValueError('mode="samples" needs num_samples, a positive integer; got None.')
+    num_samples = as_count("num_samples", num_samples)
     lower, upper = [], []
     for name in names:
         bounds = columns[name]

@@ -15,6 +15,7 @@ import tqdm
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh
 
+from .._misc import Integer, RealNumber, as_count
 from .._options import DEFAULT_MAX_STEPS, SolveOptions, merged_options
 from .._provenance import provenance as simlab_provenance
 from .._simulate import checked_ts, checked_y0, with_default_solver
@@ -39,19 +40,19 @@ def sweep(
     mode: str = "grid",
     observable: Callable[[Any], Mapping[str, Any]] | None = None,
     observable_name: str | None = None,
-    num_samples: int | None = None,
-    chunk_size: int | None = None,
+    num_samples: Integer | None = None,
+    chunk_size: Integer | None = None,
     mesh: Mesh | None = None,
     store: Any = None,
     progress: bool = True,
     key: Any = None,
     options: SolveOptions | None = None,
     solver: str | dfx.AbstractSolver | None = None,
-    rtol: float | None = None,
-    atol: float | None = None,
-    dt0: float | None = None,
+    rtol: RealNumber | None = None,
+    atol: RealNumber | None = None,
+    dt0: RealNumber | None = None,
     adaptive: bool = True,
-    max_steps: int = DEFAULT_MAX_STEPS,
+    max_steps: Integer = DEFAULT_MAX_STEPS,
     integrator: str = "auto",
     event: Event | Callable[[AbstractModel], Event] | None = None,
 ) -> SweepResult:
@@ -145,7 +146,8 @@ def sweep(
     observable_id = _observable_identity(observable, observable_name)
     members = build_members(model, params, mode=mode, key=key, num_samples=num_samples)
     mesh = _checked_mesh(mesh)
-    _check_chunk_size(chunk_size)
+    if chunk_size is not None:  # refused before anything is traced
+        chunk_size = as_count("chunk_size", chunk_size)
     settings = merged_options(
         options,
         dict(
@@ -255,14 +257,6 @@ def _checked_mesh(mesh: Mesh | None) -> Mesh:
             "with simlab.parallel.member_mesh(devices)."
         )
     return mesh
-
-
-def _check_chunk_size(chunk_size) -> None:
-    """Refuses a bad `chunk_size` before anything is traced."""
-    if chunk_size is not None and (
-        isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1
-    ):
-        raise ValueError(f"chunk_size must be a positive integer; got {chunk_size!r}.")
 
 
 def _chunk_size(chunk_size, members: Members, specs, y0, ts, mesh: Mesh) -> int:

@@ -16,7 +16,7 @@ import numpy as np
 from .._fit._fit import METHODS
 from .._fit._noise import NOISE_MODELS, AbstractLeastSquaresNoise
 from .._options import SolveOptions
-from .._sensitivity import METHODS as SENSITIVITY_METHODS, _check_sizes as check_sensitivity_sizes
+from .._sensitivity import METHODS as SENSITIVITY_METHODS, _checked_sizes as check_sensitivity_sizes
 from ..grid import Grid
 from ..integrate._registry import select_integrator
 from ..integrate._solvers import SOLVERS, resolve_solver

@@ -12,7 +12,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._misc import as_float_array, is_concrete
+from .._misc import RealNumber, as_float_array_if_numeric, is_concrete, is_real_number
 
 Side = Literal["low", "high"]
 
@@ -81,18 +81,9 @@ class Periodic(AbstractBoundaryCondition):
         return _side_slab(field, axis, 0, width)
 
 
-def _as_value(value: Any) -> Any:
-    """A number as a floating-point array; anything else as it is, for `_check_value` to
-    refuse by name."""
-    try:
-        return as_float_array(value)
-    except TypeError:
-        return value
-
-
 def _value_field(default: float = 0.0) -> Any:
     """A boundary value: an ordinary floating-point array leaf, so `jax.grad` flows into it."""
-    return eqx.field(converter=_as_value, default=default)
+    return eqx.field(converter=as_float_array_if_numeric, default=default)
 
 
 def _check_value(owner: str, name: str, value: Array) -> None:
@@ -105,12 +96,21 @@ def _check_value(owner: str, name: str, value: Array) -> None:
         raise ValueError(f"{owner} {name} must be a finite float; got {float(value)!r}.")
 
 
-def _static_coefficient(owner: str, name: str, number: Any) -> float:
-    if isinstance(number, bool) or not isinstance(number, int | float):
+def _as_coefficient(number: RealNumber) -> Any:
+    """A real number (Python's or NumPy's) as a Python float, which hashes, compares and
+    promotes as a static coefficient should; anything else as it is, for
+    `_check_coefficient` to refuse by name."""
+    return float(number) if is_real_number(number) else number
+
+
+def _coefficient_field() -> Any:
+    """A Robin coefficient: static, as it decides whether the ghost cells are singular."""
+    return eqx.field(static=True, converter=_as_coefficient)
+
+
+def _check_coefficient(owner: str, name: str, number: Any) -> None:
+    if not (isinstance(number, float) and math.isfinite(number)):
         raise ValueError(f"{owner} {name} must be a finite float; got {number!r}.")
-    if not math.isfinite(number):
-        raise ValueError(f"{owner} {name} must be a finite float; got {number!r}.")
-    return float(number)
 
 
 class Dirichlet(AbstractBoundaryCondition):
@@ -183,13 +183,13 @@ class Robin(AbstractBoundaryCondition):
     - `value`: $g$ (a finite scalar; default 0).
     """
 
-    value_coefficient: float = eqx.field(static=True)
-    derivative_coefficient: float = eqx.field(static=True)
+    value_coefficient: float = _coefficient_field()
+    derivative_coefficient: float = _coefficient_field()
     value: Float[Array, ""] = _value_field()
 
     def __check_init__(self):
         for name in ("value_coefficient", "derivative_coefficient"):
-            _static_coefficient("Robin", name, getattr(self, name))
+            _check_coefficient("Robin", name, getattr(self, name))
         _check_value("Robin", "value", self.value)
         if self.value_coefficient == 0 and self.derivative_coefficient == 0:
             raise ValueError(

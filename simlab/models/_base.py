@@ -9,9 +9,9 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, PyTree
+from jaxtyping import AbstractArray, Array, PyTree
 
-from .._misc import as_float_array, is_concrete
+from .._misc import as_float_array_if_numeric, is_concrete
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,13 +47,40 @@ def parameter(
 ) -> Any:
     """Declares a physical parameter field: an array leaf with a valid range and a unit.
 
-    The range is checked when a model is built from concrete values, and `simlab.fit`
-    optimises the parameter through a transform that keeps every iterate inside it.
+    The range is checked when a model is built from concrete values, as are the dtype and
+    any fixed shape the field's annotation declares (`Float[Array, ""]`: a real scalar), and
+    `simlab.fit` optimises the parameter through a transform that keeps every iterate inside
+    it.
     """
     metadata = {"bounds": Bounds(lower, upper, lower_inclusive), "unit": unit}
     if default is dataclasses.MISSING:
-        return eqx.field(converter=as_float_array, metadata=metadata)
-    return eqx.field(converter=as_float_array, metadata=metadata, default=default)
+        return eqx.field(converter=as_float_array_if_numeric, metadata=metadata)
+    return eqx.field(converter=as_float_array_if_numeric, metadata=metadata, default=default)
+
+
+def _check_declared_array(owner: str, name: str, value: Any, annotation: Any) -> None:
+    """A parameter must be a floating-point array, of the dtype and the fixed shape its
+    jaxtyping annotation declares (`Float[Array, ""]`: a real scalar). Named and variadic
+    dimensions (`"*grid"`) are left to the model, which knows what they stand for."""
+    if not eqx.is_inexact_array(value):
+        raise ValueError(
+            f"{owner}: parameter {name!r} must be a number or an array of numbers; got {value!r}."
+        )
+    if not (isinstance(annotation, type) and issubclass(annotation, AbstractArray)):
+        return  # e.g. `jax.Array`, or an annotation kept as a string
+    if isinstance(annotation.dtypes, list | tuple) and value.dtype.name not in annotation.dtypes:
+        kind = annotation.dtype.__name__.lower()  # e.g. "float" for `Float[...]`
+        raise ValueError(
+            f"{owner}: parameter {name!r} must have a {kind} dtype, as declared; got {value.dtype}."
+        )
+    sizes = annotation.dim_str.split()
+    if all(size.isdigit() for size in sizes) and value.shape != tuple(map(int, sizes)):
+        expected = "a scalar" if not sizes else f"of shape {tuple(map(int, sizes))}"
+        raise ValueError(
+            f"{owner}: parameter {name!r} must be {expected}, as declared; got shape "
+            f"{value.shape}. To solve for several values, use simlab.sweep, or build the "
+            "model inside jax.vmap."
+        )
 
 
 class AbstractModel(eqx.Module):
@@ -121,8 +148,10 @@ class AbstractModel(eqx.Module):
         return inside
 
     def __check_init__(self):
+        annotations = {field.name: field.type for field in dataclasses.fields(self)}
         for name, bounds in self.parameter_bounds().items():
             value = getattr(self, name)
+            _check_declared_array(type(self).__name__, name, value, annotations[name])
             if not is_concrete(value):
                 continue  # traced under jit/vmap/grad: checked where it was concrete
             value = np.asarray(value)
