@@ -175,7 +175,12 @@ def sweep(
         units=_units(model, members.names),
     )
     provenance = _provenance(model, mesh, members, settings, observable_id, event)
-    identity = _identity(model, y0, ts, members, layout, settings, observable_id, event)
+    # Tracing the model and event for their digests is needed only to check a store.
+    identity = (
+        None
+        if store is None
+        else _identity(model, y0, ts, members, layout, settings, observable_id, event)
+    )
     sweep_store = _open_store(store, layout, identity, provenance)
     finished = _finished_chunks(sweep_store, layout)
 
