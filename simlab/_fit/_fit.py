@@ -287,6 +287,9 @@ def fit(
     - `progress`: show a progress bar (default: only when stdout is a terminal).
     - `checkpoint`: a `.npz` path: the loop's state is saved there every
       `checkpoint_every` steps, and a later call with the same arguments resumes from it.
+      A checkpoint of another fit is refused, naming what differs; the model and `observe`
+      count as the same only if they compute the same (a digest of their jaxprs, so a
+      class or function redefined under its name is a different one).
     - `throw`: raise if the fit does not converge; with `False` read `.result`.
 
     **Returns:** a [`simlab.FitResult`][].

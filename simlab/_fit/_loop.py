@@ -23,9 +23,10 @@ import optax
 import optimistix as optx
 from jaxtyping import Array
 
+from .._identity import abstract_time_and_state, function_identity, model_identity
 from .._results import RESULTS
 from ..io import atomic_write
-from ..io._fingerprint import callable_digest, tree_digest
+from ..io._fingerprint import tree_digest
 from ._problem import FAILED_RESIDUAL, FitProblem
 
 FORWARD_MODE_MAX_PARAMETERS = 16
@@ -360,16 +361,18 @@ def _progress_bar(progress: bool, total: int):
 def problem_fingerprint(problem: FitProblem, stepper: AbstractStepper, max_steps: int):
     """Digests of everything that determines a fit's path, one per part (JSON-able).
 
-    A checkpoint is resumed only by the fit it was written for: same model (structure,
-    starting and frozen values), fitted names, data, observation map, solve settings,
-    optimiser and `max_steps`.
+    A checkpoint is resumed only by the fit it was written for: same model (class, what its
+    vector field computes, structure, starting and frozen values), fitted names, data,
+    observation map (what it computes), solve settings, optimiser and `max_steps`.
     """
-    observe = problem.observe
+    experiment = problem.experiments[0]
+    state = jax.ShapeDtypeStruct(experiment.y0.shape[1:], experiment.y0.dtype)
+    t, y = abstract_time_and_state(experiment.ts, state)
     return {
-        "model": tree_digest(problem.model),
+        "model": f"{model_identity(problem.model, t, y)} {tree_digest(problem.model)}",
         "params": json.dumps([problem.array_paths, problem.module_paths, problem.fit_y0]),
         "data": tree_digest(problem.experiments),
-        "observe": callable_digest(observe) if callable(observe) else repr(observe),
+        "observe": function_identity(problem.observe, y),
         "simulate_options": json.dumps(problem.simulate_options.record(), default=str),
         "optimiser": tree_digest(stepper),
         "max_steps": str(max_steps),

@@ -11,7 +11,7 @@ import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
 from .._options import SolveOptions
-from .._results import status_code
+from .._results import Trajectory, status_code
 from .._simulate import simulate
 from ..integrate._events import Event
 from ..io import VariableSpec
@@ -41,13 +41,19 @@ def member_outputs(
 
     `event` is an `Event`, or a function of the member's model that builds one (for a
     condition that reads the swept parameters)."""
-    model, y0 = _with_values(model, y0, names, values)
-    member_event = event(model) if callable(event) else event
-    trajectory = simulate(model, y0, ts, throw=False, options=settings, event=member_event)
+    trajectory = _member_trajectory(
+        model, y0, ts, values, names=names, settings=settings, event=event
+    )
     outputs = _observe(trajectory, observable)
     failed = ~trajectory.succeeded
     outputs = {name: jnp.where(failed, jnp.nan, value) for name, value in outputs.items()}
     return outputs, status_code(trajectory.result).astype(jnp.int16)
+
+
+def _member_trajectory(model, y0, ts, values, *, names, settings, event) -> Trajectory:
+    model, y0 = _with_values(model, y0, names, values)
+    member_event = event(model) if callable(event) else event
+    return simulate(model, y0, ts, throw=False, options=settings, event=member_event)
 
 
 def _with_values(model, y0, names, values):
@@ -120,8 +126,11 @@ def run_chunk(model, y0, ts, values, *, mesh: Mesh, names, observable, settings,
     return sharded(dynamic, values)
 
 
-def output_specs(model, y0, ts, values_dtype, *, names, observable, settings, event) -> dict:
-    """The shape and dtype of each observable of one member, found without running it.
+def member_shapes(
+    model, y0, ts, values_dtype, *, names, observable, settings, event
+) -> tuple[Trajectory, dict[str, VariableSpec]]:
+    """The shapes and dtypes of one member's trajectory (its arrays are
+    `jax.ShapeDtypeStruct`s) and of each of its observables, found without running it.
 
     Tracing a solve takes longer than running a small chunk of it, so the answer is cached
     on the static structure: the shapes and dtypes of the inputs, names, observable, settings
@@ -136,11 +145,11 @@ def output_specs(model, y0, ts, values_dtype, *, names, observable, settings, ev
     try:
         hash(key)
     except TypeError:  # an unhashable static leaf: trace every time
-        return _traced_output_specs(*key)
-    return _cached_output_specs(*key)
+        return _traced_member_shapes(*key)
+    return _cached_member_shapes(*key)
 
 
-def _traced_output_specs(treedef, abstract, values_dtype, names, observable, settings, event):
+def _traced_member_shapes(treedef, abstract, values_dtype, names, observable, settings, event):
     is_abstract = [isinstance(leaf, jax.ShapeDtypeStruct) for leaf in abstract]
 
     def member(dynamic, row):
@@ -150,15 +159,16 @@ def _traced_output_specs(treedef, abstract, values_dtype, names, observable, set
             for flag, leaf in zip(is_abstract, abstract, strict=True)
         ]
         model, y0, ts = jax.tree.unflatten(treedef, leaves)
-        return member_outputs(
-            model, y0, ts, row, names=names, observable=observable, settings=settings, event=event
+        trajectory = _member_trajectory(
+            model, y0, ts, row, names=names, settings=settings, event=event
         )
+        return trajectory, _observe(trajectory, observable)
 
     dynamic = [leaf for flag, leaf in zip(is_abstract, abstract, strict=True) if flag]
     row = jax.ShapeDtypeStruct((len(names),), values_dtype)
-    outputs, _ = jax.eval_shape(member, dynamic, row)
+    trajectory, outputs = jax.eval_shape(member, dynamic, row)
     dims = {TRAJECTORY: ("time", "component")}
-    return {
+    return trajectory, {
         name: VariableSpec(
             shape=tuple(out.shape),
             dtype=np.dtype(out.dtype),
@@ -168,7 +178,7 @@ def _traced_output_specs(treedef, abstract, values_dtype, names, observable, set
     }
 
 
-_cached_output_specs = ft.lru_cache(maxsize=64)(_traced_output_specs)
+_cached_member_shapes = ft.lru_cache(maxsize=64)(_traced_member_shapes)
 
 
 def default_chunk_size(specs: dict, num_times: int, state_size: int, itemsize: int) -> int:

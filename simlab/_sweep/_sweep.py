@@ -15,18 +15,20 @@ import tqdm
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh
 
+from .._identity import abstract_time_and_state, event_identity, function_identity, model_identity
 from .._misc import Integer, RealNumber, as_count
 from .._options import DEFAULT_MAX_STEPS, SolveOptions, merged_options
 from .._provenance import provenance as simlab_provenance
+from .._results import Trajectory
 from .._simulate import checked_ts, checked_y0, with_default_solver
 from ..integrate._events import Event, event_name
 from ..io import StoreLayout, SweepStore
-from ..io._fingerprint import array_digest, callable_digest
+from ..io._fingerprint import array_digest
 from ..io._store import NOT_COMPUTED
 from ..models._base import AbstractModel
 from ..parallel import gather_to_host, member_mesh, replicate, shard_rows
 from ..parallel._mesh import MEMBER_AXIS
-from ._execute import default_chunk_size, output_specs, run_chunk
+from ._execute import default_chunk_size, member_shapes, run_chunk
 from ._members import Members, build_members
 from ._result import SweepResult
 
@@ -80,12 +82,12 @@ def sweep(
     - `observable`: maps a [`simlab.Trajectory`][] to a dict of named floating-point
       arrays to keep (e.g. the final state), so memory stays small; `None` keeps the
       whole trajectory as `"trajectory"`. Use a function defined once (not a new lambda
-      per call): it is part of the compiled function's cache key. A store records a digest
-      of its code (bytecode, constants, closed-over values), so a different function is
-      never mixed into a store.
+      per call): it is part of the compiled function's cache key. A store records its name
+      and a digest of what it computes (its jaxpr, with the values it closes over and the
+      globals it reads), so a different function is never mixed into a store.
     - `observable_name`: a name that identifies `observable` in the store instead of its
-      code digest (e.g. `"final_z-v2"`): give it when the function's code changes without
-      changing what it computes, or to resume a store from another Python version.
+      digest (e.g. `"final_z-v2"`): give it to resume a store written under another JAX
+      version, whose jaxprs, hence digests, may differ.
     - `num_samples`: how many points `mode="samples"` draws.
     - `chunk_size`: members per chunk (rounded up to a multiple of the number of devices);
       `None` sizes chunks to a memory budget of 256 MiB.
@@ -93,7 +95,9 @@ def sweep(
       `"members"`; `None` uses every device of every process.
     - `store`: a folder path; results are written there chunk by chunk (a zarr store that
       `xarray.open_zarr` reads). Rerunning the same sweep resumes it, skipping finished
-      chunks; a store of a different sweep is refused.
+      chunks; a store of a different sweep is refused, naming what differs. The model, the
+      observable and the event count as the same only if they compute the same (a class or
+      function redefined under its name is a different one).
     - `progress`: show a progress bar (members per second, ETA) when stderr is a terminal.
     - `key`: a `jax.random` key, for `mode="samples"`.
     - `options`: the solve settings as one [`simlab.SolveOptions`][] (part of the compiled
@@ -143,7 +147,6 @@ def sweep(
         not isinstance(observable_name, str) or not observable_name.strip()
     ):
         raise ValueError(f"observable_name must be a non-empty string; got {observable_name!r}.")
-    observable_id = _observable_identity(observable, observable_name)
     members = build_members(model, params, mode=mode, key=key, num_samples=num_samples)
     mesh = _checked_mesh(mesh)
     if chunk_size is not None:  # refused before anything is traced
@@ -162,7 +165,8 @@ def sweep(
     )
     settings = with_default_solver(model, y0, ts, settings)
     statics = dict(names=members.names, observable=observable, settings=settings, event=event)
-    specs = output_specs(model, y0, ts, members.values.dtype, **statics)
+    trajectory, specs = member_shapes(model, y0, ts, members.values.dtype, **statics)
+    observable_id = _observable_identity(observable, observable_name, trajectory)
     chunk_size = _chunk_size(chunk_size, members, specs, y0, ts, mesh)
     layout = StoreLayout(
         num_members=members.num_members,
@@ -173,7 +177,12 @@ def sweep(
         units=_units(model, members.names),
     )
     provenance = _provenance(model, mesh, members, settings, observable_id, event)
-    identity = _identity(model, y0, ts, members, layout, settings, observable_id, event)
+    # Tracing the model and event for their digests is needed only to check a store.
+    identity = (
+        None
+        if store is None
+        else _identity(model, y0, ts, members, layout, settings, observable_id, event)
+    )
     sweep_store = _open_store(store, layout, identity, provenance)
     finished = _finished_chunks(sweep_store, layout)
 
@@ -349,17 +358,14 @@ def _progress_bar(progress: bool, layout: StoreLayout, finished: np.ndarray):
     )
 
 
-def _observable_identity(observable, name: str | None) -> str:
+def _observable_identity(observable, name: str | None, trajectory: Trajectory) -> str:
     """What identifies the observable in a store: the user's name for it, or its qualified
-    name and a digest of its code (two lambdas never share an identity)."""
+    name and a digest of what it computes from `trajectory` (shapes only)."""
     if name is not None:
         return f"name:{name}"
     if observable is None:
         return "trajectory"
-    qualname = (
-        f"{getattr(observable, '__module__', '?')}.{getattr(observable, '__qualname__', '?')}"
-    )
-    return f"{qualname} code:{callable_digest(observable)[:16]}"
+    return function_identity(observable, trajectory)
 
 
 def _identity(model, y0, ts, members: Members, layout: StoreLayout, settings, observable_id, event):
@@ -369,8 +375,9 @@ def _identity(model, y0, ts, members: Members, layout: StoreLayout, settings, ob
         for name, value in model.parameters().items()
         if name not in members.names
     }
+    t, y = abstract_time_and_state(ts, y0)
     identity = {
-        "model": f"{type(model).__module__}.{type(model).__qualname__}",
+        "model": model_identity(model, t, y),
         "unswept_parameters": unswept,
         "y0": array_digest(y0),
         "ts": array_digest(ts),
@@ -383,7 +390,7 @@ def _identity(model, y0, ts, members: Members, layout: StoreLayout, settings, ob
         "chunk_size": layout.chunk_size,
     }
     # Only with an event, so that stores of sweeps without one keep their identity.
-    return identity if event is None else {**identity, "event": event_name(event)}
+    return identity if event is None else {**identity, "event": event_identity(event, model, t, y)}
 
 
 def _model_record(model: AbstractModel) -> str:

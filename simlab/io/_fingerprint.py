@@ -1,4 +1,4 @@
-"""Stable digests of what determines a result: arrays, tree structures and functions.
+"""Stable digests of what determines a result: arrays, tree structures and computations.
 
 A store or checkpoint records these so that it is reused only by the computation that
 wrote it. Digests are the same in every process (no memory addresses, no `id`s).
@@ -7,8 +7,12 @@ wrote it. Digests are the same in every process (no memory addresses, no `id`s).
 import hashlib
 import re
 import types
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import equinox as eqx
+import jax
+import jax.extend.core as jex
 import jax.tree_util as jtu
 import numpy as np
 
@@ -16,7 +20,10 @@ _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
 def array_digest(array: Any) -> str:
-    """SHA-256 of an array's shape, dtype and bytes."""
+    """SHA-256 of an array's shape, dtype and bytes (a typed PRNG key's: of its key data)."""
+    if jax.dtypes.issubdtype(getattr(array, "dtype", None), jax.dtypes.prng_key):
+        key_data = array_digest(jax.random.key_data(array))
+        return hashlib.sha256(f"{array.dtype} {key_data}".encode()).hexdigest()
     array = np.ascontiguousarray(np.asarray(array))
     header = str((array.shape, array.dtype.str)).encode()
     return hashlib.sha256(header + array.tobytes()).hexdigest()
@@ -25,8 +32,8 @@ def array_digest(array: Any) -> str:
 def tree_digest(tree: Any) -> str:
     """SHA-256 of a pytree: its structure (static fields included) and every leaf.
 
-    Array leaves are hashed by value, function leaves by their code (see
-    `callable_digest`), anything else by its `repr` with memory addresses removed.
+    Array leaves are hashed by value, function leaves by their bytecode, constants, names
+    and closure, anything else by its `repr` with memory addresses removed.
     """
     return _tree_digest(tree, depth=0)
 
@@ -39,14 +46,45 @@ def _tree_digest(tree: Any, depth: int) -> str:
     return digest.hexdigest()
 
 
-def callable_digest(function: Any) -> str:
-    """SHA-256 of what a function computes: its bytecode, constants, names and closure.
+def computation_digest(function: Callable[..., Any], *args: Any) -> str:
+    """SHA-256 of what `function` computes when called on arguments shaped like `args`.
 
-    Two lambdas with the same qualified name but different bodies get different digests;
-    the same function gets the same digest in every process. Closed-over values and
-    defaults are included (arrays by value, functions recursively).
+    The call is traced once into a jaxpr (nothing is compiled or run); the digest covers
+    that jaxpr, every literal and captured constant in it by value, and the structure of
+    the result. A change to the function's code, to a value it closes over, or to a global
+    it reads changes the digest; array arguments enter only by shape and dtype, other
+    arguments as the constants they become. The jaxpr, hence the digest, depends on the
+    JAX version.
     """
-    return _value_digest(function, depth=0)
+    closed, out_shapes, static_out = eqx.filter_make_jaxpr(function)(*args)
+    text = closed.jaxpr.pretty_print(use_color=False)  # nested jaxprs included
+    digest = hashlib.sha256(_ADDRESS.sub("", text).encode())
+    for value in _captured_values(closed):
+        digest.update(array_digest(value).encode())
+    digest.update(_ADDRESS.sub("", str(jtu.tree_structure(out_shapes))).encode())
+    digest.update(tree_digest(static_out).encode())
+    return digest.hexdigest()
+
+
+def _captured_values(part: Any) -> Iterator[Any]:
+    """The constants and literals of a jaxpr, and of every jaxpr among its equations'
+    parameters, with any arrays among those parameters, in order.
+
+    A printed jaxpr abbreviates large arrays, so these are hashed by value instead."""
+    if isinstance(part, jex.ClosedJaxpr):
+        yield from part.consts
+        yield from _captured_values(part.jaxpr)
+    elif isinstance(part, jex.Jaxpr):
+        for eqn in part.eqns:
+            yield from (var.val for var in eqn.invars if isinstance(var, jex.Literal))
+            for param in eqn.params.values():
+                yield from _captured_values(param)
+        yield from (var.val for var in part.outvars if isinstance(var, jex.Literal))
+    elif isinstance(part, tuple | list):
+        for item in part:
+            yield from _captured_values(item)
+    elif isinstance(part, np.ndarray | jax.Array):
+        yield part
 
 
 def _value_digest(value: Any, depth: int) -> str:
