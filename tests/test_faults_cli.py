@@ -1,0 +1,96 @@
+"""The `simlab` command and its files under hostile or damaged conditions: links that lead
+out of a results folder, folders simlab never made, device counts no machine has, names
+too long for a file, damaged results named by file, byte-order marks, runs written with
+`--out`, and a compilation cache that cannot be used.
+
+Real files and real processes, damaged the way a careless edit, a crash or a full disk
+would damage them.
+"""
+
+import pathlib
+import shutil
+
+import pytest
+
+import simlab.experiment
+from simlab import cli
+
+ROOT = pathlib.Path(__file__).parent.parent
+
+SMALL_TOML = """
+description = "a small pendulum sweep"
+
+[model]
+name = "DampedPendulum"
+parameters = { length = 1.0, damping = 0.5 }
+
+[initial_state]
+angle = 0.0
+angular_velocity = 3.0
+
+[time]
+stop = 5.0
+num_points = 11
+
+[sweep]
+parameters.damping = { values = [0.5, 1.0] }
+
+[[figures]]
+kind = "sweep_lines"
+variable = "final_angle"
+
+[[figures]]
+kind = "phase_portrait"
+"""
+
+
+@pytest.fixture
+def isolated(tmp_path, monkeypatch):
+    """Runs in an empty folder, with the compilation cache kept inside it."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(cli.CACHE_ENVIRONMENT, str(tmp_path / "cache"))
+    return tmp_path
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> pathlib.Path:
+    """One real run of SMALL_TOML (a simulation, a two-member sweep, two figures); tests
+    damage copies of it."""
+    folder = tmp_path_factory.mktemp("finished")
+    path = folder / "small.toml"
+    path.write_text(SMALL_TOML, encoding="utf-8")
+    experiment = simlab.experiment.load(path)
+    return simlab.experiment.run(experiment, out=folder / "run", quiet=True)
+
+
+def _copy(run: pathlib.Path, to: pathlib.Path) -> pathlib.Path:
+    to.parent.mkdir(parents=True, exist_ok=True)
+    return pathlib.Path(shutil.copytree(run, to))
+
+
+def _simlab(capsys, *arguments) -> tuple[int, str]:
+    """The exit code and the error line (or, on success, what was printed)."""
+    code = cli.main(list(arguments))
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    if code == 2:
+        assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
+    return code, lines[0] if lines else captured.out
+
+
+def _experiment(folder: pathlib.Path, text: str = SMALL_TOML, name="small") -> pathlib.Path:
+    path = folder / f"{name}.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# --- what would fail after the fit is refused at --check; damage is named by file ---------
+
+
+def test_check_refuses_a_figure_name_too_long_for_a_file(isolated, capsys):
+    portrait = 'kind = "phase_portrait"'
+    for length, expected in ((100, 0), (300, 2)):
+        text = SMALL_TOML.replace(portrait, f'{portrait}\nname = "{"p" * length}"')
+        code, line = _simlab(capsys, "run", str(_experiment(isolated, text)), "--check")
+        assert code == expected
+    assert "[figures[1].name] is 300 characters long" in line and "100 characters" in line
