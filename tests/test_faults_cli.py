@@ -10,6 +10,7 @@ would damage them.
 import pathlib
 import shutil
 
+import numpy as np
 import pytest
 
 import simlab.experiment
@@ -94,3 +95,38 @@ def test_check_refuses_a_figure_name_too_long_for_a_file(isolated, capsys):
         code, line = _simlab(capsys, "run", str(_experiment(isolated, text)), "--check")
         assert code == expected
     assert "[figures[1].name] is 300 characters long" in line and "100 characters" in line
+
+
+# --- a CSV file with a byte-order mark ----------------------------------------------------
+
+CSV_TOML = """
+[model]
+name = "LotkaVolterra"
+parameters = { alpha = 0.5, beta = 0.02, gamma = 0.8, delta = 0.02 }
+
+[initial_state]
+prey = 30.0
+predator = 4.0
+
+[time]
+stop = 2.0
+num_points = 5
+
+[data]
+csv = "data.csv"
+
+[fit]
+parameters = ["alpha"]
+"""
+
+
+@pytest.mark.parametrize("first_line", ["t,prey,predator", "# pelts\nt,prey,predator"])
+def test_a_csv_file_with_a_byte_order_mark_is_read(isolated, capsys, first_line):
+    """Spreadsheet programs save UTF-8 with a byte-order mark before the header."""
+    csv = f"{first_line}\n0,30,4\n1,40,5\n2,50,7\n"
+    (isolated / "data.csv").write_bytes(b"\xef\xbb\xbf" + csv.encode("utf-8"))
+    path = _experiment(isolated, CSV_TOML, name="fit")
+    assert _simlab(capsys, "run", str(path), "--check")[0] == 0
+    data = simlab.experiment.load(path).data
+    np.testing.assert_array_equal(data.ts, [0.0, 1.0, 2.0])
+    np.testing.assert_array_equal(data.observations, [[30, 4], [40, 5], [50, 7]])
