@@ -85,6 +85,40 @@ def _experiment(folder: pathlib.Path, text: str = SMALL_TOML, name="small") -> p
     return path
 
 
+# --- plot writes only inside the results folder -------------------------------------------
+
+
+@pytest.mark.parametrize("link", ["figures folder", "figure file"])
+def test_plot_refuses_a_link_that_leads_out_of_the_results_folder(finished, isolated, capsys, link):
+    run = _copy(finished, isolated / "run")
+    elsewhere = isolated / "thesis"
+    elsewhere.mkdir()
+    precious = elsewhere / "phase_portrait.svg"
+    precious.write_text("chapter 1", encoding="utf-8")
+    if link == "figures folder":
+        shutil.rmtree(run / "figures")
+        (run / "figures").symlink_to(elsewhere, target_is_directory=True)
+        named = run / "figures"
+    else:
+        named = run / "figures" / "phase_portrait.svg"
+        named.unlink()
+        named.symlink_to(precious)
+
+    code, line = _simlab(capsys, "plot", str(run))
+    assert code == 2 and f"{named}: a link there leads outside the results folder" in line
+    assert named.is_symlink()  # left as it was
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["phase_portrait.svg"]
+    assert precious.read_text(encoding="utf-8") == "chapter 1"
+
+
+def test_plot_follows_links_that_stay_inside_the_results_folder(finished, isolated, capsys):
+    run = _copy(finished, isolated / "run")
+    (run / "figures").rename(run / "drawn")
+    (run / "figures").symlink_to("drawn", target_is_directory=True)
+    assert _simlab(capsys, "plot", str(run))[0] == 0
+    assert len(list((run / "drawn").glob("*.png"))) == 2
+
+
 # --- what would fail after the fit is refused at --check; damage is named by file ---------
 
 

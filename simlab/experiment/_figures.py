@@ -15,7 +15,7 @@ from ..io import atomic_write
 from ..models import AbstractGridModel, AbstractModel
 from ._check import Checker
 from ._fields import model_classes, observable_names
-from ._folder import CONFIG, PROFILE_ARRAYS, StoredRun
+from ._folder import CONFIG, PROFILE_ARRAYS, StoredRun, inside_run
 
 VECTOR_FORMAT = "svg"
 NEEDS = {
@@ -94,17 +94,18 @@ def figure_entries(check: Checker, config: dict) -> list[tuple[str, dict, Figure
     return checked
 
 
-def draw_all(run: StoredRun, folder: pathlib.Path | None = None) -> list[pathlib.Path]:
-    """Draws every figure the run's config asks for into `folder` (default: its figures/).
+def draw_all(run: StoredRun) -> list[pathlib.Path]:
+    """Draws every figure the run's config asks for into its figures folder.
 
     Each figure is written as PNG and SVG (animations as GIF), each file atomically. The
-    entries are checked first, so an edited `config.toml` fails with the key and the fix.
+    entries are checked first, so an edited `config.toml` fails with the key and the fix;
+    a link that would lead a write outside the results folder is refused.
     """
     import matplotlib
 
     matplotlib.use("Agg")  # files only: never open a window, even when a display exists
 
-    folder = run.figures_folder if folder is None else folder
+    folder = inside_run(run.folder, run.figures_folder)
     entries = figure_entries(Checker(run.folder / CONFIG), run.config)
     folder.mkdir(parents=True, exist_ok=True)
     written = []
@@ -113,19 +114,22 @@ def draw_all(run: StoredRun, folder: pathlib.Path | None = None) -> list[pathlib
     return written
 
 
+def _figure_file(run: StoredRun, stem: pathlib.Path, suffix: str) -> pathlib.Path:
+    """The file `stem.suffix` of a figure, refused if a link there leads out of the run."""
+    return inside_run(run.folder, stem.with_name(f"{stem.name}.{suffix}"))
+
+
 def _still(drawer: Callable[[StoredRun, dict], Any]):
     """`draw` for a figure that `drawer` returns: titled, saved as PNG and SVG, closed."""
 
     def draw(run: StoredRun, entry: dict, stem: pathlib.Path) -> list[pathlib.Path]:
         import matplotlib.pyplot as plt
 
+        paths = [_figure_file(run, stem, suffix) for suffix in ("png", VECTOR_FORMAT)]
         figure = drawer(run, entry)
         if "title" in entry:
             figure.suptitle(entry["title"])
-        written = [
-            _save(figure, stem.with_name(f"{stem.name}.{suffix}"))
-            for suffix in ("png", VECTOR_FORMAT)
-        ]
+        written = [_save(figure, path) for path in paths]
         plt.close(figure)
         return written
 
@@ -511,7 +515,7 @@ def _animation(run: StoredRun, entry: dict, stem: pathlib.Path) -> list[pathlib.
     import simlab.plot
 
     trajectory = _field_trajectory(run, entry, every=int(entry.get("every", 1)))
-    path = stem.with_name(f"{stem.name}.gif")
+    path = _figure_file(run, stem, "gif")
     return [
         simlab.plot.field_animation(
             trajectory, _grid(run), path, label=entry.get("ylabel", "field")

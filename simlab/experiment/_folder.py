@@ -257,6 +257,18 @@ class StoredRun:
         return self.folder / FIGURES
 
 
+def inside_run(folder: pathlib.Path, path: pathlib.Path) -> pathlib.Path:
+    """`path`, once sure that it resolves (links followed) to a place inside the results
+    folder `folder`: what simlab writes into a run never lands outside it."""
+    resolved = path.resolve()
+    if not resolved.is_relative_to(folder.resolve()):
+        raise ExperimentError(
+            f"{path}: a link there leads outside the results folder {folder} (to {resolved}), "
+            "and simlab writes only inside it; remove the link, then try again."
+        )
+    return path
+
+
 def read_run(folder: str | pathlib.Path, *, finished: bool = True) -> StoredRun:
     """Reads a results folder (parsing only); `ExperimentError` if it is not a finished run
     (`finished=False`: a run still being built, whose completion marker is not yet written)."""
