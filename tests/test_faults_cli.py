@@ -7,6 +7,7 @@ Real files and real processes, damaged the way a careless edit, a crash or a ful
 would damage them.
 """
 
+import json
 import pathlib
 import shutil
 
@@ -129,6 +130,53 @@ def test_check_refuses_a_figure_name_too_long_for_a_file(isolated, capsys):
         code, line = _simlab(capsys, "run", str(_experiment(isolated, text)), "--check")
         assert code == expected
     assert "[figures[1].name] is 300 characters long" in line and "100 characters" in line
+
+
+def _edit_metrics(run: pathlib.Path, edit) -> None:
+    metrics = json.loads((run / "metrics.json").read_text(encoding="utf-8"))
+    edit(metrics)
+    (run / "metrics.json").write_text(json.dumps(metrics), encoding="utf-8")
+
+
+def _truncate_chunk(run: pathlib.Path) -> None:
+    chunk = run / "sweep.zarr" / "final_angle" / "c" / "0"
+    chunk.write_bytes(chunk.read_bytes()[:5])
+
+
+def _drop_array(run: pathlib.Path) -> None:
+    with np.load(run / "arrays.npz") as stored:
+        arrays = {name: stored[name] for name in stored.files if name != "simulation_ys"}
+    np.savez(run / "arrays.npz", **arrays)
+
+
+DAMAGES = {
+    "metrics.json: a table of the wrong type": (
+        lambda run: _edit_metrics(run, lambda m: m.update(wall_seconds=[1.0])),
+        "show",
+        "metrics.json: damaged (AttributeError",
+    ),
+    "metrics.json: a table missing": (
+        lambda run: _edit_metrics(run, lambda m: m.pop("sweep")),
+        "plot",
+        "metrics.json: damaged (no 'sweep')",
+    ),
+    "metrics.json: a value of the wrong type": (
+        lambda run: _edit_metrics(run, lambda m: m["sweep"].update(names=3)),
+        "plot",
+        "metrics.json or ",
+    ),
+    "sweep.zarr: a truncated chunk": (_truncate_chunk, "plot", "final_angle: damaged"),
+    "arrays.npz: a key missing": (_drop_array, "plot", "arrays.npz: damaged (no 'simulation_ys')"),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGES))
+def test_damaged_results_exit_2_naming_the_file(finished, isolated, capsys, damage):
+    run = _copy(finished, isolated / "run")
+    damaging, command, message = DAMAGES[damage]
+    damaging(run)
+    code, line = _simlab(capsys, command, str(run))
+    assert code == 2 and line.startswith(f"simlab: error: {run}") and message in line
 
 
 # --- a CSV file with a byte-order mark ----------------------------------------------------

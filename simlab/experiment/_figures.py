@@ -13,7 +13,7 @@ from .._results import RESULTS, Trajectory
 from .._sweep import SweepResult
 from ..io import atomic_write
 from ..models import AbstractGridModel, AbstractModel
-from ._check import Checker
+from ._check import Checker, ExperimentError
 from ._fields import model_classes, observable_names
 from ._folder import CONFIG, PROFILE_ARRAYS, StoredRun, inside_run
 
@@ -353,26 +353,41 @@ def load_sweep(run: StoredRun) -> SweepResult:
     """The run's sweep, read back from its zarr store (no pickles, no recompute)."""
     import zarr
 
-    summary = run.metrics["sweep"]
-    group = zarr.open_group(str(run.sweep_store), mode="r")
+    summary, store = run.metrics["sweep"], run.sweep_store
+    group = _from_store(store, lambda: zarr.open_group(str(store), mode="r"))
     names = tuple(summary["names"])
-    observables = {name: group[name][:] for name in summary["observables"]}
+    arrays = {
+        name: _from_store(store / name, lambda name=name: group[name][:])
+        for name in (*names, *summary["observables"], "status")
+    }
     grid_axes = None
     if summary["mode"] == "grid":
         grid_axes = tuple(np.asarray(axis) for axis in summary["grid_axes"])
     return SweepResult(
         names=names,
-        values=np.stack([group[name][:] for name in names], axis=-1),
-        observables=observables,
-        status=group["status"][:],
+        values=np.stack([arrays[name] for name in names], axis=-1),
+        observables={name: arrays[name] for name in summary["observables"]},
+        status=arrays["status"],
         mode=summary["mode"],
         grid_axes=grid_axes,
         units=summary["units"],
-        dims={name: tuple(group[name].metadata.dimension_names[1:]) for name in observables},
+        dims={
+            name: tuple(group[name].metadata.dimension_names[1:]) for name in summary["observables"]
+        },
         coords={},
         attrs=dict(group.attrs),
         stats=summary["stats"],
     )
+
+
+def _from_store(path: pathlib.Path, read: Callable[[], Any]) -> Any:
+    """What `read` reads from the sweep store; a file it cannot read is named."""
+    try:
+        return read()
+    except Exception as error:  # zarr's codecs fail on truncated or garbled files variously
+        raise ExperimentError(
+            f"{path}: damaged or unreadable ({type(error).__name__}); rerun the experiment."
+        ) from None
 
 
 def _sweep_heatmap(run: StoredRun, entry: dict):

@@ -287,9 +287,9 @@ def read_run(folder: str | pathlib.Path, *, finished: bool = True) -> StoredRun:
         )
     readers = {
         CONFIG: lambda path: tomllib.loads(path.read_text(encoding="utf-8")),
-        METRICS: lambda path: json.loads(path.read_text(encoding="utf-8")),
-        PROVENANCE: lambda path: json.loads(path.read_text(encoding="utf-8")),
-        ARRAYS: _read_arrays,
+        METRICS: _read_json,
+        PROVENANCE: _read_json,
+        ARRAYS: lambda path: StoredRecord(_read_arrays(path), path),
     }
     contents = {}
     for name, reader in readers.items():
@@ -353,6 +353,24 @@ def _check_analysis_arrays(run: StoredRun) -> None:
             f"{run.folder / ARRAYS}: damaged (no {missing[0]!r}, though the run's metrics "
             "refer to it); rerun the experiment."
         )
+
+
+class StoredRecord(dict):
+    """A table read from a results file: a key it lacks is reported with the file named (a
+    damaged run), not as a bare `KeyError` from deep inside a figure."""
+
+    def __init__(self, content: dict, path: pathlib.Path):
+        super().__init__(content)
+        self.path = path
+
+    def __missing__(self, key):
+        raise ExperimentError(f"{self.path}: damaged (no {key!r}); rerun the experiment.")
+
+
+def _read_json(path: pathlib.Path) -> Any:
+    return json.loads(
+        path.read_text(encoding="utf-8"), object_hook=lambda table: StoredRecord(table, path)
+    )
 
 
 def _read_arrays(path: pathlib.Path) -> dict[str, np.ndarray]:
