@@ -100,8 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     clean = commands.add_parser(
         "clean",
         help="remove unfinished runs left by killed processes",
-        description="Remove the hidden unfinished run folders (.NAME.partial-*) under a "
-        "results folder whose process is gone; finished runs are never touched.",
+        description="Remove the hidden unfinished run folders that simlab made under a "
+        "results folder (.NAME.partial-XXXXXXXX, holding simlab's owner marker) whose process "
+        "is gone; links, finished runs and anything else are never touched.",
     )
     clean.add_argument(
         "root",
@@ -241,11 +242,13 @@ def _plot(arguments) -> int:
 def _clean(arguments) -> int:
     import simlab.experiment as experiments
 
-    removed = experiments.clean_partials(arguments.root)
+    removed, failed = experiments.clean_partials(arguments.root)
     for folder in removed:
         print(printable(f"removed {folder}"))
-    print(f"{len(removed)} unfinished run folder(s) removed from {arguments.root}.")
-    return EXIT_OK
+    for problem in failed:
+        print(printable(f"simlab: could not remove {problem}"), file=sys.stderr)
+    print(printable(f"{len(removed)} unfinished run folder(s) removed from {arguments.root}."))
+    return EXIT_FAILURE if failed else EXIT_OK
 
 
 COMMANDS = {"run": _run, "list": _list, "show": _show, "plot": _plot, "clean": _clean}

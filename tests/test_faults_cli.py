@@ -10,6 +10,8 @@ would damage them.
 import json
 import pathlib
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -118,6 +120,47 @@ def test_plot_follows_links_that_stay_inside_the_results_folder(finished, isolat
     (run / "figures").symlink_to("drawn", target_is_directory=True)
     assert _simlab(capsys, "plot", str(run))[0] == 0
     assert len(list((run / "drawn").glob("*.png"))) == 2
+
+
+# --- clean removes only what simlab made, and says what it removed ------------------------
+
+
+def _dead_process_id() -> int:
+    child = subprocess.Popen([sys.executable, "-c", ""])
+    child.wait(timeout=60)
+    return child.pid
+
+
+def _staging(folder: pathlib.Path, owner: int | None) -> pathlib.Path:
+    folder.mkdir(parents=True)
+    (folder / "metrics.json").write_text("{}", encoding="utf-8")
+    if owner is not None:
+        (folder / ".simlab-owner").write_text(str(owner), encoding="utf-8")
+    return folder
+
+
+def test_clean_removes_only_folders_simlab_made_and_reports_the_truth(isolated, capsys):
+    dead = _dead_process_id()
+    results = isolated / "results"
+    thesis = results / ".thesis.partial-2024"
+    thesis.mkdir(parents=True)
+    (thesis / "chapter1.tex").write_text("\\chapter{One}", encoding="utf-8")
+    unmarked = _staging(results / "small" / ".1.partial-0123abcd", owner=None)
+    abandoned = _staging(results / "small" / ".2.partial-89abcdef", owner=dead)
+    outside = _staging(isolated / "elsewhere", owner=dead)
+    link = results / "small" / ".3.partial-deadbeef"
+    link.symlink_to(outside, target_is_directory=True)
+
+    code, printed = _simlab(capsys, "clean")
+    assert code == 0
+    assert printed.splitlines() == [
+        f"removed {pathlib.Path('results') / 'small' / abandoned.name}",
+        "1 unfinished run folder(s) removed from results.",
+    ]
+    assert not abandoned.exists()
+    assert (thesis / "chapter1.tex").read_text(encoding="utf-8") == "\\chapter{One}"
+    assert (unmarked / "metrics.json").exists()
+    assert link.is_symlink() and (outside / ".simlab-owner").exists()
 
 
 # --- what would fail after the fit is refused at --check; damage is named by file ---------

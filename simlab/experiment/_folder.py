@@ -7,6 +7,7 @@ import datetime
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -29,6 +30,8 @@ SWEEP_STORE = "sweep.zarr"
 FIGURES = "figures"
 COMPLETE = "complete.json"  # written last: a folder without it is unfinished
 OWNER = ".simlab-owner"  # the process id building a staging folder
+STAGING_DIGITS = 8
+STAGING_NAME = re.compile(rf"\..+\.partial-[0-9a-f]{{{STAGING_DIGITS}}}")
 RUN_MARKERS = (METRICS, PROVENANCE, COMPLETE)
 # A profiled parameter NAME is stored as arrays `profile_NAME_<field>` for these fields of
 # its `simlab.Profile` (its interval goes to metrics.json, fit.profiles.NAME).
@@ -81,7 +84,7 @@ def check_target(folder: pathlib.Path, *, overwrite: bool) -> None:
 def staging_folder(target: pathlib.Path) -> pathlib.Path:
     """A fresh hidden folder next to `target` (same file system, so renaming is atomic),
     holding the id of the process that builds it (see `clean_partials`)."""
-    staging = target.parent / f".{target.name}.partial-{uuid.uuid4().hex[:8]}"
+    staging = target.parent / f".{target.name}.partial-{uuid.uuid4().hex[:STAGING_DIGITS]}"
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         staging.mkdir()
@@ -113,28 +116,47 @@ def publish(staging: pathlib.Path, target: pathlib.Path) -> pathlib.Path | None:
     return retired
 
 
-def clean_partials(root: pathlib.Path) -> list[pathlib.Path]:
-    """Removes unfinished run folders under `root` whose process is gone; returns them.
+def clean_partials(root: pathlib.Path) -> tuple[list[pathlib.Path], list[str]]:
+    """Removes the unfinished run folders under `root` whose process is gone.
 
-    A staging folder (`.NAME.partial-XXXX`) whose owner process still runs is kept.
+    Only a folder simlab made is removed: a real folder (never a link) named
+    `.NAME.partial-XXXXXXXX` that holds the owner marker naming the process that built it.
+    A folder whose process still runs is kept.
+
+    **Returns:** the folders removed, and a line for each that could not be removed.
     """
-    removed = []
+    removed, failed = [], []
     for folder in sorted(root.rglob(".*.partial-*")):
-        if folder.is_dir() and not _owner_alive(folder):
-            shutil.rmtree(folder, ignore_errors=True)
+        if not _abandoned_staging(folder):
+            continue
+        try:
+            shutil.rmtree(folder)
+        except OSError as error:
+            failed.append(f"{folder} ({error.strerror or error})")
+        else:
             removed.append(folder)
-    return removed
+    return removed, failed
 
 
-def _owner_alive(folder: pathlib.Path) -> bool:
-    try:
-        pid = int((folder / OWNER).read_text(encoding="utf-8"))
-        os.kill(pid, 0)  # signal 0: only asks whether the process exists
-    except PermissionError:  # it exists, run by another user
-        return True
-    except (OSError, ValueError):  # no owner file, or no such process
+def _abandoned_staging(folder: pathlib.Path) -> bool:
+    """Whether `folder` is a staging folder simlab made, whose process is gone."""
+    marker = folder / OWNER
+    made_by_simlab = (
+        STAGING_NAME.fullmatch(folder.name)
+        and not folder.is_symlink()
+        and folder.is_dir()
+        and not marker.is_symlink()
+        and marker.is_file()
+    )
+    if not made_by_simlab:
         return False
-    return True
+    try:
+        os.kill(int(marker.read_text(encoding="utf-8")), 0)  # signal 0: does it exist?
+    except ProcessLookupError:  # no such process: the run was killed
+        return True
+    except (OSError, ValueError, OverflowError):  # another user's process, or no process id
+        return False
+    return False
 
 
 def latest_run(root: pathlib.Path, name: str | None = None) -> pathlib.Path:
