@@ -11,6 +11,9 @@ import sys
 
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
 CACHE_ENVIRONMENT = "SIMLAB_CACHE_DIR"
+# Each simulated CPU device costs memory and start-up time (a hundred thousand never finish
+# starting); no machine holds more accelerators than this.
+MAX_DEVICES = 1024
 
 
 class _Parser(argparse.ArgumentParser):
@@ -46,10 +49,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--devices",
-        type=_positive_int,
+        type=_device_count,
         default=None,
         metavar="N",
-        help="shard the sweep over N devices (N simulated CPU devices on a CPU)",
+        help=f"shard the sweep over N devices (N simulated CPU devices on a CPU; at most "
+        f"{MAX_DEVICES})",
     )
     run.add_argument("--quiet", action="store_true", help="print only errors")
     run.add_argument(
@@ -58,7 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="apply the file's [quick] table: a reduced run for a preview",
     )
     run.add_argument(
-        "--check", action="store_true", help="only validate the experiment file, run nothing"
+        "--check",
+        action="store_true",
+        help="only validate the experiment file, run nothing and start no device",
     )
     run.add_argument(
         "--data",
@@ -134,13 +140,18 @@ def _run_folder(name: str) -> pathlib.Path:
     return experiments.latest_run(root, None if name == "latest" else name)
 
 
-def _positive_int(text: str) -> int:
+def _device_count(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a positive integer; got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer; got {text!r}")
+    if value > MAX_DEVICES:
+        raise argparse.ArgumentTypeError(
+            f"must be at most {MAX_DEVICES}; got {text!r}. On a CPU each device is simulated; "
+            "pass a count your machine can hold."
+        )
     return value
 
 
@@ -185,14 +196,13 @@ def _devices(num_devices: int | None):
 
 
 def _run(arguments) -> int:
+    if arguments.check:
+        return _check(arguments)
     configure_jax(arguments.devices)  # before any array exists: x64 and devices are fixed then
     import simlab.experiment as experiments
 
     path = experiments.find(arguments.experiment)
     experiment = experiments.load(path, quick=arguments.quick, data=arguments.data)
-    if arguments.check:
-        print(f"{path}: valid.")
-        return EXIT_OK
     experiments.run(
         experiment,
         out=arguments.out,
@@ -200,6 +210,25 @@ def _run(arguments) -> int:
         devices=_devices(arguments.devices),
         quiet=arguments.quiet,
     )
+    return EXIT_OK
+
+
+def _check(arguments) -> int:
+    """Checks the experiment file without starting a device: the model's parameters are
+    arrays, so JAX starts, but on the CPU alone, without simulated devices."""
+    import jax
+
+    import simlab.experiment as experiments
+
+    jax.config.update("jax_enable_x64", True)
+    platforms = jax.config.jax_platforms
+    jax.config.update("jax_platforms", "cpu")  # only before JAX starts: then it picks the CPU
+    try:
+        path = experiments.find(arguments.experiment)
+        experiments.load(path, quick=arguments.quick, data=arguments.data)
+    finally:
+        jax.config.update("jax_platforms", platforms)
+    print(f"{path}: valid.")
     return EXIT_OK
 
 

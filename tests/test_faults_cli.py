@@ -8,6 +8,7 @@ would damage them.
 """
 
 import json
+import os
 import pathlib
 import shutil
 import subprocess
@@ -161,6 +162,47 @@ def test_clean_removes_only_folders_simlab_made_and_reports_the_truth(isolated, 
     assert (thesis / "chapter1.tex").read_text(encoding="utf-8") == "\\chapter{One}"
     assert (unmarked / "metrics.json").exists()
     assert link.is_symlink() and (outside / ".simlab-owner").exists()
+
+
+# --- device counts: --check starts none, an impossible count is refused -------------------
+
+
+def test_a_device_count_no_machine_has_is_refused_in_one_line(isolated, capsys):
+    path = _experiment(isolated)
+    for arguments in (["--check"], []):
+        with pytest.raises(SystemExit) as caught:
+            cli.main(["run", str(path), *arguments, "--devices", "100000"])
+        assert caught.value.code == 2
+        error = capsys.readouterr().err.strip()
+        assert len(error.splitlines()) == 1
+        assert "--devices: must be at most 1024; got '100000'" in error
+
+
+CHECK_WORKER = """
+import sys
+import jax
+from simlab import cli
+
+code = cli.main(["run", sys.argv[1], "--check", "--devices", "3"])
+print(code, jax.default_backend(), jax.device_count())
+"""
+
+
+def test_check_starts_only_the_cpu_and_no_simulated_devices(tmp_path):
+    """A fresh process, as the command is: JAX's devices are fixed once it starts."""
+    path = _experiment(tmp_path)
+    environment = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("JAX_PLATFORMS", "JAX_NUM_CPU_DEVICES", "XLA_FLAGS")
+    }
+    finished = subprocess.run(
+        [sys.executable, "-c", CHECK_WORKER, str(path)],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300,
+        env={**environment, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout.splitlines() == [f"{path}: valid.", "0 cpu 1"]
 
 
 # --- what would fail after the fit is refused at --check; damage is named by file ---------
