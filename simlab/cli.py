@@ -11,6 +11,7 @@ import sys
 
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
 CACHE_ENVIRONMENT = "SIMLAB_CACHE_DIR"
+RESULTS = pathlib.Path("results")
 # Each simulated CPU device costs memory and start-up time (a hundred thousand never finish
 # starting); no machine holds more accelerators than this.
 MAX_DEVICES = 1024
@@ -90,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument(
         "run",
         help="a results folder written by `simlab run`, `latest` (the newest run under "
-        "results/), or an experiment name (its newest run)",
+        "results/ or written with --out from here), or an experiment name (its newest run)",
     )
 
     plot = commands.add_parser(
@@ -136,8 +137,7 @@ def _run_folder(name: str) -> pathlib.Path:
     path = pathlib.Path(name)
     if path.exists() or os.sep in name:
         return path
-    root = pathlib.Path("results")
-    return experiments.latest_run(root, None if name == "latest" else name)
+    return experiments.latest_run(RESULTS, None if name == "latest" else name)
 
 
 def _device_count(text: str) -> int:
@@ -179,6 +179,11 @@ def configure_jax(num_devices: int | None) -> None:
             pass  # JAX already started (e.g. inside a Python session): use the devices it has
 
 
+def _warn(message: str, quiet: bool) -> None:
+    if not quiet:
+        print(printable(f"simlab: warning: {message}"), file=sys.stderr)
+
+
 def _devices(num_devices: int | None):
     import jax
 
@@ -201,15 +206,25 @@ def _run(arguments) -> int:
     configure_jax(arguments.devices)  # before any array exists: x64 and devices are fixed then
     import simlab.experiment as experiments
 
-    path = experiments.find(arguments.experiment)
-    experiment = experiments.load(path, quick=arguments.quick, data=arguments.data)
-    experiments.run(
+    experiment = experiments.load(
+        experiments.find(arguments.experiment), quick=arguments.quick, data=arguments.data
+    )
+    folder = experiments.run(
         experiment,
         out=arguments.out,
         overwrite=arguments.overwrite,
         devices=_devices(arguments.devices),
         quiet=arguments.quiet,
     )
+    if arguments.out is not None:
+        try:
+            experiments.record_run(RESULTS, folder, experiment.name)
+        except OSError as error:
+            _warn(
+                f"cannot note the run in {RESULTS} ({error.strerror or error}); `simlab show "
+                f"latest` will not find it, but `simlab show {folder}` will.",
+                arguments.quiet,
+            )
     return EXIT_OK
 
 

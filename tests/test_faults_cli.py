@@ -297,3 +297,20 @@ def test_a_csv_file_with_a_byte_order_mark_is_read(isolated, capsys, first_line)
     data = simlab.experiment.load(path).data
     np.testing.assert_array_equal(data.ts, [0.0, 1.0, 2.0])
     np.testing.assert_array_equal(data.observations, [[30, 4], [40, 5], [50, 7]])
+
+
+# --- show latest finds runs written with --out --------------------------------------------
+
+
+def test_show_latest_finds_a_run_written_with_out(finished, isolated, capsys):
+    _copy(finished, isolated / "results" / "small" / "20200101-000000")
+    path = _experiment(isolated)
+    assert _simlab(capsys, "run", str(path), "--out", "elsewhere/run", "--quiet")[0] == 0
+    written = (isolated / "elsewhere" / "run").resolve()
+    for name in ("latest", "small"):
+        code, printed = _simlab(capsys, "show", name)
+        assert code == 0 and f"figures in {written / 'figures'}" in printed
+    # Gone again, it is not shown: the newest run left is.
+    shutil.rmtree(written)
+    code, printed = _simlab(capsys, "show", "latest")
+    assert code == 0 and "figures in results/small/20200101-000000/figures" in printed

@@ -33,6 +33,7 @@ from ._folder import (
     provenance,
     publish,
     read_run,
+    record_run as record_run,
     staging_folder,
     to_toml,
     write_arrays,

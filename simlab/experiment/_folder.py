@@ -33,6 +33,7 @@ OWNER = ".simlab-owner"  # the process id building a staging folder
 STAGING_DIGITS = 8
 STAGING_NAME = re.compile(rf"\..+\.partial-[0-9a-f]{{{STAGING_DIGITS}}}")
 RUN_MARKERS = (METRICS, PROVENANCE, COMPLETE)
+RUN_RECORD = ".simlab-runs"  # in a results root: the runs written elsewhere, a JSON line each
 # A profiled parameter NAME is stored as arrays `profile_NAME_<field>` for these fields of
 # its `simlab.Profile` (its interval goes to metrics.json, fit.profiles.NAME).
 PROFILE_ARRAYS = ("values", "nll", "converged")
@@ -160,8 +161,9 @@ def _abandoned_staging(folder: pathlib.Path) -> bool:
 
 
 def latest_run(root: pathlib.Path, name: str | None = None) -> pathlib.Path:
-    """The newest finished run under `root` (of experiment `name`, if given)."""
-    folders = root.glob(f"{name}/*" if name else "*/*")
+    """The newest finished run under `root` or recorded there by `record_run` (of
+    experiment `name`, if given)."""
+    folders = [*root.glob(f"{name}/*" if name else "*/*"), *_recorded_runs(root, name)]
     runs = [f for f in folders if f.is_dir() and not f.name.startswith(".") and is_run(f)]
     if not runs:
         where = f"{root / name}" if name else str(root)
@@ -169,6 +171,32 @@ def latest_run(root: pathlib.Path, name: str | None = None) -> pathlib.Path:
             f"{where}: holds no finished run; run one with `simlab run`, or pass a results folder."
         )
     return max(runs, key=lambda f: ((f / COMPLETE).stat().st_mtime, f.name))
+
+
+def record_run(root: pathlib.Path, folder: pathlib.Path, name: str) -> None:
+    """Notes in `root` a run of experiment `name` written to `folder` (wherever that is),
+    so that `latest_run(root)` finds it."""
+    root.mkdir(parents=True, exist_ok=True)
+    line = json.dumps({"experiment": name, "folder": str(folder.resolve())}) + "\n"
+    with (root / RUN_RECORD).open("a", encoding="utf-8") as record:
+        record.write(line)  # one short append: whole, even when two runs finish together
+
+
+def _recorded_runs(root: pathlib.Path, name: str | None) -> list[pathlib.Path]:
+    try:
+        lines = (root / RUN_RECORD).read_text(encoding="utf-8").splitlines()
+    except (OSError, ValueError):
+        return []
+    folders = []
+    for line in lines:
+        try:
+            entry = json.loads(line)
+            experiment, folder = entry["experiment"], pathlib.Path(entry["folder"])
+        except (ValueError, KeyError, TypeError):  # a damaged line names no run
+            continue
+        if name is None or experiment == name:
+            folders.append(folder)
+    return folders
 
 
 def write_json(path: pathlib.Path, content: Any) -> None:
