@@ -4,10 +4,13 @@ Exit codes: 0 success, 1 failure while running, 2 bad input (one line, no traceb
 """
 
 import argparse
+import contextlib
 import os
 import pathlib
 import re
 import sys
+import tempfile
+import warnings
 
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
 CACHE_ENVIRONMENT = "SIMLAB_CACHE_DIR"
@@ -15,6 +18,12 @@ RESULTS = pathlib.Path("results")
 # Each simulated CPU device costs memory and start-up time (a hundred thousand never finish
 # starting); no machine holds more accelerators than this.
 MAX_DEVICES = 1024
+# JAX warns once per executable it cannot read from or write to the persistent cache.
+CACHE_WARNING = re.compile(
+    r"Error (?P<action>reading|writing) persistent compilation cache entry for '[^']*': "
+    r"(?P<cause>.*)",
+    re.DOTALL,
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -155,7 +164,7 @@ def _device_count(text: str) -> int:
     return value
 
 
-def configure_jax(num_devices: int | None) -> None:
+def configure_jax(num_devices: int | None, *, quiet: bool = False) -> pathlib.Path | None:
     """Application settings (the library never touches jax.config): float64, a persistent
     compilation cache so a second run starts faster, and simulated CPU devices if asked.
 
@@ -163,20 +172,69 @@ def configure_jax(num_devices: int | None) -> None:
     most of them small, and together those cost more than the few large ones. None holds
     a host callback (which would keep it out of the cache): top-level solves read their
     status after the compiled call returns.
+
+    **Returns:** the cache folder, or `None` if it cannot be written: then the run compiles
+    without it, and one line says so (unless `quiet`).
     """
     import jax
 
     jax.config.update("jax_enable_x64", True)
-    cache = os.environ.get(CACHE_ENVIRONMENT) or str(
-        pathlib.Path.home() / ".cache" / "simlab" / "jax"
-    )
-    jax.config.update("jax_compilation_cache_dir", cache)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    cache = _writable_cache(quiet)
+    if cache is not None:
+        jax.config.update("jax_compilation_cache_dir", str(cache))
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     if num_devices is not None and num_devices > 1:
         try:
             jax.config.update("jax_num_cpu_devices", num_devices)
         except RuntimeError:
             pass  # JAX already started (e.g. inside a Python session): use the devices it has
+    return cache
+
+
+def _writable_cache(quiet: bool) -> pathlib.Path | None:
+    cache = pathlib.Path(
+        os.environ.get(CACHE_ENVIRONMENT) or pathlib.Path.home() / ".cache" / "simlab" / "jax"
+    )
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=cache):
+            pass
+    except OSError as error:
+        _warn(
+            f"the compilation cache {cache} cannot be written ({error.strerror or error}); "
+            f"compiling without it. Set {CACHE_ENVIRONMENT} to a folder you can write to.",
+            quiet,
+        )
+        return None
+    return cache
+
+
+@contextlib.contextmanager
+def _cache_problems_in_one_line(cache: pathlib.Path | None, *, quiet: bool):
+    """JAX warns once per executable it cannot read from or write to the persistent cache
+    (a damaged entry, a full disk); the user gets one line for them all, or none if quiet."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("always", message=CACHE_WARNING.pattern)
+        show_other = warnings.showwarning
+        reported = quiet
+
+        def show(message, category, filename, lineno, file=None, line=None):
+            nonlocal reported
+            problem = CACHE_WARNING.match(str(message))
+            if problem is None:
+                show_other(message, category, filename, lineno, file, line)
+            elif not reported:
+                reported = True
+                _warn(
+                    f"cannot use entries of the compilation cache {cache} (JAX failed "
+                    f"{problem['action']} one: {problem['cause'].splitlines()[0]}); they are "
+                    f"compiled again. Delete that folder, or set {CACHE_ENVIRONMENT} to "
+                    "another one.",
+                    quiet,
+                )
+
+        warnings.showwarning = show
+        yield
 
 
 def _warn(message: str, quiet: bool) -> None:
@@ -203,19 +261,20 @@ def _devices(num_devices: int | None):
 def _run(arguments) -> int:
     if arguments.check:
         return _check(arguments)
-    configure_jax(arguments.devices)  # before any array exists: x64 and devices are fixed then
+    cache = configure_jax(arguments.devices, quiet=arguments.quiet)  # before any array exists
     import simlab.experiment as experiments
 
-    experiment = experiments.load(
-        experiments.find(arguments.experiment), quick=arguments.quick, data=arguments.data
-    )
-    folder = experiments.run(
-        experiment,
-        out=arguments.out,
-        overwrite=arguments.overwrite,
-        devices=_devices(arguments.devices),
-        quiet=arguments.quiet,
-    )
+    with _cache_problems_in_one_line(cache, quiet=arguments.quiet):
+        experiment = experiments.load(
+            experiments.find(arguments.experiment), quick=arguments.quick, data=arguments.data
+        )
+        folder = experiments.run(
+            experiment,
+            out=arguments.out,
+            overwrite=arguments.overwrite,
+            devices=_devices(arguments.devices),
+            quiet=arguments.quiet,
+        )
     if arguments.out is not None:
         try:
             experiments.record_run(RESULTS, folder, experiment.name)

@@ -7,12 +7,14 @@ Real files and real processes, damaged the way a careless edit, a crash or a ful
 would damage them.
 """
 
+import io
 import json
 import os
 import pathlib
 import shutil
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -314,3 +316,120 @@ def test_show_latest_finds_a_run_written_with_out(finished, isolated, capsys):
     shutil.rmtree(written)
     code, printed = _simlab(capsys, "show", "latest")
     assert code == 0 and "figures in results/small/20200101-000000/figures" in printed
+
+
+# --- the compilation cache's problems in one line; --quiet prints none --------------------
+
+
+def test_an_unwritable_cache_is_named_in_one_line(isolated, capsys, monkeypatch):
+    import jax
+
+    (isolated / "a-file").write_text("not a folder", encoding="utf-8")
+    monkeypatch.setenv(cli.CACHE_ENVIRONMENT, str(isolated / "a-file" / "cache"))
+    cli.configure_jax(None)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and "cannot be written" in lines[0] and "SIMLAB_CACHE_DIR" in lines[0]
+    assert "a-file" not in str(jax.config.jax_compilation_cache_dir)  # compiled without it
+    assert cli.configure_jax(None, quiet=True) is None
+    assert capsys.readouterr().err == ""
+
+
+def _jax_cache_warning(module: str) -> None:
+    """The warning JAX gives for each cache entry it cannot read."""
+    warnings.warn(
+        f"Error reading persistent compilation cache entry for '{module}': error: Error -3 "
+        "while decompressing data: incorrect header check",
+        UserWarning,
+        stacklevel=1,
+    )
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_cache_warnings_become_one_line_and_others_pass(isolated, capsys, quiet):
+    with cli._cache_problems_in_one_line(isolated / "cache", quiet=quiet):
+        for module in ("jit_stage", "jit_where", "jit_solve"):
+            _jax_cache_warning(module)
+        with pytest.warns(RuntimeWarning, match="a warning of its own"):
+            warnings.warn("a warning of its own", RuntimeWarning, stacklevel=1)
+    lines = capsys.readouterr().err.splitlines()
+    if quiet:
+        assert lines == []
+    else:
+        assert len(lines) == 1 and lines[0].startswith("simlab: warning: cannot use entries")
+        assert "incorrect header check" in lines[0] and "SIMLAB_CACHE_DIR" in lines[0]
+
+
+POPULATE_CACHE = """
+import sys
+from simlab import cli
+import simlab.experiment
+
+cli.configure_jax(None)
+simlab.experiment.load(sys.argv[1])  # compiles the conversions that make the model
+"""
+
+TINY_TOML = """
+[model]
+name = "DampedPendulum"
+parameters = { length = 1.0, damping = 0.5 }
+
+[initial_state]
+angle = 0.0
+angular_velocity = 3.0
+
+[time]
+stop = 1.0
+num_points = 3
+"""
+
+
+def test_a_damaged_cache_is_named_in_one_line(tmp_path):
+    """Real processes: one fills the cache, its entries are damaged, the command reads them."""
+    path = _experiment(tmp_path, TINY_TOML, name="tiny")
+    cache = tmp_path / "cache"
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), cli.CACHE_ENVIRONMENT: str(cache)}
+
+    def run(*arguments):
+        return subprocess.run(
+            [sys.executable, *arguments], capture_output=True, text=True, cwd=tmp_path,
+            timeout=300, env=environment,
+        )  # fmt: skip
+
+    populated = run("-c", POPULATE_CACHE, str(path))
+    assert populated.returncode == 0, populated.stderr
+    entries = list(cache.glob("*-cache"))
+    assert entries
+    for entry in entries:
+        entry.write_bytes(b"damaged on disk")
+    finished = run("-m", "simlab.cli", "run", str(path), "--out", "run")
+    assert finished.returncode == 0, finished.stderr
+    lines = finished.stderr.strip().splitlines()
+    assert len(lines) == 1, finished.stderr
+    assert lines[0].startswith("simlab: warning: cannot use entries of the compilation cache")
+    assert str(cache) in lines[0] and "SIMLAB_CACHE_DIR" in lines[0]
+
+
+def test_a_quiet_run_silences_arviz(monkeypatch):
+    """ArviZ logs that three draws are too few for its diagnostics; a quiet run prints no
+    such line, and no Python warning raised meanwhile either."""
+    import logging
+
+    import arviz
+
+    from simlab.experiment._run import arviz_silenced
+
+    printed = io.StringIO()
+    # ArviZ's own logger, outside logging's tree: its handler is where its lines go.
+    monkeypatch.setattr(arviz._log, "handlers", [logging.StreamHandler(printed)])
+    draws = arviz.from_dict(posterior={"alpha": np.linspace(0.4, 0.6, 3)[None]})
+    for quiet in (False, True):
+        printed.seek(0)
+        printed.truncate()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with arviz_silenced(quiet):
+                table = arviz.summary(draws, round_to="none")
+                warnings.warn("ArviZ is undergoing a major refactor", FutureWarning, stacklevel=1)
+        assert table.loc["alpha", "mean"] == pytest.approx(0.5)
+        assert ("Shape validation failed" in printed.getvalue()) is not quiet
+        assert (len(caught) == 0) is quiet
