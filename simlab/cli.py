@@ -216,7 +216,7 @@ def _cache_problems_in_one_line(cache: pathlib.Path | None, *, quiet: bool):
     with warnings.catch_warnings():
         warnings.filterwarnings("always", message=CACHE_WARNING.pattern)
         show_other = warnings.showwarning
-        reported = quiet
+        reported = False
 
         def show(message, category, filename, lineno, file=None, line=None):
             nonlocal reported
@@ -225,11 +225,11 @@ def _cache_problems_in_one_line(cache: pathlib.Path | None, *, quiet: bool):
                 show_other(message, category, filename, lineno, file, line)
             elif not reported:
                 reported = True
+                cause = problem["cause"].partition("\n")[0]
                 _warn(
                     f"cannot use entries of the compilation cache {cache} (JAX failed "
-                    f"{problem['action']} one: {problem['cause'].splitlines()[0]}); they are "
-                    f"compiled again. Delete that folder, or set {CACHE_ENVIRONMENT} to "
-                    "another one.",
+                    f"{problem['action']} one: {cause}); they are compiled again. Delete that "
+                    f"folder, or set {CACHE_ENVIRONMENT} to another one.",
                     quiet,
                 )
 
