@@ -4,13 +4,26 @@ Exit codes: 0 success, 1 failure while running, 2 bad input (one line, no traceb
 """
 
 import argparse
+import contextlib
 import os
 import pathlib
 import re
 import sys
+import tempfile
+import warnings
 
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
 CACHE_ENVIRONMENT = "SIMLAB_CACHE_DIR"
+RESULTS = pathlib.Path("results")
+# Each simulated CPU device costs memory and start-up time (a hundred thousand never finish
+# starting); no machine holds more accelerators than this.
+MAX_DEVICES = 1024
+# JAX warns once per executable it cannot read from or write to the persistent cache.
+CACHE_WARNING = re.compile(
+    r"Error (?P<action>reading|writing) persistent compilation cache entry for '[^']*': "
+    r"(?P<cause>.*)",
+    re.DOTALL,
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -46,10 +59,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--devices",
-        type=_positive_int,
+        type=_device_count,
         default=None,
         metavar="N",
-        help="shard the sweep over N devices (N simulated CPU devices on a CPU)",
+        help=f"shard the sweep over N devices (N simulated CPU devices on a CPU; at most "
+        f"{MAX_DEVICES})",
     )
     run.add_argument("--quiet", action="store_true", help="print only errors")
     run.add_argument(
@@ -58,7 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="apply the file's [quick] table: a reduced run for a preview",
     )
     run.add_argument(
-        "--check", action="store_true", help="only validate the experiment file, run nothing"
+        "--check",
+        action="store_true",
+        help="only validate the experiment file, run nothing and start no device",
     )
     run.add_argument(
         "--data",
@@ -84,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument(
         "run",
         help="a results folder written by `simlab run`, `latest` (the newest run under "
-        "results/), or an experiment name (its newest run)",
+        "results/ or written with --out from here), or an experiment name (its newest run)",
     )
 
     plot = commands.add_parser(
@@ -100,8 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     clean = commands.add_parser(
         "clean",
         help="remove unfinished runs left by killed processes",
-        description="Remove the hidden unfinished run folders (.NAME.partial-*) under a "
-        "results folder whose process is gone; finished runs are never touched.",
+        description="Remove the hidden unfinished run folders that simlab made under a "
+        "results folder (.NAME.partial-XXXXXXXX, holding simlab's owner marker) whose process "
+        "is gone; links, finished runs and anything else are never touched.",
     )
     clean.add_argument(
         "root",
@@ -129,21 +146,25 @@ def _run_folder(name: str) -> pathlib.Path:
     path = pathlib.Path(name)
     if path.exists() or os.sep in name:
         return path
-    root = pathlib.Path("results")
-    return experiments.latest_run(root, None if name == "latest" else name)
+    return experiments.latest_run(RESULTS, None if name == "latest" else name)
 
 
-def _positive_int(text: str) -> int:
+def _device_count(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a positive integer; got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer; got {text!r}")
+    if value > MAX_DEVICES:
+        raise argparse.ArgumentTypeError(
+            f"must be at most {MAX_DEVICES}; got {text!r}. On a CPU each device is simulated; "
+            "pass a count your machine can hold."
+        )
     return value
 
 
-def configure_jax(num_devices: int | None) -> None:
+def configure_jax(num_devices: int | None, *, quiet: bool = False) -> pathlib.Path | None:
     """Application settings (the library never touches jax.config): float64, a persistent
     compilation cache so a second run starts faster, and simulated CPU devices if asked.
 
@@ -151,20 +172,74 @@ def configure_jax(num_devices: int | None) -> None:
     most of them small, and together those cost more than the few large ones. None holds
     a host callback (which would keep it out of the cache): top-level solves read their
     status after the compiled call returns.
+
+    **Returns:** the cache folder, or `None` if it cannot be written: then the run compiles
+    without it, and one line says so (unless `quiet`).
     """
     import jax
 
     jax.config.update("jax_enable_x64", True)
-    cache = os.environ.get(CACHE_ENVIRONMENT) or str(
-        pathlib.Path.home() / ".cache" / "simlab" / "jax"
-    )
-    jax.config.update("jax_compilation_cache_dir", cache)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    cache = _writable_cache(quiet)
+    if cache is not None:
+        jax.config.update("jax_compilation_cache_dir", str(cache))
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     if num_devices is not None and num_devices > 1:
         try:
             jax.config.update("jax_num_cpu_devices", num_devices)
         except RuntimeError:
             pass  # JAX already started (e.g. inside a Python session): use the devices it has
+    return cache
+
+
+def _writable_cache(quiet: bool) -> pathlib.Path | None:
+    cache = pathlib.Path(
+        os.environ.get(CACHE_ENVIRONMENT) or pathlib.Path.home() / ".cache" / "simlab" / "jax"
+    )
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=cache):
+            pass
+    except OSError as error:
+        _warn(
+            f"the compilation cache {cache} cannot be written ({error.strerror or error}); "
+            f"compiling without it. Set {CACHE_ENVIRONMENT} to a folder you can write to.",
+            quiet,
+        )
+        return None
+    return cache
+
+
+@contextlib.contextmanager
+def _cache_problems_in_one_line(cache: pathlib.Path | None, *, quiet: bool):
+    """JAX warns once per executable it cannot read from or write to the persistent cache
+    (a damaged entry, a full disk); the user gets one line for them all, or none if quiet."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("always", message=CACHE_WARNING.pattern)
+        show_other = warnings.showwarning
+        reported = False
+
+        def show(message, category, filename, lineno, file=None, line=None):
+            nonlocal reported
+            problem = CACHE_WARNING.match(str(message))
+            if problem is None:
+                show_other(message, category, filename, lineno, file, line)
+            elif not reported:
+                reported = True
+                cause = problem["cause"].partition("\n")[0]
+                _warn(
+                    f"cannot use entries of the compilation cache {cache} (JAX failed "
+                    f"{problem['action']} one: {cause}); they are compiled again. Delete that "
+                    f"folder, or set {CACHE_ENVIRONMENT} to another one.",
+                    quiet,
+                )
+
+        warnings.showwarning = show
+        yield
+
+
+def _warn(message: str, quiet: bool) -> None:
+    if not quiet:
+        print(printable(f"simlab: warning: {message}"), file=sys.stderr)
 
 
 def _devices(num_devices: int | None):
@@ -184,21 +259,50 @@ def _devices(num_devices: int | None):
 
 
 def _run(arguments) -> int:
-    configure_jax(arguments.devices)  # before any array exists: x64 and devices are fixed then
+    if arguments.check:
+        return _check(arguments)
+    cache = configure_jax(arguments.devices, quiet=arguments.quiet)  # before any array exists
     import simlab.experiment as experiments
 
-    path = experiments.find(arguments.experiment)
-    experiment = experiments.load(path, quick=arguments.quick, data=arguments.data)
-    if arguments.check:
-        print(f"{path}: valid.")
-        return EXIT_OK
-    experiments.run(
-        experiment,
-        out=arguments.out,
-        overwrite=arguments.overwrite,
-        devices=_devices(arguments.devices),
-        quiet=arguments.quiet,
-    )
+    with _cache_problems_in_one_line(cache, quiet=arguments.quiet):
+        experiment = experiments.load(
+            experiments.find(arguments.experiment), quick=arguments.quick, data=arguments.data
+        )
+        folder = experiments.run(
+            experiment,
+            out=arguments.out,
+            overwrite=arguments.overwrite,
+            devices=_devices(arguments.devices),
+            quiet=arguments.quiet,
+        )
+    if arguments.out is not None:
+        try:
+            experiments.record_run(RESULTS, folder, experiment.name)
+        except OSError as error:
+            _warn(
+                f"cannot note the run in {RESULTS} ({error.strerror or error}); `simlab show "
+                f"latest` will not find it, but `simlab show {folder}` will.",
+                arguments.quiet,
+            )
+    return EXIT_OK
+
+
+def _check(arguments) -> int:
+    """Checks the experiment file without starting a device: the model's parameters are
+    arrays, so JAX starts, but on the CPU alone, without simulated devices."""
+    import jax
+
+    import simlab.experiment as experiments
+
+    jax.config.update("jax_enable_x64", True)
+    platforms = jax.config.jax_platforms
+    jax.config.update("jax_platforms", "cpu")  # only before JAX starts: then it picks the CPU
+    try:
+        path = experiments.find(arguments.experiment)
+        experiments.load(path, quick=arguments.quick, data=arguments.data)
+    finally:
+        jax.config.update("jax_platforms", platforms)
+    print(f"{path}: valid.")
     return EXIT_OK
 
 
@@ -241,11 +345,13 @@ def _plot(arguments) -> int:
 def _clean(arguments) -> int:
     import simlab.experiment as experiments
 
-    removed = experiments.clean_partials(arguments.root)
+    removed, failed = experiments.clean_partials(arguments.root)
     for folder in removed:
         print(printable(f"removed {folder}"))
-    print(f"{len(removed)} unfinished run folder(s) removed from {arguments.root}.")
-    return EXIT_OK
+    for problem in failed:
+        print(printable(f"simlab: could not remove {problem}"), file=sys.stderr)
+    print(printable(f"{len(removed)} unfinished run folder(s) removed from {arguments.root}."))
+    return EXIT_FAILURE if failed else EXIT_OK
 
 
 COMMANDS = {"run": _run, "list": _list, "show": _show, "plot": _plot, "clean": _clean}

@@ -4,6 +4,7 @@ results folder that can be shown, redrawn and handed on.
 The `simlab` command (`simlab.cli`) is a thin layer over `load`, `run`, `show` and `redraw`.
 """
 
+import contextlib
 import pathlib
 import shutil
 import time
@@ -32,6 +33,7 @@ from ._folder import (
     provenance,
     publish,
     read_run,
+    record_run as record_run,
     staging_folder,
     to_toml,
     write_arrays,
@@ -174,18 +176,29 @@ def redraw(folder: str | pathlib.Path) -> list[pathlib.Path]:
 
     **Returns:** the files written into `folder/figures`.
     """
-    return draw_all(read_run(folder))
+    stored = read_run(folder)
+    with _damage_named(f"{stored.folder / METRICS} or {stored.folder / ARRAYS}"):
+        return draw_all(stored)
 
 
 def show(folder: str | pathlib.Path) -> str:
     """A readable summary of a results folder: fit, sweep, wall times, figures."""
     stored = read_run(folder)
-    try:
+    with _damage_named(stored.folder / METRICS):
         return _summary(stored)
-    except (KeyError, TypeError, ValueError, IndexError) as error:
+
+
+@contextlib.contextmanager
+def _damage_named(files: str | pathlib.Path):
+    """Content of the wrong shape in a results folder's `files` (an edited or truncated
+    table, a value of the wrong type) fails with the files named."""
+    try:
+        yield
+    except ExperimentError:
+        raise
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as error:
         raise ExperimentError(
-            f"{stored.folder / METRICS}: damaged ({type(error).__name__}: {error}); rerun the "
-            "experiment."
+            f"{files}: damaged ({type(error).__name__}: {error}); rerun the experiment."
         ) from None
 
 

@@ -6,6 +6,8 @@ import re
 from typing import Any
 
 FILE_STEM = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")
+# File systems allow 255 bytes per name; a figure's files and their temporaries add a suffix.
+MAX_FILE_STEM = 100
 
 
 class ExperimentError(ValueError):
@@ -95,10 +97,18 @@ class Checker:
         """A string that names a file inside a folder (no separators, no leading dot), or
         `default` when the key is absent."""
         value = self.string(table, key, where, default=default)
-        if value is not default and not FILE_STEM.fullmatch(value):
+        if value is default:
+            return value
+        if not FILE_STEM.fullmatch(value):
             raise self.fail(
                 f"{where}.{key}",
                 f"is {value!r}; a name becomes a file name in the figures folder, so use only "
                 "letters, digits, '_', '-' and '.' (not first), e.g. 'fit_overview'.",
+            )
+        if len(value) > MAX_FILE_STEM:
+            raise self.fail(
+                f"{where}.{key}",
+                f"is {len(value)} characters long; a name becomes a file name in the figures "
+                f"folder, so keep it to {MAX_FILE_STEM} characters.",
             )
         return value

@@ -13,9 +13,9 @@ from .._results import RESULTS, Trajectory
 from .._sweep import SweepResult
 from ..io import atomic_write
 from ..models import AbstractGridModel, AbstractModel
-from ._check import Checker
+from ._check import Checker, ExperimentError
 from ._fields import model_classes, observable_names
-from ._folder import CONFIG, PROFILE_ARRAYS, StoredRun
+from ._folder import CONFIG, PROFILE_ARRAYS, StoredRun, inside_run
 
 VECTOR_FORMAT = "svg"
 NEEDS = {
@@ -94,17 +94,18 @@ def figure_entries(check: Checker, config: dict) -> list[tuple[str, dict, Figure
     return checked
 
 
-def draw_all(run: StoredRun, folder: pathlib.Path | None = None) -> list[pathlib.Path]:
-    """Draws every figure the run's config asks for into `folder` (default: its figures/).
+def draw_all(run: StoredRun) -> list[pathlib.Path]:
+    """Draws every figure the run's config asks for into its figures folder.
 
     Each figure is written as PNG and SVG (animations as GIF), each file atomically. The
-    entries are checked first, so an edited `config.toml` fails with the key and the fix.
+    entries are checked first, so an edited `config.toml` fails with the key and the fix;
+    a link that would lead a write outside the results folder is refused.
     """
     import matplotlib
 
     matplotlib.use("Agg")  # files only: never open a window, even when a display exists
 
-    folder = run.figures_folder if folder is None else folder
+    folder = inside_run(run.folder, run.figures_folder)
     entries = figure_entries(Checker(run.folder / CONFIG), run.config)
     folder.mkdir(parents=True, exist_ok=True)
     written = []
@@ -113,19 +114,22 @@ def draw_all(run: StoredRun, folder: pathlib.Path | None = None) -> list[pathlib
     return written
 
 
+def _figure_file(run: StoredRun, stem: pathlib.Path, suffix: str) -> pathlib.Path:
+    """The file `stem.suffix` of a figure, refused if a link there leads out of the run."""
+    return inside_run(run.folder, stem.with_name(f"{stem.name}.{suffix}"))
+
+
 def _still(drawer: Callable[[StoredRun, dict], Any]):
     """`draw` for a figure that `drawer` returns: titled, saved as PNG and SVG, closed."""
 
     def draw(run: StoredRun, entry: dict, stem: pathlib.Path) -> list[pathlib.Path]:
         import matplotlib.pyplot as plt
 
+        paths = [_figure_file(run, stem, suffix) for suffix in ("png", VECTOR_FORMAT)]
         figure = drawer(run, entry)
         if "title" in entry:
             figure.suptitle(entry["title"])
-        written = [
-            _save(figure, stem.with_name(f"{stem.name}.{suffix}"))
-            for suffix in ("png", VECTOR_FORMAT)
-        ]
+        written = [_save(figure, path) for path in paths]
         plt.close(figure)
         return written
 
@@ -349,26 +353,41 @@ def load_sweep(run: StoredRun) -> SweepResult:
     """The run's sweep, read back from its zarr store (no pickles, no recompute)."""
     import zarr
 
-    summary = run.metrics["sweep"]
-    group = zarr.open_group(str(run.sweep_store), mode="r")
+    summary, store = run.metrics["sweep"], run.sweep_store
+    group = _from_store(store, lambda: zarr.open_group(str(store), mode="r"))
     names = tuple(summary["names"])
-    observables = {name: group[name][:] for name in summary["observables"]}
+    arrays = {
+        name: _from_store(store / name, lambda name=name: group[name][:])
+        for name in (*names, *summary["observables"], "status")
+    }
     grid_axes = None
     if summary["mode"] == "grid":
         grid_axes = tuple(np.asarray(axis) for axis in summary["grid_axes"])
     return SweepResult(
         names=names,
-        values=np.stack([group[name][:] for name in names], axis=-1),
-        observables=observables,
-        status=group["status"][:],
+        values=np.stack([arrays[name] for name in names], axis=-1),
+        observables={name: arrays[name] for name in summary["observables"]},
+        status=arrays["status"],
         mode=summary["mode"],
         grid_axes=grid_axes,
         units=summary["units"],
-        dims={name: tuple(group[name].metadata.dimension_names[1:]) for name in observables},
+        dims={
+            name: tuple(group[name].metadata.dimension_names[1:]) for name in summary["observables"]
+        },
         coords={},
         attrs=dict(group.attrs),
         stats=summary["stats"],
     )
+
+
+def _from_store(path: pathlib.Path, read: Callable[[], Any]) -> Any:
+    """What `read` reads from the sweep store; a file it cannot read is named."""
+    try:
+        return read()
+    except Exception as error:  # zarr's codecs fail on truncated or garbled files variously
+        raise ExperimentError(
+            f"{path}: damaged or unreadable ({type(error).__name__}); rerun the experiment."
+        ) from None
 
 
 def _sweep_heatmap(run: StoredRun, entry: dict):
@@ -511,7 +530,7 @@ def _animation(run: StoredRun, entry: dict, stem: pathlib.Path) -> list[pathlib.
     import simlab.plot
 
     trajectory = _field_trajectory(run, entry, every=int(entry.get("every", 1)))
-    path = stem.with_name(f"{stem.name}.gif")
+    path = _figure_file(run, stem, "gif")
     return [
         simlab.plot.field_animation(
             trajectory, _grid(run), path, label=entry.get("ylabel", "field")

@@ -7,6 +7,7 @@ import datetime
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -29,7 +30,10 @@ SWEEP_STORE = "sweep.zarr"
 FIGURES = "figures"
 COMPLETE = "complete.json"  # written last: a folder without it is unfinished
 OWNER = ".simlab-owner"  # the process id building a staging folder
+STAGING_DIGITS = 8
+STAGING_NAME = re.compile(rf"\..+\.partial-[0-9a-f]{{{STAGING_DIGITS}}}")
 RUN_MARKERS = (METRICS, PROVENANCE, COMPLETE)
+RUN_RECORD = ".simlab-runs"  # in a results root: the runs written elsewhere, a JSON line each
 # A profiled parameter NAME is stored as arrays `profile_NAME_<field>` for these fields of
 # its `simlab.Profile` (its interval goes to metrics.json, fit.profiles.NAME).
 PROFILE_ARRAYS = ("values", "nll", "converged")
@@ -81,7 +85,7 @@ def check_target(folder: pathlib.Path, *, overwrite: bool) -> None:
 def staging_folder(target: pathlib.Path) -> pathlib.Path:
     """A fresh hidden folder next to `target` (same file system, so renaming is atomic),
     holding the id of the process that builds it (see `clean_partials`)."""
-    staging = target.parent / f".{target.name}.partial-{uuid.uuid4().hex[:8]}"
+    staging = target.parent / f".{target.name}.partial-{uuid.uuid4().hex[:STAGING_DIGITS]}"
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         staging.mkdir()
@@ -113,33 +117,53 @@ def publish(staging: pathlib.Path, target: pathlib.Path) -> pathlib.Path | None:
     return retired
 
 
-def clean_partials(root: pathlib.Path) -> list[pathlib.Path]:
-    """Removes unfinished run folders under `root` whose process is gone; returns them.
+def clean_partials(root: pathlib.Path) -> tuple[list[pathlib.Path], list[str]]:
+    """Removes the unfinished run folders under `root` whose process is gone.
 
-    A staging folder (`.NAME.partial-XXXX`) whose owner process still runs is kept.
+    Only a folder simlab made is removed: a real folder (never a link) named
+    `.NAME.partial-XXXXXXXX` that holds the owner marker naming the process that built it.
+    A folder whose process still runs is kept.
+
+    **Returns:** the folders removed, and a line for each that could not be removed.
     """
-    removed = []
+    removed, failed = [], []
     for folder in sorted(root.rglob(".*.partial-*")):
-        if folder.is_dir() and not _owner_alive(folder):
-            shutil.rmtree(folder, ignore_errors=True)
+        if not _abandoned_staging(folder):
+            continue
+        try:
+            shutil.rmtree(folder)
+        except OSError as error:
+            failed.append(f"{folder} ({error.strerror or error})")
+        else:
             removed.append(folder)
-    return removed
+    return removed, failed
 
 
-def _owner_alive(folder: pathlib.Path) -> bool:
-    try:
-        pid = int((folder / OWNER).read_text(encoding="utf-8"))
-        os.kill(pid, 0)  # signal 0: only asks whether the process exists
-    except PermissionError:  # it exists, run by another user
-        return True
-    except (OSError, ValueError):  # no owner file, or no such process
+def _abandoned_staging(folder: pathlib.Path) -> bool:
+    """Whether `folder` is a staging folder simlab made, whose process is gone."""
+    marker = folder / OWNER
+    made_by_simlab = (
+        STAGING_NAME.fullmatch(folder.name)
+        and not folder.is_symlink()
+        and folder.is_dir()
+        and not marker.is_symlink()
+        and marker.is_file()
+    )
+    if not made_by_simlab:
         return False
-    return True
+    try:
+        os.kill(int(marker.read_text(encoding="utf-8")), 0)  # signal 0: does it exist?
+    except ProcessLookupError:  # no such process: the run was killed
+        return True
+    except (OSError, ValueError, OverflowError):  # another user's process, or no process id
+        return False
+    return False
 
 
 def latest_run(root: pathlib.Path, name: str | None = None) -> pathlib.Path:
-    """The newest finished run under `root` (of experiment `name`, if given)."""
-    folders = root.glob(f"{name}/*" if name else "*/*")
+    """The newest finished run under `root` or recorded there by `record_run` (of
+    experiment `name`, if given)."""
+    folders = [*root.glob(f"{name}/*" if name else "*/*"), *_recorded_runs(root, name)]
     runs = [f for f in folders if f.is_dir() and not f.name.startswith(".") and is_run(f)]
     if not runs:
         where = f"{root / name}" if name else str(root)
@@ -147,6 +171,32 @@ def latest_run(root: pathlib.Path, name: str | None = None) -> pathlib.Path:
             f"{where}: holds no finished run; run one with `simlab run`, or pass a results folder."
         )
     return max(runs, key=lambda f: ((f / COMPLETE).stat().st_mtime, f.name))
+
+
+def record_run(root: pathlib.Path, folder: pathlib.Path, name: str) -> None:
+    """Notes in `root` a run of experiment `name` written to `folder` (wherever that is),
+    so that `latest_run(root)` finds it."""
+    root.mkdir(parents=True, exist_ok=True)
+    line = json.dumps({"experiment": name, "folder": str(folder.resolve())}) + "\n"
+    with (root / RUN_RECORD).open("a", encoding="utf-8") as record:
+        record.write(line)  # one short append: whole, even when two runs finish together
+
+
+def _recorded_runs(root: pathlib.Path, name: str | None) -> list[pathlib.Path]:
+    try:
+        lines = (root / RUN_RECORD).read_text(encoding="utf-8").splitlines()
+    except (OSError, ValueError):
+        return []
+    folders = []
+    for line in lines:
+        try:
+            entry = json.loads(line)
+            experiment, folder = entry["experiment"], pathlib.Path(entry["folder"])
+        except (ValueError, KeyError, TypeError):  # a damaged line names no run
+            continue
+        if name is None or experiment == name:
+            folders.append(folder)
+    return folders
 
 
 def write_json(path: pathlib.Path, content: Any) -> None:
@@ -257,6 +307,18 @@ class StoredRun:
         return self.folder / FIGURES
 
 
+def inside_run(folder: pathlib.Path, path: pathlib.Path) -> pathlib.Path:
+    """`path`, once sure that it resolves (links followed) to a place inside the results
+    folder `folder`: what simlab writes into a run never lands outside it."""
+    resolved = path.resolve()
+    if not resolved.is_relative_to(folder.resolve()):
+        raise ExperimentError(
+            f"{path}: a link there leads outside the results folder {folder} (to {resolved}), "
+            "and simlab writes only inside it; remove the link, then try again."
+        )
+    return path
+
+
 def read_run(folder: str | pathlib.Path, *, finished: bool = True) -> StoredRun:
     """Reads a results folder (parsing only); `ExperimentError` if it is not a finished run
     (`finished=False`: a run still being built, whose completion marker is not yet written)."""
@@ -275,9 +337,9 @@ def read_run(folder: str | pathlib.Path, *, finished: bool = True) -> StoredRun:
         )
     readers = {
         CONFIG: lambda path: tomllib.loads(path.read_text(encoding="utf-8")),
-        METRICS: lambda path: json.loads(path.read_text(encoding="utf-8")),
-        PROVENANCE: lambda path: json.loads(path.read_text(encoding="utf-8")),
-        ARRAYS: _read_arrays,
+        METRICS: _read_json,
+        PROVENANCE: _read_json,
+        ARRAYS: lambda path: StoredRecord(_read_arrays(path), path),
     }
     contents = {}
     for name, reader in readers.items():
@@ -341,6 +403,24 @@ def _check_analysis_arrays(run: StoredRun) -> None:
             f"{run.folder / ARRAYS}: damaged (no {missing[0]!r}, though the run's metrics "
             "refer to it); rerun the experiment."
         )
+
+
+class StoredRecord(dict):
+    """A table read from a results file: a key it lacks is reported with the file named (a
+    damaged run), not as a bare `KeyError` from deep inside a figure."""
+
+    def __init__(self, content: dict, path: pathlib.Path):
+        super().__init__(content)
+        self.path = path
+
+    def __missing__(self, key):
+        raise ExperimentError(f"{self.path}: damaged (no {key!r}); rerun the experiment.")
+
+
+def _read_json(path: pathlib.Path) -> Any:
+    return json.loads(
+        path.read_text(encoding="utf-8"), object_hook=lambda table: StoredRecord(table, path)
+    )
 
 
 def _read_arrays(path: pathlib.Path) -> dict[str, np.ndarray]:

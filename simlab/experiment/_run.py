@@ -1,8 +1,11 @@
 """Running a checked experiment: data, fit, simulation, sweep; then a results folder."""
 
+import contextlib
 import dataclasses
 import json
+import logging
 import time
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -80,7 +83,7 @@ def compute(
 
     if experiment.fit is not None and experiment.fit.sampling is not None:
         started = time.perf_counter()
-        _run_sampling(experiment, fitted, arrays, metrics, say)
+        _run_sampling(experiment, fitted, arrays, metrics, say, quiet)
         wall["sampling"] = time.perf_counter() - started
 
     if experiment.sweep is not None:
@@ -273,7 +276,7 @@ def _store_profile(profile, arrays) -> dict[str, Any]:
     }
 
 
-def _run_sampling(experiment: Experiment, result, arrays, metrics, say) -> None:
+def _run_sampling(experiment: Experiment, result, arrays, metrics, say, quiet: bool) -> None:
     """NUTS draws, their ArviZ summary and the posterior predictive curves, stored."""
     from .. import _sample
     from ..plot._fit import posterior_curves
@@ -293,9 +296,10 @@ def _run_sampling(experiment: Experiment, result, arrays, metrics, say) -> None:
     arrays["posterior_divergent"] = np.asarray(posterior.divergent)
     arrays["posterior_log_density"] = np.asarray(posterior.log_density)
     arrays["posterior_acceptance_rate"] = np.asarray(posterior.acceptance_rate)
-    import arviz
+    with arviz_silenced(quiet):
+        import arviz
 
-    table = arviz.summary(posterior.to_arviz(), hdi_prob=0.95, round_to="none")
+        table = arviz.summary(posterior.to_arviz(), hdi_prob=0.95, round_to="none")
     metrics["sampling"] = {
         "names": names,
         "num_chains": spec.num_chains,
@@ -313,6 +317,28 @@ def _run_sampling(experiment: Experiment, result, arrays, metrics, say) -> None:
         )
     worst = max((entry.get("r_hat") or 1.0) for entry in metrics["sampling"]["summary"].values())
     say(f"sampling: {metrics['sampling']['num_divergent']} divergent, largest R-hat {worst:.3f}")
+
+
+@contextlib.contextmanager
+def arviz_silenced(quiet: bool):
+    """ArviZ warns through Python's warnings (its first import announces a coming release)
+    and through its own logger (a chain too short for a diagnostic); a quiet run prints
+    neither."""
+    if not quiet:
+        yield
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import arviz
+
+        # ArviZ logs through a logger of its own, outside logging's tree (which
+        # `logging.disable` would reach only through caches it does not clear).
+        logger = getattr(arviz, "_log", logging.getLogger("arviz"))
+        disabled, logger.disabled = logger.disabled, True
+        try:
+            yield
+        finally:
+            logger.disabled = disabled
 
 
 def _number(value) -> float | None:

@@ -515,7 +515,8 @@ def _csv_data(
     columns = check.names(table, "columns", "data", names) if "columns" in table else names
     # No message below quotes the file: it may hold anything (never echo its content).
     try:
-        with csv_path.open(newline="", encoding="utf-8") as handle:
+        # utf-8-sig: spreadsheet programs start a UTF-8 file with a byte-order mark.
+        with csv_path.open(newline="", encoding="utf-8-sig") as handle:
             rows = list(csv.DictReader(line for line in handle if not line.startswith("#")))
     except UnicodeDecodeError:
         raise check.fail(
