@@ -26,6 +26,13 @@ from ._pde import (
     Heat as Heat,
     Wave as Wave,
 )
+from ._sde import (
+    AbstractSDEModel as AbstractSDEModel,
+    DoubleWell as DoubleWell,
+    GeometricBrownianMotion as GeometricBrownianMotion,
+    OrnsteinUhlenbeck as OrnsteinUhlenbeck,
+    StochasticLorenz as StochasticLorenz,
+)
 from ._spectral import (
     KuramotoSivashinsky as KuramotoSivashinsky,
     SwiftHohenberg as SwiftHohenberg,
