@@ -255,3 +255,20 @@ def test_refusals_name_the_noise_and_the_argument():
 
     with pytest.raises(ValueError, match=r"returns shape \(2, 3\), but diagonal noise"):
         simlab.simulate(WrongShape(scale=1.0), jnp.ones(2), TS, solver="euler_maruyama", **fixed)
+
+
+def test_the_fan_chart_draws_the_quantiles_of_the_paths():
+    import simlab.plot
+
+    rng = np.random.default_rng(0)
+    ts = np.linspace(0.0, 1.0, 11)
+    paths = np.cumsum(rng.normal(size=(400, 11)), axis=1)
+    ax = simlab.plot.fan_chart(ts, paths[..., None], bands=(0.9,), sample_paths=3)
+    band = ax.collections[0].get_paths()[0].vertices
+    at_end = band[np.isclose(band[:, 0], 1.0), 1]
+    np.testing.assert_allclose(sorted(set(at_end)), np.quantile(paths[:, -1], [0.05, 0.95]))
+    assert len(ax.lines) == 3 + 1  # sample paths and the median
+    with pytest.raises(ValueError, match="fractions in"):
+        simlab.plot.fan_chart(ts, paths, bands=(90,))
+    with pytest.raises(ValueError, match="shape"):
+        simlab.plot.fan_chart(ts, paths[0])
