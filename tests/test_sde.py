@@ -272,3 +272,47 @@ def test_the_fan_chart_draws_the_quantiles_of_the_paths():
         simlab.plot.fan_chart(ts, paths, bands=(90,))
     with pytest.raises(ValueError, match="shape"):
         simlab.plot.fan_chart(ts, paths[0])
+
+
+def test_chemical_langevin_sir_conserves_people_and_its_mean_follows_the_ode():
+    """Every path keeps S + I + R = N (the noise moves people between compartments). From 1 %
+    infected, the mean of 256 paths at day 20 lies within 4 standard errors (99.99 %) of the
+    deterministic SIR on the same Euler grid, and the relative fluctuations shrink as
+    1/sqrt(N): tenfold from N = 10^4 to N = 10^6 (accepted between 7 and 14)."""
+    ts, keys = jnp.array([0.0, 10.0, 20.0]), jax.random.split(jax.random.key(4), 256)
+
+    def ends(population):
+        y0 = population * jnp.array([0.99, 0.01, 0.0])
+        noisy = simlab.models.StochasticSIR(beta=0.4, gamma=0.1, population=population)
+
+        def end(key):
+            return simlab.simulate(noisy, y0, ts, key=key, adaptive=False, dt0=0.05).ys[-1]
+
+        deterministic = simlab.models.SIR(beta=0.4, gamma=0.1, population=population)
+        euler = simlab.simulate(deterministic, y0, ts, solver="euler", adaptive=False, dt0=0.05)
+        return jax.jit(jax.vmap(end))(keys), euler.ys[-1]
+
+    small, _ = ends(1e4)
+    large, expected = ends(1e6)
+    np.testing.assert_allclose(jnp.sum(large, axis=1), 1e6, rtol=1e-12)
+    standard_error = jnp.std(large, axis=0) / np.sqrt(256)
+    assert np.all(np.abs(jnp.mean(large, axis=0) - expected) < 4 * standard_error)
+    shrink = (jnp.std(small[:, 1]) / 1e4) / (jnp.std(large[:, 1]) / 1e6)
+    assert 7.0 < float(shrink) < 14.0
+
+
+def test_fitzhugh_nagumo_without_noise_is_the_deterministic_neuron():
+    model = simlab.models.StochasticFitzHughNagumo(
+        current=0.5, a=0.7, b=0.8, epsilon=0.08, noise_strength=0.0
+    )
+    ts = jnp.linspace(0.0, 20.0, 5)
+    path = simlab.simulate(model, jnp.array([-1.0, 1.0]), ts, key=KEYS[0], adaptive=False, dt0=0.01)
+    assert path.solver == "sra1"
+    ode = simlab.simulate(
+        lambda t, y, args: model.drift(t, y, args),
+        jnp.array([-1.0, 1.0]),
+        ts,
+        rtol=1e-10,
+        atol=1e-10,
+    )
+    np.testing.assert_allclose(path.ys, ode.ys, atol=1e-5)

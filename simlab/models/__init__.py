@@ -31,7 +31,9 @@ from ._sde import (
     DoubleWell as DoubleWell,
     GeometricBrownianMotion as GeometricBrownianMotion,
     OrnsteinUhlenbeck as OrnsteinUhlenbeck,
+    StochasticFitzHughNagumo as StochasticFitzHughNagumo,
     StochasticLorenz as StochasticLorenz,
+    StochasticSIR as StochasticSIR,
 )
 from ._spectral import (
     KuramotoSivashinsky as KuramotoSivashinsky,

@@ -136,3 +136,80 @@ class StochasticLorenz(AbstractSDEModel):
 
     def diffusion(self, t, y, args):
         return jnp.broadcast_to(self.noise_strength, y.shape)
+
+
+class StochasticSIR(AbstractSDEModel):
+    r"""The chemical Langevin SIR epidemic: demographic noise of the infection and recovery
+    events (counts in people, population $N$):
+
+    $$
+    \begin{aligned}
+    dS &= -a\,dt - \sqrt{a}\,dW_1, \\
+    dI &= (a - b)\,dt + \sqrt{a}\,dW_1 - \sqrt{b}\,dW_2, \\
+    dR &= b\,dt + \sqrt{b}\,dW_2,
+    \end{aligned}
+    \qquad a = \frac{\beta S I}{N},\ b = \gamma I,
+    $$
+
+    the diffusion approximation of the Markov jump process, whose mean follows
+    [`simlab.models.SIR`][] and whose relative fluctuations shrink as $1/\sqrt{N}$. Rates
+    are clipped at zero where a path crosses $I = 0$. General noise (one Brownian motion
+    per reaction); $S + I + R$ is conserved on every path. The state is `(S, I, R)`.
+    """
+
+    beta: Float[Array, ""] = parameter(lower=0.0, lower_inclusive=True, unit="1/day")
+    gamma: Float[Array, ""] = parameter(lower=0.0, lower_inclusive=True, unit="1/day")
+    population: Float[Array, ""] = parameter(lower=0.0, unit="people")
+
+    state_names: ClassVar[tuple[str, ...]] = ("S", "I", "R")
+    state_units: ClassVar[tuple[str, ...]] = ("people", "people", "people")
+    noise: ClassVar[str] = "general"
+
+    def _rates(self, y):
+        infections = self.beta * y[0] * y[1] / self.population
+        return jnp.maximum(infections, 0.0), jnp.maximum(self.gamma * y[1], 0.0)
+
+    def drift(self, t, y, args):
+        infections, recoveries = self._rates(y)
+        return jnp.stack([-infections, infections - recoveries, recoveries])
+
+    def diffusion(self, t, y, args):
+        infections, recoveries = (jnp.sqrt(rate) for rate in self._rates(y))
+        zero = jnp.zeros_like(infections)
+        return jnp.stack(
+            [
+                jnp.stack([-infections, zero]),
+                jnp.stack([infections, -recoveries]),
+                jnp.stack([zero, recoveries]),
+            ]
+        )
+
+
+class StochasticFitzHughNagumo(AbstractSDEModel):
+    r"""The FitzHugh–Nagumo neuron with additive noise on the voltage:
+
+    $$
+    dv = (v - v^3/3 - w + I)\,dt + s\,dW, \qquad dw = \varepsilon (v + a - b w)\,dt.
+    $$
+
+    Below the firing threshold of the current $I$, noise alone makes the neuron spike
+    (coherence resonance). Additive noise; the state is `(v, w)`.
+    """
+
+    current: Float[Array, ""] = parameter()
+    a: Float[Array, ""] = parameter()
+    b: Float[Array, ""] = parameter(lower=0.0, lower_inclusive=True)
+    epsilon: Float[Array, ""] = parameter(lower=0.0)
+    noise_strength: Float[Array, ""] = parameter(lower=0.0, lower_inclusive=True)
+
+    state_names: ClassVar[tuple[str, ...]] = ("v", "w")
+    additive: ClassVar[bool] = True
+
+    def drift(self, t, y, args):
+        v, w = y[0], y[1]
+        return jnp.stack(
+            [v - v**3 / 3 - w + self.current, self.epsilon * (v + self.a - self.b * w)]
+        )
+
+    def diffusion(self, t, y, args):
+        return jnp.stack([self.noise_strength, jnp.zeros_like(self.noise_strength)])
