@@ -22,6 +22,7 @@ from .integrate._events import Event, check_event
 from .integrate._interface import AbstractIntegrator, Problem, Solution
 from .integrate._loops import grid_slack
 from .integrate._registry import select_integrator
+from .integrate._sde import checked_stochastic_inputs
 from .integrate._selection import default_solver
 from .integrate._solvers import has_error_estimate, is_implicit, resolve_solver, solver_name
 from .models._base import AbstractModel
@@ -52,6 +53,7 @@ def simulate(
     args: Any = None,
     integrator: str = "auto",
     event: Event | None = None,
+    key: Any = None,
 ) -> Trajectory:
     r"""Solves the initial value problem $\dot y = f(t, y)$, $y(t_0) = y_0$, saving at `ts`.
 
@@ -111,6 +113,13 @@ def simulate(
       state there as `.event_state`; a terminating event stops the solve there (the save
       times after it hold `NaN`). Events run on the lean loop and on Diffrax (pass
       `solver="kvaerno5"` for a stiff model). See the events page.
+    - `key`: for a stochastic model ([`simlab.models.AbstractSDEModel`][]), the JAX key
+      its Brownian increments are drawn from (`jax.random.key(seed)`): the same key, `ts`
+      and `dt0` give the same path (`simlab.integrate.brownian_path` returns it). Required
+      for stochastic models, refused for deterministic ones. Stochastic models take fixed
+      steps (`adaptive=False`, `dt0=...`) with `"sra1"` (additive noise, strong order
+      1.5), `"milstein"` (diagonal or scalar noise, order 1) or `"euler_maruyama"` (any
+      noise, order 1/2); `solver=None` picks the first the noise allows. See the SDE page.
 
     **Returns:** a [`simlab.Trajectory`][] with `.ts`, `.ys`, `.result`, `.stats`, the
     `solver` and `integrator` that ran (`"lean"`, `"stiff"`, `"exponential"` for ETDRK4,
@@ -147,6 +156,7 @@ def simulate(
     check_event(event, ts[0], y0, args)
     rtol, atol = tolerances(options, y0.dtype)
     chosen, choice = _solver(model, y0, ts, options, rtol, atol)
+    key = checked_stochastic_inputs(model, chosen, y0, key, args, adaptive=options.adaptive)
     if options.adaptive and not has_error_estimate(chosen):
         raise ValueError(
             f"{type(chosen).__name__} has no error estimate for adaptive steps; pass "
@@ -178,6 +188,7 @@ def simulate(
         max_steps=options.max_steps,
         adjoint=options.adjoint,
         event=event,
+        key=key,
     )
     solution = _solve(integrator, problem)
     found = solution.event

@@ -80,6 +80,9 @@ def test_every_registered_solver_states_its_published_orders():
         "kencarp4": (4, 5),
         "kencarp5": (5, 6),
         "etdrk4": (4, None),
+        "euler_maruyama": (0.5, None),  # strong orders (Kloeden & Platen; Rössler 2010)
+        "milstein": (1.0, None),
+        "sra1": (1.5, None),
     }
     stated = {name: (spec.order, spec.error_order) for name, spec in simlab.SOLVERS.items()}
     assert stated == published

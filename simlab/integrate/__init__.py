@@ -9,6 +9,7 @@ small protocols (`SplitVectorField`, `FourierSplitVectorField`, `max_stable_step
 never import a model class.
 """
 
+from ._brownian import brownian_path as brownian_path
 from ._diffrax import DiffraxIntegrator as DiffraxIntegrator
 from ._exponential import ETDRK4 as ETDRK4, ExponentialIntegrator as ExponentialIntegrator
 from ._imex import ImexIntegrator as ImexIntegrator, imex_solve as imex_solve
@@ -25,6 +26,14 @@ from ._registry import (
     register_integrator as register_integrator,
     select_integrator as select_integrator,
     unregister_integrator as unregister_integrator,
+)
+from ._sde import (
+    SRA1 as SRA1,
+    AbstractSDESolver as AbstractSDESolver,
+    EulerMaruyama as EulerMaruyama,
+    Milstein as Milstein,
+    SDEIntegrator as SDEIntegrator,
+    StochasticVectorField as StochasticVectorField,
 )
 from ._selection import (
     EXPLICIT_STEP_LIMIT as EXPLICIT_STEP_LIMIT,

@@ -28,6 +28,7 @@ class Problem(eqx.Module):
     - `max_steps`: the most steps in all.
     - `adjoint`: `None`, a name of `simlab.integrate.ADJOINTS` or a Diffrax adjoint.
     - `event`: a `simlab.Event` or `None`.
+    - `key`: the JAX key a stochastic model's Brownian increments are drawn from, or `None`.
     """
 
     model: Any
@@ -42,6 +43,7 @@ class Problem(eqx.Module):
     max_steps: int
     adjoint: Any
     event: Event | None
+    key: Array | None = None
 
 
 class FoundEvent(NamedTuple):

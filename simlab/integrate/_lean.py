@@ -44,7 +44,7 @@ from ._events import (
     stopped,
 )
 from ._interface import AbstractIntegrator, FoundEvent, Problem, Solution
-from ._loops import STORED_STEPS_BUDGET, checkpointed_loop, fixed_steps_per_interval
+from ._loops import STORED_STEPS_BUDGET, fixed_steps_per_interval, repeat_step
 from ._solvers import error_order, is_lean_solver
 
 # Diffrax's default PID controller settings, which the adaptive lean path reproduces.
@@ -139,16 +139,7 @@ def _solve_fixed(
             bracket = advance_bracket(event, value_fn, bracket, running, t, y, h, y1)
             return _FixedCarry(jnp.where(running, y1, y), jnp.where(running, f1, f), bracket)
 
-        if uniform:
-            carry = checkpointed_loop(step, num_steps, carry)
-        else:
-            _, carry = eqxi.while_loop(
-                lambda counted: counted[0] < num_steps,
-                lambda counted: (counted[0] + 1, step(*counted)),
-                (jnp.asarray(0, jnp.int32), carry),
-                max_steps=max_steps,
-                kind=loop_kind,
-            )
+        carry = repeat_step(step, num_steps, carry, max_steps=max_steps, kind=loop_kind)
         return carry, carry.y
 
     xs = (ts[:-1], ts[1:]) if uniform else (ts[:-1], ts[1:], jnp.asarray(steps_per_interval))

@@ -4,6 +4,7 @@ time, and a loop whose reverse mode stores about 2√n states."""
 import math
 from typing import Any
 
+import equinox.internal as eqxi
 import jax
 import jax.lax as lax
 import jax.numpy as jnp
@@ -56,3 +57,22 @@ def checkpointed_loop(step, num_steps: int, state):
     state, _ = lax.scan(run_block, state, jnp.arange(num_blocks) * block)
     done = num_blocks * block
     return lax.fori_loop(0, remainder, lambda j, s: step(done + j, s), state)
+
+
+def repeat_step(step, num_steps: Any, state, *, max_steps: int, kind: str):
+    """`state` after `num_steps` calls of `step(i, state)`.
+
+    A static count (a Python int) runs `checkpointed_loop`; a count known only at run time
+    (traced `ts` or `dt0`) an Equinox while loop bounded by `max_steps`, `kind="checkpointed"`
+    for reverse mode with bounded memory, `"lax"` for forward mode.
+    """
+    if isinstance(num_steps, int):
+        return checkpointed_loop(step, num_steps, state)
+    _, state = eqxi.while_loop(
+        lambda counted: counted[0] < num_steps,
+        lambda counted: (counted[0] + 1, step(*counted)),
+        (jnp.asarray(0, jnp.int32), state),
+        max_steps=max_steps,
+        kind=kind,
+    )
+    return state

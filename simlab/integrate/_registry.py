@@ -12,6 +12,7 @@ from ._exponential import ExponentialIntegrator
 from ._imex import ImexIntegrator
 from ._interface import AbstractIntegrator
 from ._lean import LeanIntegrator
+from ._sde import SDEIntegrator
 from ._solvers import SOLVERS, solver_name
 from ._stiff_integrator import StiffIntegrator
 
@@ -19,6 +20,7 @@ from ._stiff_integrator import StiffIntegrator
 # runs explicit Runge–Kutta methods fastest, then Diffrax, which runs everything else.
 INTEGRATORS: list[AbstractIntegrator] = [
     StiffIntegrator(),
+    SDEIntegrator(),
     ExponentialIntegrator(),
     ImexIntegrator(),
     LeanIntegrator(),

@@ -16,6 +16,7 @@ import numpy as np
 from jaxtyping import Array
 
 from .._misc import is_concrete
+from ._sde import default_stochastic_solver, is_stochastic
 from ._solvers import DEFAULT_SOLVER, SOLVERS, resolve_solver
 
 EXPLICIT_STEP_LIMIT = 10_000
@@ -40,6 +41,8 @@ def explicit_step_estimate(model: Any, y0: Array, ts: Array) -> float | None:
 
 def default_solver(model: Any, y0: Array, ts: Array, *, rtol: Any, atol: Any) -> Any:
     """The solver `simulate(solver=None)` runs, and why: `(solver, reason)`."""
+    if is_stochastic(model):
+        return default_stochastic_solver(model), None
     estimate = explicit_step_estimate(model, y0, ts)
     if getattr(model, "is_stiff", False):
         reason = "the model declares itself stiff"

@@ -25,6 +25,7 @@ from jaxtyping import Array, ArrayLike
 
 from ..grid._stability import as_complex
 from ._exponential import ETDRK4
+from ._sde import SRA1, AbstractSDESolver, EulerMaruyama, Milstein
 from ._stiff import AbstractStiffSolver, Radau5, Rodas5P
 
 _rk4_tableau = dfx.ButcherTableau(
@@ -87,8 +88,8 @@ class SolverSpec:
     build: Callable[..., Any]
 
     @functools.cached_property
-    def order(self) -> int:
-        """The order of the solution (`solution_order`)."""
+    def order(self) -> int | float:
+        """The order of the solution (`solution_order`; the strong order of an SDE method)."""
         return solution_order(self.build())
 
     @functools.cached_property
@@ -129,6 +130,9 @@ SOLVERS: dict[str, SolverSpec] = {
         SolverSpec("kencarp4", dfx.KenCarp4),
         SolverSpec("kencarp5", dfx.KenCarp5),
         SolverSpec("etdrk4", ETDRK4),
+        SolverSpec("euler_maruyama", EulerMaruyama),
+        SolverSpec("milstein", Milstein),
+        SolverSpec("sra1", SRA1),
     )
 }
 
@@ -205,6 +209,11 @@ def is_imex_solver(solver: Any) -> bool:
     return isinstance(solver, dfx.KenCarp3 | dfx.KenCarp4 | dfx.KenCarp5)
 
 
+def is_stochastic_solver(solver: Any) -> bool:
+    """Whether `solver` is one of simlab's fixed-step methods for SDEs."""
+    return isinstance(solver, AbstractSDESolver)
+
+
 def has_error_estimate(solver: Any) -> bool:
     """Whether `solver` carries an embedded error estimate (needed for adaptive steps)."""
     if is_stiff_solver(solver) or is_imex_solver(solver):
@@ -222,9 +231,10 @@ def is_implicit(solver: Any) -> bool:
 _ODE_TERM = dfx.ODETerm(lambda t, y, args: y)
 
 
-def solution_order(solver: Any) -> int:
+def solution_order(solver: Any) -> int | float:
     """The order $p$ of `solver`'s solution: its global error falls as $h^p$. Diffrax solvers
-    state it as `order(terms)`, simlab's own (Rodas5P, Radau5, ETDRK4) as `order`."""
+    state it as `order(terms)`, simlab's own (Rodas5P, Radau5, ETDRK4) as `order`, and the
+    stochastic ones their strong order (error against the exact path)."""
     if isinstance(solver, dfx.AbstractSolver):
         return solver.order(_ODE_TERM)
     return solver.order

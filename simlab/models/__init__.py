@@ -26,6 +26,15 @@ from ._pde import (
     Heat as Heat,
     Wave as Wave,
 )
+from ._sde import (
+    AbstractSDEModel as AbstractSDEModel,
+    DoubleWell as DoubleWell,
+    GeometricBrownianMotion as GeometricBrownianMotion,
+    OrnsteinUhlenbeck as OrnsteinUhlenbeck,
+    StochasticFitzHughNagumo as StochasticFitzHughNagumo,
+    StochasticLorenz as StochasticLorenz,
+    StochasticSIR as StochasticSIR,
+)
 from ._spectral import (
     KuramotoSivashinsky as KuramotoSivashinsky,
     SwiftHohenberg as SwiftHohenberg,

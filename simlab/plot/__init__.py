@@ -16,6 +16,7 @@ from ._fit import (
 from ._gallery import animate as animate, sweep_gallery as sweep_gallery
 from ._likelihood import corner as corner, profiles as profiles, waterfall as waterfall
 from ._loss import loss_curve as loss_curve
+from ._paths import fan_chart as fan_chart, terminal_histogram as terminal_histogram
 from ._sensitivity import sensitivity as sensitivity
 from ._style import COLOURS as COLOURS, new_axes as new_axes, style as style
 from ._sweep import sweep_heatmap as sweep_heatmap, sweep_lines as sweep_lines

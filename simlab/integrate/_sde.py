@@ -1,0 +1,251 @@
+r"""Stochastic differential equations $dy = f(t, y)\,dt + g(t, y)\,dW$ (Itô) with fixed steps.
+
+A stochastic model is anything with `drift(t, y, args)`, `diffusion(t, y, args)` and a
+`noise` kind (the `StochasticVectorField` protocol; `simlab.models.AbstractSDEModel`
+implements it):
+
+- `"diagonal"`: `diffusion` has the state's shape, one independent Brownian motion per
+  component, $dy_i = \dots + g_i\, dW_i$;
+- `"scalar"`: `diffusion` has the state's shape, one Brownian motion for all;
+- `"general"`: `diffusion` is a `(state, noise)` matrix, $dy = \dots + G\, dW$.
+
+`additive = True` declares that `diffusion` does not depend on `y`. The loop is as lean
+as the explicit Runge–Kutta one: each step draws its own increments from the key
+(`simlab.integrate._brownian`), so the only memory is the state.
+"""
+
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+import equinox as eqx
+import jax
+import jax.lax as lax
+import jax.numpy as jnp
+from jaxtyping import Array
+
+from .._results import RESULTS
+from ._brownian import Increment, checked_key, increment, step_grid
+from ._interface import AbstractIntegrator, Problem, Solution
+from ._loops import repeat_step
+
+NOISE_KINDS = ("diagonal", "scalar", "general")
+
+
+@runtime_checkable
+class StochasticVectorField(Protocol):
+    """What the stochastic integrator asks of a model (see the module docstring)."""
+
+    noise: str
+    additive: bool
+
+    def drift(self, t: Any, y: Array, args: Any) -> Array: ...
+
+    def diffusion(self, t: Any, y: Array, args: Any) -> Array: ...
+
+
+def is_stochastic(model: Any) -> bool:
+    """Whether `model` is a stochastic vector field (has a drift, a diffusion and a noise kind)."""
+    return isinstance(model, StochasticVectorField)
+
+
+def noise_shape(model: Any, y0: Array, args: Any = None) -> tuple[int, ...]:
+    """The shape of one Brownian increment of `model`'s noise, checking `diffusion`'s shape
+    against the declared kind with a message that names both."""
+    if model.noise not in NOISE_KINDS:
+        raise ValueError(
+            f"{type(model).__name__}.noise must be one of {NOISE_KINDS}; got {model.noise!r}."
+        )
+    shape = jax.eval_shape(model.diffusion, jnp.zeros((), y0.dtype), y0, args).shape
+    expected = "(state, noise)" if model.noise == "general" else f"{y0.shape} (the state's)"
+    fits = (
+        len(shape) == 2 and shape[0] == y0.size if model.noise == "general" else shape == y0.shape
+    )
+    if not fits:
+        raise ValueError(
+            f"{type(model).__name__}.diffusion returns shape {shape}, but {model.noise} noise "
+            f"needs shape {expected} for a state of shape {y0.shape}."
+        )
+    return {"diagonal": y0.shape, "scalar": (), "general": (shape[-1],)}[model.noise]
+
+
+def noise_term(model: Any, g: Array, dW: Array) -> Array:
+    """$g\\,dW$ for the model's noise kind."""
+    return g @ dW if model.noise == "general" else g * dW
+
+
+class AbstractSDESolver(eqx.Module):
+    """A fixed-step method for Itô SDEs: `strong_order`, `weak_order`, which noise it
+    needs, and one `step`."""
+
+    strong_order: ClassVar[float]
+    weak_order: ClassVar[float]
+    needs: ClassVar[str] = "any"  # "any", "commutative" (diagonal or scalar) or "additive"
+
+    @property
+    def order(self) -> float:
+        """The strong order: the order the save-time error against the exact path falls at."""
+        return self.strong_order
+
+    def refusal(self, model: Any) -> str | None:
+        """Why this method cannot solve `model`'s noise, or `None`."""
+        name = type(self).__name__
+        if self.needs == "commutative" and model.noise == "general":
+            return (
+                f"{name} needs diagonal or scalar noise (its correction term has no Lévy "
+                f"areas); {type(model).__name__} has general noise: use "
+                "solver='euler_maruyama'."
+            )
+        if self.needs == "additive" and not model.additive:
+            return (
+                f"{name} is for additive noise (a diffusion that does not depend on y); "
+                f"{type(model).__name__} does not declare additive = True: use "
+                "solver='milstein' or 'euler_maruyama'."
+            )
+        return None
+
+    def step(self, model: Any, t: Array, y: Array, h: Array, draw: Increment, args: Any):
+        raise NotImplementedError
+
+
+class EulerMaruyama(AbstractSDESolver):
+    r"""Euler–Maruyama, $y_{n+1} = y_n + f h + g\,\Delta W$: strong order 1/2, weak order 1
+    (strong order 1 for additive noise), any noise."""
+
+    strong_order = 0.5
+    weak_order = 1.0
+
+    def step(self, model, t, y, h, draw, args):
+        g = model.diffusion(t, y, args)
+        return y + h * model.drift(t, y, args) + noise_term(model, g, draw.dW)
+
+
+class Milstein(AbstractSDESolver):
+    r"""Milstein's method for diagonal and scalar noise, strong order 1:
+    $y_{n+1} = y_n + f h + g\,\Delta W + \tfrac12 (g' g)(\Delta W^2 - h)$, with $g' g$ one
+    Jacobian-vector product (for diagonal noise $g_i$ must depend on $y_i$ alone)."""
+
+    strong_order = 1.0
+    weak_order = 1.0
+    needs = "commutative"
+
+    def step(self, model, t, y, h, draw, args):
+        diffusion = lambda state: model.diffusion(t, state, args)  # noqa: E731
+        g, slope = jax.jvp(diffusion, (y,), (diffusion(y),))
+        correction = 0.5 * slope * (draw.dW**2 - h)
+        return y + h * model.drift(t, y, args) + g * draw.dW + correction
+
+
+class SRA1(AbstractSDESolver):
+    r"""Rößler's SRA1 (SIAM J. Numer. Anal. 48, 2010) for additive noise: two drift
+    evaluations a step, strong order 1.5, using the space-time Lévy area $H$:
+
+    $z = y_n + \tfrac34 h f(t_n, y_n) + g(t_n)(\tfrac34 \Delta W + \tfrac32 H)$,
+    $y_{n+1} = y_n + h(\tfrac13 f(t_n, y_n) + \tfrac23 f(t_n + \tfrac34 h, z))
+    + g(t_n + \tfrac h2)\,\Delta W + (g(t_n) - g(t_n + h))\,H$,
+
+    the last two terms being $\int g\,dW$ to order 1.5 for a time-dependent $g$."""
+
+    strong_order = 1.5
+    weak_order = 2.0
+    needs = "additive"
+
+    def step(self, model, t, y, h, draw, args):
+        g0 = model.diffusion(t, y, args)
+        f0 = model.drift(t, y, args)
+        stage_noise = noise_term(model, g0, 0.75 * draw.dW + 1.5 * draw.H)
+        z = y + 0.75 * h * f0 + stage_noise
+        f1 = model.drift(t + 0.75 * h, z, args)
+        g_mid = model.diffusion(t + 0.5 * h, y, args)
+        g_end = model.diffusion(t + h, y, args)
+        noise = noise_term(model, g_mid, draw.dW) + noise_term(model, g0 - g_end, draw.H)
+        return y + h * (f0 / 3 + 2 * f1 / 3) + noise
+
+
+def sde_solve(problem: Problem) -> Array:
+    """The states at `problem.ts` of a fixed-step solve (steps of at most `dt0`, landing on
+    every save time), drawing step `n`'s increments from `fold_in(problem.key, n)`."""
+    model, solver, ts, args = problem.model, problem.solver, problem.ts, problem.args
+    shape = noise_shape(model, problem.y0, args)
+    counts, first = step_grid(ts, problem.dt0)
+    per_interval = jnp.broadcast_to(jnp.asarray(counts), first.shape)
+
+    def interval(y, xs):
+        t_start, t_end, count, offset = xs
+        h = (t_end - t_start) / count.astype(ts.dtype)
+
+        def step(j, y):
+            draw = increment(problem.key, offset + j, h, shape)
+            t = t_start + jnp.asarray(j, h.dtype) * h
+            return solver.step(model, t, y, h, draw, args)
+
+        num_steps = counts if isinstance(counts, int) else count
+        y = repeat_step(step, num_steps, y, max_steps=problem.max_steps, kind="checkpointed")
+        return y, y
+
+    _, ys = lax.scan(interval, problem.y0, (ts[:-1], ts[1:], per_interval, first))
+    return jnp.concatenate([problem.y0[None], ys])
+
+
+class SDEIntegrator(AbstractIntegrator):
+    """Fixed-step Euler–Maruyama, Milstein and SRA1 on stochastic models, with keys."""
+
+    name = "sde"
+    runs = "stochastic solvers ('euler_maruyama', 'milstein', 'sra1')"
+    exclusive = True
+    adaptive_steps = False
+    adjoints = (None,)
+
+    def accepts_solver(self, solver: Any) -> bool:
+        return isinstance(solver, AbstractSDESolver)
+
+    def solve(self, problem: Problem) -> Solution:
+        ys = sde_solve(problem)
+        counts, first = step_grid(problem.ts, problem.dt0)
+        stats = {"num_steps": jnp.sum(jnp.broadcast_to(jnp.asarray(counts), first.shape))}
+        return Solution(ys, RESULTS.successful, stats)
+
+
+def checked_stochastic_inputs(
+    model: Any, solver: Any, y0: Array, key: Any, args: Any, *, adaptive: bool
+):
+    """The key as a typed JAX key for a stochastic model (`None` for a deterministic one),
+    after checking that model, solver and key belong together; errors name the argument."""
+    name = type(model).__name__
+    if not is_stochastic(model):
+        if key is not None:
+            raise ValueError(
+                f"key is for stochastic models (with drift and diffusion); {name} is "
+                "deterministic: leave key out."
+            )
+        if isinstance(solver, AbstractSDESolver):
+            raise ValueError(
+                f"{type(solver).__name__} solves stochastic models; {name} is deterministic: "
+                "use an ODE solver such as solver='tsit5'."
+            )
+        return None
+    if key is None:
+        raise ValueError(
+            f"{name} is stochastic: pass key=jax.random.key(seed); the same key gives the "
+            "same Brownian path."
+        )
+    if not isinstance(solver, AbstractSDESolver):
+        raise ValueError(
+            f"{name} is stochastic; {type(solver).__name__} solves ODEs: use "
+            "solver='euler_maruyama', 'milstein' or 'sra1'."
+        )
+    if adaptive:
+        raise ValueError(
+            f"{name} is stochastic and takes fixed steps: pass adaptive=False and dt0=..."
+        )
+    noise_shape(model, y0, args)
+    reason = solver.refusal(model)
+    if reason is not None:
+        raise ValueError(reason)
+    return checked_key(key)
+
+
+def default_stochastic_solver(model: Any) -> AbstractSDESolver:
+    """The strongest method the model's noise allows: SRA1 (order 1.5) for additive noise,
+    Milstein (order 1) for diagonal or scalar noise, else Euler–Maruyama (order 1/2)."""
+    if model.additive:
+        return SRA1()
+    return Milstein() if model.noise in ("diagonal", "scalar") else EulerMaruyama()
