@@ -429,7 +429,7 @@ def _triton_stepped_program(window_ref, out_ref, scratch_ref, plan: Plan) -> Pro
 
 def _launch_mosaic_gpu(body, batched, params, layout: _Layout, plan: Plan, name):
     """The Mosaic GPU layout: the padded field stays in global memory; each program
-    copies its window into shared memory with the TMA, computes its tile into shared
+    copies its window into shared memory (with the TMA), computes its tile into shared
     memory (a stepped state is kept in the window's buffer) and copies it back."""
     from jax.experimental.pallas import mosaic_gpu as plgpu
 
@@ -443,7 +443,9 @@ def _launch_mosaic_gpu(body, batched, params, layout: _Layout, plan: Plan, name)
         plgpu.SMEM((*channel_axes, *tiles.window), batched.dtype),
         plgpu.SMEM((*channel_axes, *tiles.block), batched.dtype),
     ]
-    if not plan.interpret:
+    # The TMA copies windows and tiles, except in the interpreter (which has none) and
+    # for float64 (which it does not take): there threads copy them through registers.
+    if not plan.interpret and batched.dtype != jnp.float64:
         scratch.append(plgpu.Barrier(num_arrivals=1))
 
     def kernel(*refs):
@@ -458,18 +460,18 @@ def _launch_mosaic_gpu(body, batched, params, layout: _Layout, plan: Plan, name)
         destination = out_gmem.at[
             (batch, *whole, *(pl.ds(o, n) for o, n in zip(origin, tiles.block, strict=True)))
         ]
-        if plan.interpret:  # the interpreter has no TMA: plain copies, same layout
-            window[...] = source[...]
-        else:
+        if barrier:
             plgpu.copy_gmem_to_smem(source, window, barrier[0])
             plgpu.barrier_wait(barrier[0])
-        body(_mosaic_gpu_program(window, tile, tiles), _scalars(params_ref))
-        if plan.interpret:
-            destination[...] = tile[...]
         else:
+            window[...] = source[...]
+        body(_mosaic_gpu_program(window, tile, tiles), _scalars(params_ref))
+        if barrier:
             plgpu.commit_smem()
             plgpu.copy_smem_to_gmem(tile, destination)
             plgpu.wait_smem_to_gmem(0)
+        else:
+            destination[...] = tile[...]
 
     gmem = pl.BlockSpec(memory_space=plgpu.GMEM)
     return pl.pallas_call(

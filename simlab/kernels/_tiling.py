@@ -12,7 +12,7 @@ halo. Larger tiles reread less halo; each target bounds them:
 - `"mosaic_gpu"`: the window and the tile live in shared memory (227 KiB per block on an
   H100 or H200) and are copied by the TMA: at most 256 cells per axis, rows a multiple of
   16 bytes, whole copies a multiple of 128 bytes; a register array is a multiple of 128
-  values (one per thread of the warpgroup).
+  values (one per thread of the warpgroup). Windows are rounded up to those units.
 - `"tpu"`: the last two axes of every block are multiples of 8 and 128, or the whole axis
   (Mosaic's (8, 128) tiling); windows are rounded up to that tiling and the halo is
   reached by rotating them, and the blocks, double-buffered, and the kernel's
@@ -208,17 +208,17 @@ def _fit_mosaic_gpu(wanted, interior, width, *, stepped, channels, itemsize) -> 
 
 
 def _mosaic_gpu_tiles(block, width, stepped, row_cells) -> Tiles:
-    """The window (and step region) of a Mosaic GPU tile: rows rounded up to whole TMA
-    copies; a step region of whole warpgroup arrays, read one cell further on each step."""
+    """The window (and step region) of a Mosaic GPU tile: rows of whole 128-byte units and
+    a multiple of 8 of them, so that every copy and register array is whole; a step region
+    of whole warpgroup arrays, read one cell further on each step."""
+
+    def rounded(shape):
+        return (*shape[:-2], _round_up(shape[-2], 8), _round_up(shape[-1], row_cells))
+
     if not stepped:
-        window = (*(b + 2 * width for b in block[:-1]), _round_up(block[-1] + 2 * width, row_cells))
-        return Tiles(block, window)
-    step = (
-        *(_round_up(b + 2 * width - 2, 8) for b in block[:-1]),
-        _round_up(block[-1] + 2 * width - 2, row_cells),
-    )
-    window = (*(s + 2 for s in step[:-1]), _round_up(step[-1] + 2, row_cells))
-    return Tiles(block, window, step)
+        return Tiles(block, rounded(tuple(b + 2 * width for b in block)))
+    step = rounded(tuple(b + 2 * width - 2 for b in block))
+    return Tiles(block, rounded(tuple(s + 2 for s in step)), step)
 
 
 def _fit_tpu(wanted, interior, width, *, stepped, channels, itemsize) -> Tiles:
@@ -250,10 +250,8 @@ def _tpu_tiles(block, interior, width, stepped) -> Tiles:
     alignment = (1,) * (len(block) - 2) + TPU_TILING
     tile = []
     for b, n, align in zip(block, interior, alignment, strict=True):
-        if b >= n:
-            tile.append(n)  # the whole axis: one program along it
-        else:
-            tile.append(max(align, b // align * align))
+        aligned = max(align, b // align * align)
+        tile.append(n if aligned >= n else aligned)  # a whole axis: one program along it
     window = tuple(
         _round_up(b + 2 * width, align) for b, align in zip(tile, alignment, strict=True)
     )
