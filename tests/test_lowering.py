@@ -201,10 +201,20 @@ def _every_mode(fn):
 def test_every_kernel_lowers_in_both_modes(case, backend):
     fn, shape, dtype = KERNEL_CASES[case]
     platforms, targets = BACKENDS[backend]
+    if dtype == jnp.float64:  # a TPU has no 64-bit vector unit (refused below)
+        platforms, targets = ("cuda",), (backend,)
     modes = _every_mode(ft.partial(fn, backend=backend))
     text = _lowered(modes, shape, (), platforms=platforms, dtype=dtype)
     for target in targets:
         assert CALLS[target] in text
+
+
+def test_float64_is_refused_for_tpus_with_a_clear_error():
+    def laplacian(padded):
+        return sk.laplacian2d(padded, (1.0, 1.0))
+
+    with pytest.raises(ValueError, match="Mosaic TPU kernels take fields of 32 bits or fewer"):
+        _lowered(laplacian, (66, 66), platforms=("tpu",), dtype=jnp.float64)
 
 
 def test_the_dispatching_laplacian_lowers_for_gpu_and_tpu():
@@ -246,8 +256,8 @@ def test_a_tile_too_large_for_shared_memory_is_shrunk_for_mosaic_gpu():
     tiles = fit_tiles(
         "mosaic_gpu", "laplacian2d", (4096, 4096), (256, 256), width=1, num_channels=1, itemsize=4
     )
-    window_bytes = 4 * (math.prod(tiles.window) + math.prod(tiles.block))
-    assert window_bytes <= SMEM_BYTES and max(tiles.window) <= 256
+    assert 4 * (math.prod(tiles.window) + math.prod(tiles.block)) <= SMEM_BYTES
+    assert max(tiles.window) <= 256
     text = _lowered(
         lambda p: sk.laplacian2d(p, (1.0, 1.0), block_shape=(256, 256), backend="mosaic_gpu"),
         (4098, 4098),
@@ -292,39 +302,44 @@ def test_a_halo_no_mosaic_gpu_window_can_hold_is_refused_with_a_clear_error():
 
 
 # Each target's layout, run in the Pallas interpreter (barriers and TMA copies become
-# plain copies there), against the references: small fields, several tiles each.
+# plain copies there), against the references: small fields, several tiles each; float64
+# but on the TPU, which computes in 32 bits.
+LAYOUT_DTYPES = {"triton": jnp.float64, "mosaic_gpu": jnp.float64, "tpu": jnp.float32}
+TOLERANCE = {jnp.float64: 1e-12, jnp.float32: 1e-5}
+
+
 def _interpreted(target, kernel, interior, width, channels, block):
+    itemsize = jnp.dtype(LAYOUT_DTYPES[target]).itemsize
     tiles = fit_tiles(
-        target, kernel, interior, block, width=width, num_channels=channels, itemsize=8
+        target, kernel, interior, block, width=width, num_channels=channels, itemsize=itemsize
     )
     return Plan(target, tiles, interpret=True)
 
 
-LAYOUT_TARGETS = ("triton", "mosaic_gpu", "tpu")
-
-
 def _close(got, want):
     scale = 1.0 + float(jnp.max(jnp.abs(want)))
-    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12 * scale)
+    np.testing.assert_allclose(got, want, rtol=0, atol=TOLERANCE[want.dtype.type] * scale)
 
 
-@pytest.mark.parametrize("target", LAYOUT_TARGETS)
+@pytest.mark.parametrize("target", list(LAYOUT_DTYPES))
 def test_each_targets_layout_computes_the_laplacians(target):
-    padded = jax.random.normal(jax.random.key(1), (2, 21, 140), jnp.float64)
+    dtype = LAYOUT_DTYPES[target]
+    padded = jax.random.normal(jax.random.key(1), (2, 21, 140), dtype)
     plan = _interpreted(target, "laplacian2d", (17, 136), 2, 1, (8, 64))
     got = laplacian_module._launch(padded, (0.5, 0.7), 4, plan)
     _close(got, sk.laplacian2d_reference(padded, (0.5, 0.7), order=4))
-    padded = jax.random.normal(jax.random.key(2), (7, 11, 35), jnp.float64)
+    padded = jax.random.normal(jax.random.key(2), (7, 11, 35), dtype)
     plan = _interpreted(target, "laplacian3d", (5, 9, 33), 1, 1, (4, 8, 32))
     got = laplacian_module._launch(padded, (0.5, 0.6, 0.7), 2, plan)
     _close(got, sk.laplacian3d_reference(padded, (0.5, 0.6, 0.7)))
 
 
-@pytest.mark.parametrize("target", LAYOUT_TARGETS)
+@pytest.mark.parametrize("target", list(LAYOUT_DTYPES))
 def test_each_targets_layout_computes_reaction_diffusion_and_its_steps(target):
-    state = jax.random.uniform(jax.random.key(3), (2, 19, 138), jnp.float64)
+    dtype = LAYOUT_DTYPES[target]
+    state = jax.random.uniform(jax.random.key(3), (2, 19, 138), dtype)
     diffusivities, spacing = (0.2, 0.1), (1.0, 1.0)
-    params = jnp.array([*diffusivities, *RATES])
+    params = jnp.array([*diffusivities, *RATES], dtype)
     plan = _interpreted(target, "reaction_diffusion", (17, 136), 1, 2, (8, 64))
     got = reaction_diffusion_module._launch(state, params, spacing, REACTION, plan)
     tendency = ft.partial(
@@ -337,7 +352,8 @@ def test_each_targets_layout_computes_reaction_diffusion_and_its_steps(target):
     _close(got, tendency(state))
     steps, dt = 3, 0.5
     plan = _interpreted(target, "temporal2d", (13, 132), steps, 2, (8, 64))
-    got = temporal_module._launch(state, jnp.array([dt, *params]), spacing, steps, REACTION, plan)
+    steps_params = jnp.array([dt, *diffusivities, *RATES], dtype)
+    got = temporal_module._launch(state, steps_params, spacing, steps, REACTION, plan)
     want = state
     for _ in range(steps):  # each step one ring smaller
         want = want[:, 1:-1, 1:-1] + dt * tendency(want)

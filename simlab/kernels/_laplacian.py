@@ -24,15 +24,14 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
+from ._layouts import Program, launch_tiles
 from ._linear import LinearStencil
 from ._pallas import (
     Launch,
     Plan,
-    Program,
     check_padded,
     checked_spacing,
     launch_options,
-    launch_tiles,
     plan_launch,
 )
 from ._stencils import axis_weights, laplacian_from_shifts, laplacian_reference

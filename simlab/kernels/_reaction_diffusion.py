@@ -28,14 +28,13 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike
 
 from ._laplacian import LaplacianStencil
+from ._layouts import Program, launch_tiles
 from ._pallas import (
     Launch,
     Plan,
-    Program,
     check_padded,
     checked_spacing,
     launch_options,
-    launch_tiles,
     plan_launch,
 )
 from ._primitive import KernelLaunch

@@ -24,7 +24,7 @@ whose tangent linearises its $s$ steps one at a time with the Laplacian kernel (
 intermediate states are recomputed), and reverse mode transposes that linearisation.
 
 Where the state lives between the steps of a launch is up to the target (see
-`simlab.kernels._pallas`): in registers, sliced one ring smaller per step, in the
+`simlab.kernels._layouts`): in registers, sliced one ring smaller per step, in the
 interpreter; in rotated registers on a TPU; in shared memory with Mosaic GPU; in a
 per-program scratch buffer with Triton, which can neither slice nor shift registers.
 """
@@ -38,14 +38,13 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike
 
 from ._laplacian import LaplacianStencil
+from ._layouts import Program, launch_tiles
 from ._linear import LinearStencil
 from ._pallas import (
     Launch,
     Plan,
-    Program,
     checked_spacing,
     launch_options,
-    launch_tiles,
     plan_launch,
 )
 from ._primitive import KernelLaunch

@@ -16,7 +16,7 @@ halo. Larger tiles reread less halo; each target bounds them:
 - `"tpu"`: the last two axes of every block are multiples of 8 and 128, or the whole axis
   (Mosaic's (8, 128) tiling); windows are rounded up to that tiling and the halo is
   reached by rotating them, and the blocks, double-buffered, and the kernel's
-  temporaries fit the scoped VMEM.
+  temporaries fit the scoped VMEM. Values are 32 bits or fewer.
 """
 
 import dataclasses
@@ -53,9 +53,12 @@ BLOCK_SHAPES: dict[tuple[str, str], tuple[int, ...]] = {
     ("tpu", "temporal2d"): (256, 256),
 }
 
-# Shared memory a Mosaic GPU block may use (the H100/H200 opt-in limit), and the TMA's
-# largest box side.
+# Shared memory a Mosaic GPU block may use (the H100/H200 opt-in limit); Mosaic GPU starts
+# every buffer on a 1 KiB boundary and keeps 2 KiB for reductions, and the barrier takes a
+# slot. The TMA's largest box side.
 SMEM_BYTES = 227 * 1024
+SMEM_ALIGNMENT = 1024
+SMEM_RESERVED = 2 * 1024 + SMEM_ALIGNMENT
 TMA_MAX_SIDE = 256
 WARPGROUP = 128  # threads; a register array holds a multiple of this many values
 # The scoped VMEM a Mosaic TPU kernel may use by default (the smallest of current chips),
@@ -99,9 +102,9 @@ def default_block_shape(
     """The table's tile for a target, shrunk to the next power of two above each axis of
     the interior (a 40 × 40 field takes one 64 × 64 tile, not 256 × 256).
 
-    A launch fits this tile to its target when it is lowered (see `fit_tiles`): the
-    tile a program finally computes can differ on Mosaic TPU (whole axes, multiples of
-    (8, 128)) and in temporally blocked launches.
+    A launch fits this tile to its target when it is lowered (see the kernels page): the
+    tile a program finally computes can differ on Mosaic GPU (shared memory), on Mosaic
+    TPU (whole axes, multiples of (8, 128)) and in temporally blocked launches.
 
     **Arguments:**
 
@@ -188,7 +191,10 @@ def _fit_mosaic_gpu(wanted, interior, width, *, stepped, channels, itemsize) -> 
         block[0] *= 2
     while True:
         tiles = _mosaic_gpu_tiles(tuple(block), width, stepped, row_cells)
-        smem = itemsize * channels * (math.prod(tiles.window) + math.prod(tiles.block))
+        smem = SMEM_RESERVED + sum(
+            _round_up(itemsize * channels * math.prod(shape), SMEM_ALIGNMENT)
+            for shape in (tiles.window, tiles.block)
+        )
         if max(tiles.window) <= TMA_MAX_SIDE and smem <= SMEM_BYTES:
             return tiles
         floors = [1] * (len(block) - 1) + [row_cells]
@@ -222,6 +228,11 @@ def _mosaic_gpu_tiles(block, width, stepped, row_cells) -> Tiles:
 
 
 def _fit_tpu(wanted, interior, width, *, stepped, channels, itemsize) -> Tiles:
+    if itemsize > 4:
+        raise ValueError(
+            "Mosaic TPU kernels take fields of 32 bits or fewer (a TPU has no 64-bit vector "
+            "unit); cast the field to float32, or use impl='xla'."
+        )
     block = list(wanted)
     while True:
         tiles = _tpu_tiles(tuple(block), interior, width, stepped)
