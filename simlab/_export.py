@@ -62,8 +62,8 @@ def export(
     - `platforms`: the platforms to lower for; more than one gives one artifact that
       runs on any of them.
 
-    **Returns:** the `jax.export.Exported` (`.serialize()` it to store it, `.call(...)`
-    to run it where one of its platforms is).
+    **Returns:** the `jax.export.Exported` (`.serialize()` it to store it, which needs the
+    `flatbuffers` package; `.call(...)` runs it where one of its platforms is).
 
     !!! example
 
@@ -75,7 +75,7 @@ def export(
             jax.ShapeDtypeStruct((3,), jnp.float32),
             platforms=["cpu", "cuda", "tpu"],
         )
-        blob = exported.serialize()
+        exported.call(jnp.ones(3, jnp.float32))  # here: the CPU branch
         ```
     """
     allowed = [jax.export.DisabledSafetyCheck.custom_call(name) for name in UNSTABLE_CUSTOM_CALLS]

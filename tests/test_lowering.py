@@ -12,7 +12,6 @@ and the speed need the devices.
 import functools as ft
 import math
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -21,10 +20,6 @@ from helpers import GRAY_SCOTT_PARAMETERS as GRAY_SCOTT
 
 import simlab
 import simlab.kernels as sk
-from simlab._fit._fit import _checked_settings
-from simlab._fit._loop import advance, start
-from simlab._fit._noise import noise_model
-from simlab._fit._problem import make_problem
 from simlab._sweep._execute import run_chunk
 from simlab.kernels import (
     _laplacian as laplacian_module,
@@ -425,25 +420,24 @@ def test_a_sweep_chunk_exports():
     _export(chunk, jnp.linspace(0.4, 0.6, 8)[:, None])
 
 
-def test_a_fit_step_exports():
-    """The compiled loop `fit` runs (`advance`: Levenberg–Marquardt steps up to a stop)."""
+def test_a_fit_exports():
+    """`fit` under `jax.jit` (traced, so the whole loop: here two Levenberg–Marquardt
+    steps, with QR solves)."""
     ts, y0 = jnp.linspace(0.0, 5.0, 11), jnp.array([10.0, 5.0])
-    noise = noise_model("gaussian")
-    _, stepper, max_steps = _checked_settings(None, None, 5, 1e-8, 1e-12, 10, noise)
-    problem, _ = make_problem(
-        LOTKA_VOLTERRA,
-        ts,
-        jnp.ones((11, 2)),
-        y0=y0,
-        params=["alpha", "beta"],
-        observe=None,
-        fit_y0=False,
-        noise_scale=None,
-        simulate_options=None,
-        noise=noise,
-    )
-    carry = eqx.filter_eval_shape(start, problem, stepper, max_steps)
-    _export(lambda carry, stop: advance(problem, stepper, carry, stop), carry, jnp.asarray(3))
+
+    def fit(observations):
+        result = simlab.fit(
+            LOTKA_VOLTERRA,
+            ts,
+            observations,
+            y0=y0,
+            params=["alpha", "beta"],
+            max_steps=2,
+            throw=False,
+        )
+        return result.params["alpha"], result.loss
+
+    _export(fit, jnp.ones((11, 2)))
 
 
 def test_an_exported_check_reports_nan_and_the_process_still_raises():
