@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import GRAY_SCOTT_PARAMETERS as GRAY_SCOTT
+from helpers import GRAY_SCOTT_PARAMETERS as GRAY_SCOTT, with_dtype
 
 import simlab
 import simlab.kernels as sk
@@ -391,9 +391,11 @@ def test_a_pde_rollout_with_pallas_stencils_exports_its_kernels():
 
     def rollout(state):
         model = simlab.models.GrayScott(**GRAY_SCOTT, grid=grid, impl="pallas")
-        return simlab.simulate(model, state, jnp.array([0.0, 1.0, 2.0]), solver="tsit5").ys
+        model = with_dtype(model, jnp.float32)  # a TPU computes in 32 bits
+        ts = jnp.array([0.0, 1.0, 2.0], jnp.float32)
+        return simlab.simulate(model, state, ts, solver="tsit5").ys
 
-    text = _export(rollout, jnp.ones((2, 32, 32)))
+    text = _export(rollout, jnp.ones((2, 32, 32), jnp.float32))
     assert CALLS["triton"] in text and CALLS["tpu"] in text
 
 
