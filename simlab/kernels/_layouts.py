@@ -188,7 +188,7 @@ def _scalars(params_ref) -> list:
 
 
 def _split_refs(refs, has_params: bool):
-    """`(window, params or None, *rest)` from a kernel's refs."""
+    """`(window, params or None, rest)` from a kernel's refs."""
     window, *rest = refs
     if has_params:
         params, *rest = rest

@@ -20,6 +20,7 @@ from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
+from jax.extend import backend as jax_backend
 from jax.extend.core import Primitive
 from jax.interpreters import batching, mlir
 from jaxtyping import Array
@@ -55,7 +56,7 @@ class KernelLaunch(abc.ABC):
 def _device_platform(array) -> str:
     """The lowering platform of the device an array lives on (`"cuda"`, not `"gpu"`)."""
     device = next(iter(array.devices())) if isinstance(array, jax.Array) else jax.devices()[0]
-    for name, client in jax.extend.backend.backends().items():
+    for name, client in jax_backend.backends().items():
         if client is device.client:
             return name
     return device.platform
