@@ -9,6 +9,7 @@ from . import (
     integrate as integrate,
     models as models,
 )
+from ._export import export as export
 from ._fit import FitResult as FitResult, fit as fit
 from ._fit._multistart import Starts as Starts
 from ._fit._noise import AbstractNoise as AbstractNoise, NegativeBinomial as NegativeBinomial

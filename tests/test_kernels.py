@@ -19,9 +19,7 @@ import simlab.kernels as sk
 from simlab.kernels import (
     _laplacian as laplacian_module,
     _reaction_diffusion as reaction_diffusion_module,
-    _temporal as temporal_module,
 )
-from simlab.kernels._pallas import Launch
 
 BOUNDARIES = {
     "periodic": "periodic",
@@ -578,63 +576,6 @@ def test_grid_models_forward_mode_with_pallas_equals_xla():
     assert fused.called
     for got, want in zip(pallas, gray_scott("xla"), strict=True):
         _close(got, want, jnp.float64)
-
-
-# The GPU lowerings, checked without a GPU: Pallas lowers to Triton (or Mosaic GPU) IR in
-# Python, so lowering for the "cuda" platform runs here; only Triton's own compiler needs
-# the device.
-def _lower_for_gpu(launch_fn, *shapes):
-    args = [jax.ShapeDtypeStruct(shape, jnp.float32) for shape in shapes]
-    return jax.jit(launch_fn).trace(*args).lower(lowering_platforms=("cuda",))
-
-
-SINGLE_STEP_LAUNCHES = {
-    "laplacian2d": lambda launch: (
-        lambda p: laplacian_module._launch(p, (1.0, 1.0), 2, launch(128, 128)),
-        (258, 258),
-    ),
-    "laplacian2d order 4": lambda launch: (
-        lambda p: laplacian_module._launch(p, (1.0, 0.5), 4, launch(128, 128)),
-        (3, 132, 100),
-    ),
-    "laplacian3d": lambda launch: (
-        lambda p: laplacian_module._launch(p, (1.0, 1.0, 1.0), 2, launch(4, 16, 64)),
-        (66, 34, 66),
-    ),
-    "reaction_diffusion": lambda launch: (
-        lambda p: reaction_diffusion_module._launch(
-            p[:, :2], p[0, 2, 0, :4], (1.0, 1.0), REACTION, launch(16, 128)
-        ),
-        (1, 3, 130, 258),
-    ),
-}
-
-
-def _launch_settings(backend):
-    return lambda *block: Launch(block, interpret=False, backend=backend)
-
-
-@pytest.mark.parametrize("kernel", list(SINGLE_STEP_LAUNCHES))
-def test_single_step_kernels_lower_through_triton(kernel):
-    launch_fn, shape = SINGLE_STEP_LAUNCHES[kernel](_launch_settings("triton"))
-    assert "xla.gpu.triton" in _lower_for_gpu(launch_fn, shape).as_text()
-
-
-def test_known_gpu_lowering_limits():
-    """Pins what docs/kernels.md says: when JAX lifts these limits, this test fails and the
-    docs (and impl="auto") should change."""
-    blocked = ft.partial(
-        temporal_module._launch,
-        spacing=(1.0, 1.0),
-        num_steps=4,
-        reaction_fn=None,
-        launch=_launch_settings("triton")(32, 64),
-    )
-    with pytest.raises(ValueError, match="power of 2"):
-        _lower_for_gpu(blocked, (1, 1, 136, 136), (2,))
-    launch_fn, shape = SINGLE_STEP_LAUNCHES["laplacian2d"](_launch_settings("mosaic_gpu"))
-    with pytest.raises(NotImplementedError, match="Blocked indexing"):
-        _lower_for_gpu(launch_fn, shape)
 
 
 def test_autotune_returns_the_fastest_candidate():

@@ -4,9 +4,10 @@ Plain array code: every kernel takes arrays already padded with ghost cells (or,
 multi-step kernels, a `pad_fn`), the grid spacing and static settings, and depends on
 nothing else in simlab; `simlab.grid` calls [`simlab.kernels.laplacian`][] for
 `impl="pallas"`. Every kernel has a pure-jnp `*_reference` that computes the same thing
-through XLA. On a CPU the kernels run in the Pallas interpreter (`interpret=True`):
-correct, but not fast; on a GPU they compile (Triton by default, `backend="mosaic_gpu"`
-to try Mosaic GPU).
+through XLA. The platform a program is lowered for picks each launch's target and tiles:
+on a CPU the Pallas interpreter (correct, but not fast); on an NVIDIA GPU Triton (or
+Mosaic GPU with `backend="mosaic_gpu"`); on a TPU Mosaic. A program traced on a CPU
+machine therefore exports for a GPU or TPU (see the kernels page).
 
 Every kernel supports forward mode (`jax.jvp`, `jax.jacfwd`) and reverse mode
 (`jax.grad`). The linear ones (the Laplacians, heat steps) are a primitive whose tangent

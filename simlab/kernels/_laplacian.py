@@ -22,38 +22,39 @@ from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
-from jax.experimental import pallas as pl
 from jaxtyping import Array
 
+from ._layouts import Program, launch_tiles
 from ._linear import LinearStencil
-from ._pallas import Launch, check_padded, checked_spacing, launch_tiles, resolve_launch
+from ._pallas import (
+    Launch,
+    Plan,
+    check_padded,
+    checked_spacing,
+    launch_options,
+    plan_launch,
+)
 from ._stencils import axis_weights, laplacian_from_shifts, laplacian_reference
 
 
-def laplacian_kernel(window_ref, out_ref, *, block_shape, width, weights):
-    """One output tile: `window_ref` holds the tile plus `width` halo cells per side,
-    `weights` the per-axis second-difference weights over $h^2$."""
+def laplacian_kernel(program: Program, params, *, width, weights):
+    """One output tile from the program's window (the tile plus `width` halo cells per
+    side), with `weights` the per-axis second-difference weights over $h^2$."""
+    block = program.tiles.block
 
     def shifted(offsets):
-        return window_ref[
-            tuple(pl.ds(width + d, b) for d, b in zip(offsets, block_shape, strict=True))
-        ]
+        return program.read((), tuple(width + d for d in offsets), block)
 
-    out_ref[...] = laplacian_from_shifts(shifted, weights, width).astype(out_ref.dtype)
+    program.store((), laplacian_from_shifts(shifted, weights, width))
 
 
-# Jitted so that each tile layout is traced and compiled once, however often it runs.
-@ft.partial(jax.jit, static_argnames=("spacing", "order", "launch"))
-def _launch(padded: Array, spacing, order: int, launch: Launch) -> Array:
+# Jitted so that each tile layout is traced once, however often it runs.
+@ft.partial(jax.jit, static_argnames=("spacing", "order", "plan"))
+def _launch(padded: Array, spacing, order: int, plan: Plan) -> Array:
     """The kernel over every tile of every leading index of `padded`."""
-    kernel = ft.partial(
-        laplacian_kernel,
-        block_shape=launch.block_shape,
-        width=order // 2,
-        weights=axis_weights(order, spacing),
-    )
+    kernel = ft.partial(laplacian_kernel, width=order // 2, weights=axis_weights(order, spacing))
     name = f"laplacian{len(spacing)}d"
-    return launch_tiles(kernel, padded, width=order // 2, launch=launch, name=name)
+    return launch_tiles(kernel, padded, width=order // 2, plan=plan, name=name)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,8 +76,18 @@ class LaplacianStencil(LinearStencil):
     def num_spatial(self) -> int:
         return len(self.spacing)
 
-    def run(self, padded: Array, *coefficients: Array) -> Array:
-        return _launch(padded, self.spacing, self.order, self.launch)
+    def run(self, platform: str, padded: Array, *coefficients: Array) -> Array:
+        interior = tuple(n - 2 * self.width for n in padded.shape[-self.num_spatial :])
+        plan = plan_launch(
+            self.launch,
+            platform,
+            f"laplacian{self.num_spatial}d",
+            interior,
+            width=self.width,
+            num_channels=1,
+            dtype=padded.dtype,
+        )
+        return _launch(padded, self.spacing, self.order, plan)
 
 
 def _checked_laplacian(padded, spacing, order, block_shape, interpret, backend, *, num_spatial):
@@ -86,8 +97,7 @@ def _checked_laplacian(padded, spacing, order, block_shape, interpret, backend, 
     spacing = checked_spacing(spacing, num_spatial, kernel=kernel)
     axis_weights(order, spacing)  # checks the order
     check_padded(padded, num_spatial, width, kernel=kernel)
-    interior = tuple(n - 2 * width for n in padded.shape[-num_spatial:])
-    launch = resolve_launch(interior, block_shape, interpret, backend, kernel=kernel)
+    launch = launch_options(num_spatial, block_shape, interpret, backend)
     return LaplacianStencil(spacing, order, launch)(padded)
 
 
@@ -121,11 +131,15 @@ def laplacian2d(
       (e.g. from `simlab.grid.pad`); leading axes are a batch.
     - `spacing`: `(h_x, h_y)`.
     - `order`: 2 (5 points) or 4 (9 points).
-    - `block_shape`: the output tile per program; default from the per-backend table in
-      `simlab.kernels.BLOCK_SHAPES`. Grids that are not a whole number of tiles are
-      handled (the last tiles are computed on zeros and cut off).
-    - `interpret`: run in the Pallas interpreter; `None` means exactly when on a CPU.
-    - `backend`: the GPU lowering, `"triton"` (default) or `"mosaic_gpu"`.
+    - `block_shape`: the output tile per program; default from the per-target table in
+      `simlab.kernels.BLOCK_SHAPES`. Each target fits it to what its compiler takes
+      when the kernel is lowered (powers of two for Triton, shared memory for Mosaic GPU,
+      the (8, 128) tiling and VMEM for TPUs; see the kernels page). Grids that are not a
+      whole number of tiles are handled (the last tiles are computed on zeros and cut
+      off).
+    - `interpret`: run in the Pallas interpreter; `None` means exactly when the program
+      is lowered for a CPU (and compiled when it is lowered for a GPU or TPU).
+    - `backend`: the lowering on an NVIDIA GPU, `"triton"` (default) or `"mosaic_gpu"`.
 
     **Returns:** the Laplacian on the interior, shape `(..., nx, ny)`.
 

@@ -1,89 +1,111 @@
-"""Pieces shared by the kernel files: launch settings, batching of leading axes, padding
-to whole tiles, and the tiled launch itself."""
+"""Pieces shared by the kernel files: launch options, the target and tiles each platform
+lowers a launch with (a `Plan`), input checks, and the array reshaping around a launch."""
 
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from collections.abc import Sequence
+from typing import Literal
 
-import jax
 import jax.numpy as jnp
-from jax.experimental import pallas as pl
 from jaxtyping import Array
+
+from ._tiling import Target, Tiles, fit_tiles
 
 Backend = Literal["triton", "mosaic_gpu"]
 BACKENDS = ("triton", "mosaic_gpu")
+PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
 
 
 @dataclasses.dataclass(frozen=True)
 class Launch:
-    """Static settings of one kernel launch (hashable, so it can be a `nondiff_argnum`).
+    """What the caller asked of a launch (hashable: a static argument and a primitive's
+    parameter). The platform it is lowered for turns it into a `Plan`.
 
-    - `block_shape`: the output tile each program computes, one entry per spatial axis.
-    - `interpret`: run the kernel through the Pallas interpreter (any backend, CPU included).
-    - `backend`: the GPU lowering, `"triton"` or `"mosaic_gpu"` (ignored elsewhere).
+    - `block_shape`: the requested output tile, one entry per spatial axis, or `None`
+      for the target's table.
+    - `interpret`: `True` runs the Pallas interpreter on every platform; `None` runs it
+      exactly on a CPU and compiles elsewhere; `False` compiles (GPU and TPU only).
+    - `backend`: the lowering on an NVIDIA GPU, `"triton"` or `"mosaic_gpu"`.
     """
 
-    block_shape: tuple[int, ...]
-    interpret: bool
+    block_shape: tuple[int, ...] | None
+    interpret: bool | None
     backend: Backend = "triton"
 
+    def target(self, platform: str) -> Target:
+        """The target this launch takes when lowered for `platform`."""
+        if self.interpret:
+            return "interpret"
+        if platform == "cpu":
+            if self.interpret is False:
+                raise ValueError(
+                    "Pallas kernels compile only for GPU and TPU; on a CPU pass "
+                    "interpret=True (or interpret=None), or use the XLA path (impl='xla')."
+                )
+            return "interpret"
+        if platform == "tpu":
+            return "tpu"
+        if platform == "rocm" and self.backend == "mosaic_gpu":
+            raise ValueError("backend='mosaic_gpu' compiles for NVIDIA GPUs only; use 'triton'.")
+        if platform in ("cuda", "rocm"):
+            return self.backend
+        raise ValueError(f"simlab's Pallas kernels have no lowering for platform {platform!r}.")
 
-def resolve_launch(
-    spatial_shape: Sequence[int],
-    block_shape: Sequence[int] | None,
-    interpret: bool | None,
-    backend: str | None,
-    *,
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """A launch as lowered: its target, its tiles, and whether the interpreter runs it
+    (always for `"interpret"`; the other targets run there only to check their layout)."""
+
+    target: Target
+    tiles: Tiles
+    interpret: bool
+
+
+def plan_launch(
+    launch: Launch,
+    platform: str,
     kernel: str,
-) -> Launch:
-    """Checks the launch options and fills in defaults: the per-backend block table, and
-    interpret mode exactly when the default device is a CPU (Pallas compiles only for GPU
-    and TPU)."""
-    from ._tiling import default_block_shape
+    interior: Sequence[int],
+    *,
+    width: int,
+    num_channels: int,
+    dtype,
+) -> Plan:
+    """The `Plan` of `launch` on `platform`: its target and the tiles fitted to it."""
+    target = launch.target(platform)
+    tiles = fit_tiles(
+        target,
+        kernel,
+        interior,
+        launch.block_shape,
+        width=width,
+        num_channels=num_channels,
+        itemsize=jnp.dtype(dtype).itemsize,
+    )
+    return Plan(target, tiles, interpret=target == "interpret")
 
-    on_cpu = jax.default_backend() == "cpu"
-    if interpret is None:
-        interpret = on_cpu
-    if not isinstance(interpret, bool):
+
+def launch_options(
+    num_spatial: int, block_shape: Sequence[int] | None, interpret: bool | None, backend
+) -> Launch:
+    """Checks the launch options a public kernel takes and returns them as a `Launch`."""
+    if interpret is not None and not isinstance(interpret, bool):
         raise TypeError(f"interpret must be True, False or None; got {interpret!r}.")
-    if on_cpu and not interpret:
-        raise ValueError(
-            "Pallas kernels compile only for GPU and TPU; on a CPU pass interpret=True "
-            "(or interpret=None), or use the XLA path (impl='xla')."
-        )
     if backend is None:
         backend = "triton"
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {list(BACKENDS)}; got {backend!r}.")
-    if block_shape is None:
-        block_shape = default_block_shape(kernel, spatial_shape)
-    block_shape = tuple(block_shape)
-    if len(block_shape) != len(spatial_shape) or not all(
-        isinstance(b, int) and b >= 1 for b in block_shape
-    ):
-        raise ValueError(
-            f"block_shape must be {len(spatial_shape)} positive integers (one per spatial "
-            f"axis); got {block_shape!r}."
-        )
+    if block_shape is not None:
+        block_shape = tuple(block_shape)
+        if len(block_shape) != num_spatial or not all(
+            isinstance(b, int) and b >= 1 for b in block_shape
+        ):
+            raise ValueError(
+                f"block_shape must be {num_spatial} positive integers (one per spatial "
+                f"axis); got {block_shape!r}."
+            )
     return Launch(block_shape, interpret, backend)
-
-
-def compiler_params(launch: Launch) -> Any:
-    """The compiler parameters that select the GPU lowering: `None` in interpret mode and
-    on a TPU; otherwise the launch compiles for a GPU (Triton, or Mosaic GPU when asked
-    for, imported only then since CPU-only jaxlibs may lack it)."""
-    if launch.interpret or jax.default_backend() == "tpu":
-        return None
-    if launch.backend == "mosaic_gpu":
-        from jax.experimental.pallas import mosaic_gpu as plgpu
-
-        # Two tiles in flight: the next window's copy overlaps this tile's arithmetic.
-        return plgpu.CompilerParams(max_concurrent_steps=2)
-    from jax.experimental.pallas import triton as pltriton
-
-    num_warps = 8 if math.prod(launch.block_shape) >= 4096 else 4
-    return pltriton.CompilerParams(num_warps=num_warps, num_stages=1)
 
 
 def check_padded(padded: Array, num_spatial: int, width: int, *, kernel: str) -> None:
@@ -118,92 +140,16 @@ def split_leading(array: Array, num_trailing: int) -> tuple[Array, tuple[int, ..
     return array.reshape((math.prod(leading), *array.shape[array.ndim - num_trailing :])), leading
 
 
-def pad_to_tiles(padded: Array, interior: Sequence[int], block_shape):
-    """Extends the trailing `len(interior)` axes with zeros at the high end so the interior
-    is a whole number of tiles. Nothing is copied when it already is."""
-    extra = [(-n) % b for n, b in zip(interior, block_shape, strict=True)]
-    if not any(extra):
-        return padded
-    widths = [(0, 0)] * (padded.ndim - len(interior)) + [(0, e) for e in extra]
-    return jnp.pad(padded, widths)
-
-
-def window_spec(block_shape, width: int, leading_blocks: Sequence[int | None]) -> pl.BlockSpec:
-    """Overlapping input windows: tile `(i, j, ...)` reads `block + 2 * width` cells from
-    element `block * (i, j, ...)` of the padded array (tiles of a `BlockSpec` do not
-    overlap, so the halo is addressed by element offsets). `leading_blocks` lists the
-    leading axes: `None` squeezes an axis indexed by program id 0, an integer keeps it
-    whole."""
-    spatial = tuple(pl.Element(b + 2 * width) for b in block_shape)
-    leading = tuple(pl.squeezed if n is None else n for n in leading_blocks)
-
-    def index_map(batch, *tile):
-        first = tuple(batch if n is None else 0 for n in leading_blocks)
-        return first + tuple(t * b for t, b in zip(tile, block_shape, strict=True))
-
-    return pl.BlockSpec(leading + spatial, index_map)
-
-
-def tile_spec(block_shape, leading_blocks: Sequence[int | None]) -> pl.BlockSpec:
-    """Output tiles, one per program, with the same leading-axis layout as `window_spec`."""
-    leading = tuple(pl.squeezed if n is None else n for n in leading_blocks)
-
-    def index_map(batch, *tile):
-        return tuple(batch if n is None else 0 for n in leading_blocks) + tuple(tile)
-
-    return pl.BlockSpec(leading + tuple(block_shape), index_map)
-
-
-def tile_grid(batch: int, interior: Sequence[int], block_shape) -> tuple[int, ...]:
-    return (batch, *(pl.cdiv(n, b) for n, b in zip(interior, block_shape, strict=True)))
-
-
-def launch_tiles(
-    kernel: Callable,
-    padded: Array,
-    *,
-    width: int,
-    launch: Launch,
-    name: str,
-    num_channels: int | None = None,
-    params: Array | None = None,
-) -> Array:
-    """Runs `kernel` once per output tile of a padded array.
-
-    `padded` is `(..., [channels,] *spatial)`, the spatial axes `2 * width` longer than
-    the result. The leading axes become the first grid axis; a channel axis (if
-    `num_channels`) stays whole in every window and tile; `params`, a small vector, is
-    passed whole to every program. The kernel receives `(window_ref, [params_ref,]
-    out_ref)`.
-    """
-    block_shape = launch.block_shape
-    num_spatial = len(block_shape)
-    channel_axes = () if num_channels is None else (num_channels,)
-    batched, leading = split_leading(padded, num_spatial + len(channel_axes))
-    interior = tuple(n - 2 * width for n in batched.shape[batched.ndim - num_spatial :])
-    grid = tile_grid(batched.shape[0], interior, block_shape)
-    rounded = tuple(g * b for g, b in zip(grid[1:], block_shape, strict=True))
-    leading_blocks = [None, *channel_axes]
-    in_specs = [window_spec(block_shape, width, leading_blocks)]
-    inputs = [pad_to_tiles(batched, interior, block_shape)]
-    if params is not None:
-        in_specs.append(pl.BlockSpec(params.shape, lambda *_: (0,)))
-        inputs.append(params)
-    out = pl.pallas_call(
-        kernel,
-        out_shape=jax.ShapeDtypeStruct((batched.shape[0], *channel_axes, *rounded), padded.dtype),
-        grid=grid,
-        in_specs=in_specs,
-        out_specs=tile_spec(block_shape, leading_blocks),
-        interpret=launch.interpret,
-        compiler_params=compiler_params(launch),
-        name=name,
-    )(*inputs)
-    # Cut off the tiles' overhang (a no-op when the interior is a whole number of tiles).
-    out = out[(slice(None),) * (1 + len(channel_axes)) + tuple(slice(0, n) for n in interior)]
-    return out.reshape(*leading, *channel_axes, *interior)
-
-
 def zero_pad(array: Array, width: int, num_trailing: int) -> Array:
     widths = [(0, 0)] * (array.ndim - num_trailing) + [(width, width)] * num_trailing
     return jnp.pad(array, widths)
+
+
+def extend_high(array: Array, extents: Sequence[int]) -> Array:
+    """Extends the trailing `len(extents)` axes with zeros at the high end to `extents`
+    cells (nothing is copied when they have them already)."""
+    spatial = array.shape[array.ndim - len(extents) :]
+    extra = [e - n for e, n in zip(extents, spatial, strict=True)]
+    if not any(extra):
+        return array
+    return jnp.pad(array, [(0, 0)] * (array.ndim - len(extents)) + [(0, e) for e in extra])

@@ -19,16 +19,25 @@ mode is JAX's transpose of that: the Laplacian kernel on the scaled, zero-padded
 cotangents (the stencil is its own transpose) and the reaction's pointwise VJP.
 """
 
+import dataclasses
 import functools as ft
 from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
-from jax.experimental import pallas as pl
 from jaxtyping import Array, ArrayLike
 
 from ._laplacian import LaplacianStencil
-from ._pallas import Launch, check_padded, checked_spacing, launch_tiles, resolve_launch
+from ._layouts import Program, launch_tiles
+from ._pallas import (
+    Launch,
+    Plan,
+    check_padded,
+    checked_spacing,
+    launch_options,
+    plan_launch,
+)
+from ._primitive import KernelLaunch
 from ._stencils import axis_weights, laplacian_from_shifts, laplacian_reference
 
 NUM_SPATIAL = 2
@@ -47,36 +56,32 @@ def tendencies(fields, laplacians, diffusivities, parameters, reaction_fn):
     return tuple(d + r for d, r in zip(diffusion, reaction, strict=True))
 
 
-def reaction_diffusion_kernel(
-    window_ref, params_ref, out_ref, *, block_shape, weights, reaction_fn
-):
-    """One tile of every tendency. `window_ref` is `(C, bx + 2, by + 2)` (the fields with
-    their halo); `params_ref` holds $(D_1, \\dots, D_C, \\theta_1, \\dots)$."""
-    bx, by = block_shape
-    num_channels = window_ref.shape[0]
+def reaction_diffusion_kernel(program: Program, params, *, num_channels, weights, reaction_fn):
+    """One tile of every tendency from the program's window of the `num_channels` fields
+    (one halo cell per side); `params` holds $(D_1, \\dots, D_C, \\theta_1, \\dots)$."""
+    block = program.tiles.block
 
     def channel(c):
-        return lambda offsets: window_ref[c, pl.ds(1 + offsets[0], bx), pl.ds(1 + offsets[1], by)]
+        return lambda offsets: program.read((c,), tuple(WIDTH + d for d in offsets), block)
 
     fields = [channel(c)((0, 0)) for c in range(num_channels)]
     laplacians = [
         laplacian_from_shifts(channel(c), weights, WIDTH, centre=field)
         for c, field in enumerate(fields)
     ]
-    params = [params_ref[i] for i in range(params_ref.shape[0])]
     result = tendencies(
         fields, laplacians, params[:num_channels], params[num_channels:], reaction_fn
     )
     for c, tendency in enumerate(result):
-        out_ref[c, :, :] = tendency.astype(out_ref.dtype)
+        program.store((c,), tendency)
 
 
-# Jitted so that each tile layout is traced and compiled once, however often it runs.
-@ft.partial(jax.jit, static_argnames=("spacing", "reaction_fn", "launch"))
-def _launch(padded: Array, params: Array, spacing, reaction_fn: Callable | None, launch: Launch):
+# Jitted so that each tile layout is traced once, however often it runs.
+@ft.partial(jax.jit, static_argnames=("spacing", "reaction_fn", "plan"))
+def _launch(padded: Array, params: Array, spacing, reaction_fn: Callable | None, plan: Plan):
     kernel = ft.partial(
         reaction_diffusion_kernel,
-        block_shape=launch.block_shape,
+        num_channels=padded.shape[-3],
         weights=axis_weights(2, spacing),
         reaction_fn=reaction_fn,
     )
@@ -84,11 +89,37 @@ def _launch(padded: Array, params: Array, spacing, reaction_fn: Callable | None,
         kernel,
         padded,
         width=WIDTH,
-        launch=launch,
+        plan=plan,
         name="reaction_diffusion",
         num_channels=padded.shape[-3],
         params=params,
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class ReactionDiffusionLaunch(KernelLaunch):
+    """The fused launch, `launch(padded, params)`: the primal of `_reaction_diffusion`
+    (whose `jax.custom_jvp` gives its derivatives)."""
+
+    spacing: tuple[float, ...]
+    reaction_fn: Callable | None
+    launch: Launch
+
+    width = WIDTH
+    num_spatial = NUM_SPATIAL
+
+    def run(self, platform: str, padded: Array, *coefficients: Array) -> Array:
+        (params,) = coefficients
+        plan = plan_launch(
+            self.launch,
+            platform,
+            "reaction_diffusion",
+            tuple(n - 2 * WIDTH for n in padded.shape[-NUM_SPATIAL:]),
+            width=WIDTH,
+            num_channels=padded.shape[-3],
+            dtype=padded.dtype,
+        )
+        return _launch(padded, params, self.spacing, self.reaction_fn, plan)
 
 
 def laplacian_tendencies(padded, params, spacing, reaction_fn, launch):
@@ -111,7 +142,7 @@ def laplacian_tendencies(padded, params, spacing, reaction_fn, launch):
 
 @ft.partial(jax.custom_jvp, nondiff_argnums=(2, 3, 4))
 def _reaction_diffusion(padded, params, spacing, reaction_fn, launch):
-    return _launch(padded, params, spacing, reaction_fn, launch)
+    return ReactionDiffusionLaunch(spacing, reaction_fn, launch)(padded, params)
 
 
 @_reaction_diffusion.defjvp
@@ -204,8 +235,7 @@ def reaction_diffusion(
     check_padded(padded, NUM_SPATIAL, WIDTH, kernel=name)
     check_channels(padded, diffusivities, kernel=name)
     params = packed_parameters(padded.dtype, diffusivities, parameters, kernel=name)
-    interior = tuple(n - 2 * WIDTH for n in padded.shape[-NUM_SPATIAL:])
-    launch = resolve_launch(interior, block_shape, interpret, backend, kernel=name)
+    launch = launch_options(NUM_SPATIAL, block_shape, interpret, backend)
     return _reaction_diffusion(padded, params, spacing, reaction_fn, launch)
 
 

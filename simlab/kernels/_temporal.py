@@ -23,9 +23,10 @@ launch on the zero-padded cotangent. With a reaction, the launch has a `jax.cust
 whose tangent linearises its $s$ steps one at a time with the Laplacian kernel (the
 intermediate states are recomputed), and reverse mode transposes that linearisation.
 
-The kernel slices the window in fast memory: it runs in interpret mode, but in JAX 0.10
-neither GPU lowering takes it (Triton wants power-of-two loads and has no value slicing;
-Mosaic GPU has no overlapping windows). See the kernels page of the docs.
+Where the state lives between the steps of a launch is up to the target (see
+`simlab.kernels._layouts`): in registers, sliced one ring smaller per step, in the
+interpreter; in rotated registers on a TPU; in shared memory with Mosaic GPU; in a
+per-program scratch buffer with Triton, which can neither slice nor shift registers.
 """
 
 import dataclasses
@@ -37,8 +38,16 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike
 
 from ._laplacian import LaplacianStencil
+from ._layouts import Program, launch_tiles
 from ._linear import LinearStencil
-from ._pallas import Launch, checked_spacing, launch_tiles, resolve_launch
+from ._pallas import (
+    Launch,
+    Plan,
+    checked_spacing,
+    launch_options,
+    plan_launch,
+)
+from ._primitive import KernelLaunch
 from ._reaction_diffusion import (
     INTERIOR,
     check_channels,
@@ -52,44 +61,50 @@ from ._stencils import axis_weights, laplacian_from_shifts
 NUM_SPATIAL = 2
 
 
-def tile_step(tile: Array, params: Sequence, weights, reaction_fn: Callable | None) -> Array:
-    r"""One forward-Euler step on a `(C, X, Y)` tile, which comes back one ring smaller:
-    $y + \Delta t\,(D_c \nabla^2 y_c + R_c)$, with `params` $= (\Delta t, D_1, \dots,
-    D_C, \theta_1, \dots)$."""
-    num_channels, size_x, size_y = tile.shape
-
-    def shifted(offsets):
-        dx, dy = offsets
-        return tile[:, 1 + dx : size_x - 1 + dx, 1 + dy : size_y - 1 + dy]
-
-    centre = shifted((0, 0))
-    laplacian = laplacian_from_shifts(shifted, weights, 1, centre=centre)
+def euler_step(read: Callable, num_channels: int, params: Sequence, weights, reaction_fn):
+    r"""One forward-Euler step, $y + \Delta t\,(D_c \nabla^2 y_c + R_c)$, per channel, from
+    `read(c, offsets)`: channel `c` of the state one cell further on plus `offsets` (so
+    the result starts one ring in). `params` $= (\Delta t, D_1, \dots, D_C, \theta_1,
+    \dots)$."""
+    centres = [read(c, (0, 0)) for c in range(num_channels)]
+    laplacians = [
+        laplacian_from_shifts(ft.partial(read, c), weights, 1, centre=centre)
+        for c, centre in enumerate(centres)
+    ]
     result = tendencies(
-        [centre[c] for c in range(num_channels)],
-        [laplacian[c] for c in range(num_channels)],
+        centres,
+        laplacians,
         params[1 : 1 + num_channels],
         params[1 + num_channels :],
         reaction_fn,
     )
-    return centre + params[0] * jnp.stack(result)
+    return [centre + params[0] * r for centre, r in zip(centres, result, strict=True)]
 
 
-def temporal2d_kernel(window_ref, params_ref, out_ref, *, num_steps, reaction_fn, weights):
-    """`num_steps` steps of `tile_step` on a window with `num_steps` halo cells per side."""
-    tile = window_ref[...]
-    params = [params_ref[i] for i in range(params_ref.shape[0])]
-    for _ in range(num_steps):
-        tile = tile_step(tile, params, weights, reaction_fn)
-    out_ref[...] = tile.astype(out_ref.dtype)
+def temporal2d_kernel(program: Program, params, *, num_channels, num_steps, reaction_fn, weights):
+    """`num_steps` steps on a window with `num_steps` halo cells per side; the state
+    between steps is kept as the program's target keeps it."""
+    for step in range(num_steps):
+        region = program.step_shape(step)
+
+        def read(c, offsets, region=region):
+            return program.read((c,), tuple(1 + d for d in offsets), region)
+
+        state = euler_step(read, num_channels, params, weights, reaction_fn)
+        if step < num_steps - 1:
+            program.keep(state)
+    for c, value in enumerate(state):
+        program.store((c,), value)
 
 
-# Jitted so that each tile layout is traced and compiled once, however often it runs.
-@ft.partial(jax.jit, static_argnames=("spacing", "num_steps", "reaction_fn", "launch"))
-def _launch(padded, params, spacing, num_steps: int, reaction_fn: Callable | None, launch: Launch):
+# Jitted so that each tile layout is traced once, however often it runs.
+@ft.partial(jax.jit, static_argnames=("spacing", "num_steps", "reaction_fn", "plan"))
+def _launch(padded, params, spacing, num_steps: int, reaction_fn: Callable | None, plan: Plan):
     """One launch over a `(..., C, X + 2s, Y + 2s)` array padded with `s = num_steps`
     ghost cells; returns `(..., C, X, Y)`."""
     kernel = ft.partial(
         temporal2d_kernel,
+        num_channels=padded.shape[-3],
         num_steps=num_steps,
         reaction_fn=reaction_fn,
         weights=axis_weights(2, spacing),
@@ -98,11 +113,25 @@ def _launch(padded, params, spacing, num_steps: int, reaction_fn: Callable | Non
         kernel,
         padded,
         width=num_steps,
-        launch=launch,
+        plan=plan,
         name=f"temporal2d_{num_steps}",
         num_channels=padded.shape[-3],
         params=params,
     )
+
+
+def _run(launch: Launch, platform, padded, params, spacing, num_steps, reaction_fn):
+    """One launch of `num_steps` steps as laid out for `platform`."""
+    plan = plan_launch(
+        launch,
+        platform,
+        "temporal2d",
+        tuple(n - 2 * num_steps for n in padded.shape[-NUM_SPATIAL:]),
+        width=num_steps,
+        num_channels=padded.shape[-3],
+        dtype=padded.dtype,
+    )
+    return _launch(padded, params, spacing, num_steps, reaction_fn, plan)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,9 +158,9 @@ class HeatStepsStencil(LinearStencil):
     def num_spatial(self) -> int:
         return NUM_SPATIAL
 
-    def run(self, padded: Array, *coefficients: Array) -> Array:
+    def run(self, platform: str, padded: Array, *coefficients: Array) -> Array:
         (params,) = coefficients
-        return _launch(padded, params, self.spacing, self.num_steps, None, self.launch)
+        return _run(self.launch, platform, padded, params, self.spacing, self.num_steps, None)
 
     def coefficient_tangent(
         self, padded: Array, coefficients: Sequence[Array], tangents: Sequence[Array]
@@ -161,9 +190,32 @@ def window_steps(padded, params, spacing, num_steps, reaction_fn, launch):
     return padded
 
 
+@dataclasses.dataclass(frozen=True)
+class ReactionStepsLaunch(KernelLaunch):
+    """One launch of `num_steps` steps with a reaction, `launch(padded, params)`: the
+    primal of `_reaction_steps` (whose `jax.custom_jvp` gives its derivatives)."""
+
+    spacing: tuple[float, ...]
+    num_steps: int
+    reaction_fn: Callable
+    launch: Launch
+
+    num_spatial = NUM_SPATIAL
+
+    @property
+    def width(self) -> int:
+        return self.num_steps
+
+    def run(self, platform: str, padded: Array, *coefficients: Array) -> Array:
+        (params,) = coefficients
+        return _run(
+            self.launch, platform, padded, params, self.spacing, self.num_steps, self.reaction_fn
+        )
+
+
 @ft.partial(jax.custom_jvp, nondiff_argnums=(2, 3, 4, 5))
 def _reaction_steps(padded, params, spacing, num_steps, reaction_fn, launch):
-    return _launch(padded, params, spacing, num_steps, reaction_fn, launch)
+    return ReactionStepsLaunch(spacing, num_steps, reaction_fn, launch)(padded, params)
 
 
 @_reaction_steps.defjvp
@@ -270,8 +322,7 @@ def reaction_diffusion_steps(
         state, diffusivities, spacing, num_steps, steps_per_launch, name=name
     )
     params = packed_parameters(state.dtype, (dt, *diffusivities), parameters, kernel=name)
-    interior = state.shape[-NUM_SPATIAL:]
-    launch = resolve_launch(interior, block_shape, interpret, backend, kernel="temporal2d")
+    launch = launch_options(NUM_SPATIAL, block_shape, interpret, backend)
 
     def run(state, steps):
         return _launch_steps(pad_fn(state, steps), params, spacing, steps, reaction_fn, launch)
