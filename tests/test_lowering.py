@@ -376,6 +376,19 @@ def test_a_vmapped_adaptive_ensemble_exports():
     _export(ensemble, jnp.linspace(9.0, 11.0, 8))
 
 
+def test_an_sde_ensemble_exports_with_its_keys():
+    y0, ts = jnp.array([2.0]), jnp.linspace(0.0, 1.0, 5)
+
+    def ensemble(keys, sigma):
+        def member(key):
+            model = simlab.models.OrnsteinUhlenbeck(theta=1.0, mu=0.5, sigma=sigma)
+            return simlab.simulate(model, y0, ts, key=key, adaptive=False, dt0=0.05).ys
+
+        return jax.vmap(member)(keys)
+
+    _export(ensemble, jax.random.split(jax.random.key(0), 8), jnp.array(0.3))
+
+
 def test_a_stiff_solve_exports_with_its_failure_check():
     def robertson(k1):
         model = simlab.models.Robertson(k1=k1)
