@@ -6,6 +6,7 @@ A successor of test_faults.py for fits, the sampler and continuation.
 import warnings
 from typing import ClassVar
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -90,3 +91,68 @@ def test_a_count_that_starts_at_zero_where_zero_is_observed_is_fitted():
         noise="poisson",
     )  # fmt: skip
     np.testing.assert_allclose(result.params["rate"], counts.sum() / ts.sum(), rtol=1e-6)
+
+
+# --- 6. the sampler guards its inputs and its posterior ----------------------------------
+
+LINE_TIMES = jnp.linspace(0.0, 2.0, 10)
+EXACT_FOR_LINES = dict(solver="rk4", adaptive=False, dt0=0.25)
+
+
+class BrokenDrift(AbstractODEModel):
+    """dx/dt = slope, but NaN for a slope above `limit`: a model broken past a threshold."""
+
+    slope: Float[Array, ""] = parameter(lower=-2.0, upper=2.0)
+    limit: Float[Array, ""] = parameter()
+    state_names: ClassVar[tuple[str, ...]] = ("x",)
+
+    def __call__(self, t, y, args):
+        return jnp.broadcast_to(jnp.where(self.slope > self.limit, jnp.nan, self.slope), y.shape)
+
+
+def _line_fit(limit):
+    """A fit of x(t) = 1 + 0.8 t observed with noise of sd 0.3: the slope's posterior has
+    sd 0.3 / sqrt(sum t^2) = 0.075."""
+    noise = 0.3 * np.sin(37.0 * np.arange(LINE_TIMES.size))  # fixed, roughly zero-mean
+    observations = 1.0 + 0.8 * LINE_TIMES + jnp.asarray(noise)
+    return simlab.fit(
+        BrokenDrift(slope=0.5, limit=limit), LINE_TIMES, observations[:, None],
+        y0=jnp.array([1.0]), params=["slope"], noise_scale=0.3,
+        simulate_options=EXACT_FOR_LINES,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def sound_line_fit():
+    return _line_fit(limit=5.0)  # broken far beyond where the posterior has mass
+
+
+def _sample(result, **settings):
+    return simlab.sample(
+        result, num_samples=150, num_warmup=150, num_chains=2, key=jax.random.key(0), **settings
+    )
+
+
+@pytest.mark.parametrize("target", [0.0, 1.0, 1.5, -0.2, float("nan")])
+def test_a_target_acceptance_outside_zero_one_is_refused(sound_line_fit, target):
+    with pytest.raises(ValueError, match="target_acceptance .* strictly between 0 and 1"):
+        _sample(sound_line_fit, target_acceptance=target)
+
+
+def test_a_posterior_cut_off_by_nan_is_reported():
+    result = _line_fit(limit=0.85)
+    with pytest.warns(UserWarning, match=r"\d+ of 300 transitions ran into .* not finite"):
+        posterior = _sample(result)
+    rejected = np.asarray(posterior.rejected)
+    assert rejected.shape == (2, 150) and rejected.mean() > 0.01
+    draws = posterior.flat_samples()["slope"]
+    assert draws.max() < 0.85  # the chains never cross into the broken region
+
+
+def test_a_posterior_clear_of_nan_samples_without_a_warning(sound_line_fit):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        posterior = _sample(sound_line_fit)
+    assert not np.any(np.asarray(posterior.rejected))
+    draws = posterior.flat_samples()["slope"]
+    assert draws.max() > 0.85  # the same posterior reaches past where the other was cut
