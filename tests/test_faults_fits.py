@@ -13,6 +13,7 @@ import pytest
 from jaxtyping import Array, Float
 
 import simlab
+import simlab.plot
 from simlab.models import AbstractODEModel, parameter
 
 
@@ -156,3 +157,63 @@ def test_a_posterior_clear_of_nan_samples_without_a_warning(sound_line_fit):
     assert not np.any(np.asarray(posterior.rejected))
     draws = posterior.flat_samples()["slope"]
     assert draws.max() > 0.85  # the same posterior reaches past where the other was cut
+
+
+# --- 7. continuation follows folds ---------------------------------------------------------
+
+FOLD_R, FOLD_X = 2 / (3 * np.sqrt(3)), 1 / np.sqrt(3)  # the folds of r + x - x^3 = 0
+REQUESTED_R = jnp.linspace(-1.0, 1.0, 41)
+
+
+class Cusp(AbstractODEModel):
+    """dx/dt = r + x - x^3: fixed points on r = x^3 - x, an S-curve folding back at
+    x = -+1/sqrt(3), r = +-2/(3 sqrt(3)); the middle part, where 1 - 3x^2 > 0, is unstable."""
+
+    r: Float[Array, ""] = parameter()
+    state_names: ClassVar[tuple[str, ...]] = ("x",)
+
+    def __call__(self, t, y, args):
+        return self.r + y - y**3
+
+
+@pytest.fixture(scope="module")
+def s_curve():
+    return simlab.continuation(Cusp(r=-1.0), "r", REQUESTED_R, jnp.array([-1.3]))
+
+
+def test_continuation_goes_round_both_folds_of_an_s_curve(s_curve):
+    folds = s_curve.bifurcations
+    assert [fold.kind for fold in folds] == ["fold", "fold"]
+    np.testing.assert_allclose([fold.value for fold in folds], [FOLD_R, -FOLD_R], atol=1e-9)
+    np.testing.assert_allclose([fold.state[0] for fold in folds], [-FOLD_X, FOLD_X], atol=1e-6)
+    r, x = s_curve.values, s_curve.states[:, 0]
+    np.testing.assert_allclose(r + x - x**3, 0.0, atol=1e-9)  # every point is a fixed point
+    # x rises along the whole curve, in small steps: lower, middle, upper part, no jump.
+    assert np.all(np.diff(x) > 0) and np.all(np.diff(x) < 0.2)
+    assert x[0] < -1.3 and x[-1] > 1.3  # from r = -1 on the lower part to r = 1 on the upper
+    # Stable where d/dx (r + x - x^3) = 1 - 3x^2 < 0; unstable on the middle part.
+    assert list(np.unique(s_curve.labels[np.abs(x) > FOLD_X])) == ["stable"]
+    assert list(np.unique(s_curve.labels[np.abs(x) < FOLD_X])) == ["unstable"]
+    # Every requested value is a point, three times where the three parts overlap.
+    for value in np.asarray(REQUESTED_R):
+        assert np.sum(r == value) == (3 if abs(value) < FOLD_R else 1)
+
+
+def test_the_diagram_of_an_s_curve_draws_its_middle_dashed_between_the_folds(s_curve):
+    ax = simlab.plot.bifurcation(s_curve, "x")
+    drawn = [line for line in ax.lines if len(line.get_xdata())]
+    dashed = [line for line in drawn if line.get_linestyle() == "--"]
+    solid = [line for line in drawn if line.get_linestyle() == "-" and line.get_marker() != "s"]
+    assert len(dashed) == 1 and len(solid) == 2
+    np.testing.assert_allclose(dashed[0].get_xdata()[[0, -1]], [FOLD_R, -FOLD_R])
+    np.testing.assert_allclose(dashed[0].get_ydata()[[0, -1]], [-FOLD_X, FOLD_X], atol=1e-6)
+    (markers,) = [line for line in drawn if line.get_marker() == "s"]
+    np.testing.assert_allclose(markers.get_xdata(), [FOLD_R, -FOLD_R])
+
+
+def test_a_branch_that_runs_out_of_points_warns():
+    with pytest.warns(UserWarning, match=r"stops at r = .* after max_points = 30 points"):
+        branch = simlab.continuation(
+            Cusp(r=-1.0), "r", REQUESTED_R, jnp.array([-1.3]), max_points=30
+        )
+    assert branch.values.size == 30
