@@ -9,6 +9,11 @@ from . import (
     integrate as integrate,
     models as models,
 )
+from ._continuation import (
+    Bifurcation as Bifurcation,
+    Branch as Branch,
+    continuation as continuation,
+)
 from ._export import export as export
 from ._fit import FitResult as FitResult, fit as fit
 from ._fit._multistart import Starts as Starts
@@ -26,10 +31,7 @@ from ._sensitivity import sensitivity as sensitivity
 from ._simulate import simulate as simulate
 from ._steady_state import (
     STABILITY as STABILITY,
-    Bifurcation as Bifurcation,
-    Branch as Branch,
     SteadyState as SteadyState,
-    continuation as continuation,
     steady_state as steady_state,
 )
 from ._sweep import SweepResult as SweepResult, sweep as sweep

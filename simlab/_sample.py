@@ -7,6 +7,7 @@ Jacobian $|g'(u)|$, so every draw is a valid model.
 """
 
 import dataclasses
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +24,10 @@ from ._fit._problem import FitProblem, get_path
 from ._fit._uncertainty import natural_values
 from ._misc import Integer, as_count
 
+# The fraction of transitions that may run into a point of zero density before `sample`
+# warns: past it, the region they ran into holds posterior mass the draws are missing.
+NEGLIGIBLE_REJECTED = 0.01
+
 
 class Posterior(eqx.Module):
     """Posterior draws from [`simlab.sample`][].
@@ -35,12 +40,17 @@ class Posterior(eqx.Module):
     - `log_density`: the unnormalised log posterior of each draw.
     - `divergent`: whether each transition diverged (a sign of a badly scaled posterior).
     - `acceptance_rate`: NUTS's mean acceptance probability of each transition.
+    - `rejected`: whether each transition's trajectory ran into a point of zero posterior
+      density: the model gave NaN there, its solve failed, or a prior excludes it. The
+      chains never cross such a point, so the draws end before it (`None` when not
+      recorded).
     """
 
     samples: dict[str, Array]
     log_density: Array
     divergent: Array
     acceptance_rate: Array
+    rejected: Array | None = None
 
     def flat_samples(self) -> dict[str, np.ndarray]:
         """Each name's draws with the chains pooled, as NumPy arrays."""
@@ -119,6 +129,12 @@ def sample(
     num_chains = as_count("num_chains", num_chains)
     if key is None:
         raise ValueError("sample draws random numbers: pass key=jax.random.key(0).")
+    if not isinstance(target_acceptance, int | float) or not 0 < target_acceptance < 1:
+        raise ValueError(
+            "target_acceptance is the mean acceptance probability the step size is tuned for, "
+            f"strictly between 0 and 1 (0.8 by default; 0.9-0.99 for hard posteriors); got "
+            f"{target_acceptance!r}."
+        )
     problem, priors = _with_prior_ranges(result, dict(priors or {}))
     labels = result.covariance_labels + (("noise.scale",) if _fits_scale(problem) else ())
     _check_priors(problem, labels, priors)
@@ -154,12 +170,34 @@ def sample(
         num_samples,
         float(target_acceptance),
     )
-    positions, log_density, divergent, acceptance = draws
+    positions, log_density, divergent, acceptance, rejected = draws
     natural = jax.vmap(jax.vmap(lambda x: density.natural(unravel(x))))(positions)
     samples = {label: natural[..., i] for i, label in enumerate(labels)}
+    _warn_if_rejected(np.asarray(rejected))
     return Posterior(
-        samples=samples, log_density=log_density, divergent=divergent, acceptance_rate=acceptance
+        samples=samples,
+        log_density=log_density,
+        divergent=divergent,
+        acceptance_rate=acceptance,
+        rejected=rejected,
     )
+
+
+class RejectedProposalsWarning(UserWarning):
+    """Sampling often ran into parameter values where the posterior density is zero."""
+
+
+def _warn_if_rejected(rejected: np.ndarray) -> None:
+    if rejected.mean() > NEGLIGIBLE_REJECTED:
+        warnings.warn(
+            f"{int(rejected.sum())} of {rejected.size} transitions ran into parameter values "
+            "where the log posterior is not finite (the model gave NaN, its solve failed, or a "
+            "prior excludes them): the draws stop short of them, so the posterior is cut off "
+            "there. Check the model over the range the chains reach (Posterior.rejected marks "
+            "the transitions), or give priors that exclude the invalid region.",
+            RejectedProposalsWarning,
+            stacklevel=3,
+        )
 
 
 def _fits_scale(problem: FitProblem) -> bool:
@@ -351,11 +389,15 @@ def _chains(logdensity, starts, cov, keys, num_warmup, num_samples, target_accep
 
         def one(state, step_key):
             state, info = kernel(step_key, state)
+            # A trajectory stops where the density is not finite, so that point is an edge.
+            edges = (info.trajectory_leftmost_state, info.trajectory_rightmost_state)
+            rejected = ~(jnp.isfinite(edges[0].logdensity) & jnp.isfinite(edges[1].logdensity))
             return state, (
                 state.position,
                 state.logdensity,
                 info.is_divergent,
                 info.acceptance_rate,
+                rejected,
             )
 
         _, draws = jax.lax.scan(one, state, jr.split(sample_key, num_samples))

@@ -28,7 +28,7 @@ from ._noise import (
     Poisson,
     noise_model,
 )
-from ._problem import FitProblem, Layout, get_path, make_problem
+from ._problem import FitProblem, Layout, check_start_means, get_path, make_problem
 from ._uncertainty import (
     covariance,
     covariance_labels,
@@ -66,9 +66,11 @@ class FitResult(eqx.Module):
     - `converged`, `num_steps`, `result`: whether the optimiser met its convergence test,
       how many steps it took, and a [`simlab.RESULTS`][] status.
     - `noise_variance`: the residual variance $\\hat\\sigma^2 = 2\\,\\mathrm{loss}/(N-p)$
-      ($N$ the number of observed values, $p$ of fitted scalars; `nan` for count noise).
+      ($N$ the number of observed values, $p$ of fitted scalars; `nan` for count noise and
+      where $N \\le p$).
     - `log_likelihood`: $\\log L$ at the optimum, all constants included (with a fitted
-      noise scale, at its maximum-likelihood value $\\hat\\sigma^2 = 2\\,\\mathrm{loss}/N$).
+      noise scale, at its maximum-likelihood value $\\hat\\sigma^2 = 2\\,\\mathrm{loss}/N$;
+      `nan`, like `aic` and `bic`, where $N \\le p$: the likelihood is then unbounded).
     - `aic`, `bic`: $2k - 2\\log L$ and $k\\log N - 2\\log L$, $k$ counting every fitted
       scalar (a fitted noise scale and noise parameters included): lower is better.
     - `num_observed`: $N$, the number of observed (not NaN) values.
@@ -334,6 +336,8 @@ def fit(
             "checkpoint= and devices= need concrete data; they cannot be used inside "
             "jax.jit or jax.vmap."
         )
+    if not traced and starts is None:
+        check_start_means(problem)
     if starts is not None:
         carry, starts = _multi_start(
             problem, stepper, max_steps, starts, key, devices, checkpoint, traced
@@ -498,6 +502,8 @@ def _finish(problem: FitProblem, carry: Carry, num_fitted: int):
             else 1.0
         )
         nll, _ = problem.negative_log_likelihood_from(predictions, noise, factor)
+        if problem.fit_noise:  # with no residual left, σ̂ → 0 and the likelihood is unbounded
+            nll = jnp.where(dof > 0, nll, jnp.nan)
         sigma2 = noise_variance if problem.fit_noise else jnp.ones(())
         if has_scalars:
             cov, unidentifiable = covariance(jacobian, sigma2)

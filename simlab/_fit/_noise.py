@@ -10,6 +10,7 @@ covariance is the inverse Hessian (the observed Fisher information).
 
 import abc
 import math
+from typing import ClassVar
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -46,6 +47,10 @@ class AbstractNoise(eqx.Module):
                 return -jstats.t.logpdf(z, self.df) + jnp.log(self.scale * noise_scale)
         ```
     """
+
+    # Whether the likelihood is defined only for a positive predicted mean: a fit then
+    # refuses to start where the prediction is not (its loss would be flat there).
+    needs_positive_mean: ClassVar[bool] = False
 
     @abc.abstractmethod
     def negative_log_likelihood(self, predicted: Array, observed: Array, noise_scale: Array):
@@ -87,6 +92,8 @@ class LogNormal(AbstractLeastSquaresNoise):
     $-\log p = \tfrac12 r^2 + \log\sigma + \log y + \tfrac12\log 2\pi$. Data must be positive.
     """
 
+    needs_positive_mean: ClassVar[bool] = True
+
     def residuals(self, predicted, observed, noise_scale):
         tiny = jnp.finfo(jnp.result_type(predicted)).tiny
         return (jnp.log(jnp.maximum(predicted, tiny)) - jnp.log(observed)) / noise_scale
@@ -126,6 +133,8 @@ class Poisson(AbstractNoise):
     Variance equals the mean; `noise_scale` is not used.
     """
 
+    needs_positive_mean: ClassVar[bool] = True
+
     def negative_log_likelihood(self, predicted, observed, noise_scale):
         return -jstats.poisson.logpmf(observed, _positive(predicted))
 
@@ -143,6 +152,8 @@ class NegativeBinomial(AbstractNoise):
 
     - `dispersion`: the starting value of $\phi$.
     """
+
+    needs_positive_mean: ClassVar[bool] = True
 
     dispersion: Array
 

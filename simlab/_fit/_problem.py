@@ -351,7 +351,8 @@ def make_problem(
 
 
 class UnderdeterminedWarning(UserWarning):
-    """A fit has fewer observed residuals than fitted unknowns."""
+    """A fit has fewer observed residuals than fitted unknowns, or, with a fitted noise scale,
+    no more."""
 
 
 def _warn_if_underdetermined(problem: FitProblem) -> None:
@@ -370,6 +371,61 @@ def _warn_if_underdetermined(problem: FitProblem) -> None:
             UnderdeterminedWarning,
             stacklevel=4,
         )
+    elif int(observed) == unknowns and problem.fit_noise:
+        warnings.warn(
+            f"the fit leaves no degrees of freedom for its noise scale: {int(observed)} observed "
+            f"values for {unknowns} fitted unknowns, so the residuals can vanish and the noise "
+            "scale cannot be estimated; the standard errors, noise variance, log_likelihood, "
+            "aic and bic are undefined (nan). Pass the known noise level as noise_scale=, add "
+            "observations, or fit fewer parameters.",
+            UnderdeterminedWarning,
+            stacklevel=4,
+        )
+
+
+def check_start_means(problem: FitProblem) -> None:
+    """Refuses a start whose predicted mean gives an observation zero likelihood, for noise
+    models defined only for a positive mean: there the loss is flat (the mean is held just
+    above zero), so the optimiser would stop at once and report convergence."""
+    if not problem.noise.needs_positive_mean:
+        return
+    model, y0s = problem.build(problem.initial_unconstrained())
+    for index, (experiment, (predicted, _, usable)) in enumerate(
+        zip(problem.experiments, _start_predictions(problem, model, y0s), strict=True)
+    ):
+        predicted, observations = np.asarray(predicted), np.asarray(experiment.observations)
+        impossible = np.asarray(usable) & (
+            (predicted < 0) | ((predicted == 0) & (observations > 0))
+        )
+        if np.any(impossible):
+            member, time, quantity = (int(i[0]) for i in np.nonzero(impossible))
+            names = _quantity_names(problem)
+            where = f"data set {index}, " if len(problem.experiments) > 1 else ""
+            where += f"member {member}, " if experiment.y0.shape[0] > 1 else ""
+            raise ValueError(
+                f"{type(problem.noise).__name__} noise needs a positive predicted mean, but the "
+                f"starting model predicts a mean <= 0 for {int(np.sum(impossible))} observed "
+                f"value(s) (e.g. {predicted[member, time, quantity]:g} for "
+                f"{names[quantity] if names else f'quantity {quantity}'} at "
+                f"t = {float(experiment.ts[experiment.skip + time]):g}, {where}where "
+                f"{observations[member, time, quantity]:g} was observed): the likelihood is "
+                "zero there and flat around it, so the fit cannot start. Start from parameters "
+                "and y0 that predict positive values."
+            )
+
+
+def _quantity_names(problem: FitProblem) -> tuple[str, ...] | None:
+    """The observed quantities' names: those `observe=` named, or the state's for `None`."""
+    if problem.observe is observe_identity:
+        names = tuple(getattr(problem.model, "state_names", ()))
+        size = problem.experiments[0].observations.shape[-1]
+        return names if len(names) == size else None
+    return problem.observed_names
+
+
+@eqx.filter_jit
+def _start_predictions(problem: FitProblem, model, y0s):
+    return problem.predictions_at(model, y0s, "forward")
 
 
 def _length(value: Any, name: str) -> int:

@@ -594,7 +594,7 @@ def _sensitivity(run: StoredRun, entry: dict):
 def load_branch(run: StoredRun):
     """The run's branch of fixed points as the `simlab.Branch` that `simlab.continuation`
     returned, rebuilt from `arrays.npz` and `metrics.json`."""
-    from .._steady_state import Bifurcation, Branch
+    from .._continuation import Bifurcation, Branch
 
     record, arrays = run.metrics["continuation"], run.arrays
     return Branch(

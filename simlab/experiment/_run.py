@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from .. import _fit, _sensitivity, _simulate, _steady_state, _sweep
+from .. import _continuation, _fit, _sensitivity, _simulate, _sweep
 from .._options import SolveOptions
 from .._results import status_code, status_name
 from ..models import AbstractGridModel
@@ -121,7 +121,7 @@ def compute(
         started = time.perf_counter()
         spec = experiment.continuation
         say(f"following fixed points over {spec.parameter} ({spec.num} values) ...")
-        branch = _steady_state.continuation(
+        branch = _continuation.continuation(
             model,
             spec.parameter,
             spec.values(),
