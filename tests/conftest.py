@@ -42,6 +42,16 @@ def _compilation_cache_stays_off():
         compilation_cache.reset_cache()
 
 
+@pytest.fixture
+def isolated(tmp_path, monkeypatch):
+    """Runs in an empty folder, with the `simlab` command's compilation cache kept inside it."""
+    from simlab import cli
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(cli.CACHE_ENVIRONMENT, str(tmp_path / "cache"))
+    return tmp_path
+
+
 def pytest_collection_modifyitems(config, items):
     # The documentation pages are the longest tests (each runs a whole tutorial in a fresh
     # interpreter): started first, they do not leave one worker finishing alone.

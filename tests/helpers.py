@@ -1,4 +1,5 @@
-"""Models that many test files build, with the parameters they share."""
+"""Models that many test files build, with the parameters they share, and a small
+experiment file for the tests of the `simlab` command."""
 
 import contextlib
 
@@ -40,3 +41,31 @@ def without_type_checks():
         yield
     finally:
         jaxtyping.config.update("jaxtyping_disable", previous)
+
+
+# A small pendulum sweep: one simulation, a two-member sweep, two figures.
+SMALL_TOML = """
+description = "a small pendulum sweep"
+
+[model]
+name = "DampedPendulum"
+parameters = { length = 1.0, damping = 0.5 }
+
+[initial_state]
+angle = 0.0
+angular_velocity = 3.0
+
+[time]
+stop = 5.0
+num_points = 11
+
+[sweep]
+parameters.damping = { values = [0.5, 1.0] }
+
+[[figures]]
+kind = "sweep_lines"
+variable = "final_angle"
+
+[[figures]]
+kind = "phase_portrait"
+"""

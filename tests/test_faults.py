@@ -325,15 +325,6 @@ parameters = ["alpha"]
 GOOD_CSV = "t,prey,predator\n0,30,4\n1,40,5\n2,50,7\n"
 
 
-@pytest.fixture
-def isolated(tmp_path, monkeypatch):
-    from simlab import cli
-
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv(cli.CACHE_ENVIRONMENT, str(tmp_path / "cache"))
-    return tmp_path
-
-
 def _simlab(capsys, *arguments) -> tuple[int, str]:
     from simlab import cli
 

@@ -18,45 +18,12 @@ import warnings
 
 import numpy as np
 import pytest
+from helpers import SMALL_TOML
 
 import simlab.experiment
 from simlab import cli
 
 ROOT = pathlib.Path(__file__).parent.parent
-
-SMALL_TOML = """
-description = "a small pendulum sweep"
-
-[model]
-name = "DampedPendulum"
-parameters = { length = 1.0, damping = 0.5 }
-
-[initial_state]
-angle = 0.0
-angular_velocity = 3.0
-
-[time]
-stop = 5.0
-num_points = 11
-
-[sweep]
-parameters.damping = { values = [0.5, 1.0] }
-
-[[figures]]
-kind = "sweep_lines"
-variable = "final_angle"
-
-[[figures]]
-kind = "phase_portrait"
-"""
-
-
-@pytest.fixture
-def isolated(tmp_path, monkeypatch):
-    """Runs in an empty folder, with the compilation cache kept inside it."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv(cli.CACHE_ENVIRONMENT, str(tmp_path / "cache"))
-    return tmp_path
 
 
 @pytest.fixture(scope="module")
