@@ -26,6 +26,20 @@ class RESULTS(dfx.RESULTS):
         "The save times ts are not strictly increasing (or not finite). Sort the times and "
         "drop duplicates."
     )
+    invalid_step = (
+        "The step dt0 is not a positive, finite number (or, with adaptive=False, it is longer "
+        "than the whole span ts[-1] - ts[0]); under jax.jit or jax.vmap it is checked per "
+        "member. Pass a positive dt0, or dt0=None to have one chosen."
+    )
+    invalid_tolerance = (
+        "The tolerances are out of range: rtol must lie in (0, 0.5) and atol must be positive "
+        "and finite; under jax.jit or jax.vmap they are checked per member. Pass e.g. "
+        "rtol=1e-6, atol=1e-9, or leave them unset."
+    )
+    nonfinite_initial_state = (
+        "The initial state y0 holds NaN or inf; under jax.jit or jax.vmap it is checked per "
+        "member. Pass a finite y0."
+    )
     parameter_out_of_range = (
         "A model parameter lies outside its declared valid range (see the model's "
         "parameter_bounds()); under jax.vmap or jax.jit the range is checked per member."

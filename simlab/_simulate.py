@@ -40,8 +40,8 @@ def simulate(
     *,
     options: SolveOptions | None = None,
     solver: Any = None,
-    rtol: float | None = None,
-    atol: float | None = None,
+    rtol: Real[ArrayLike, ""] | None = None,
+    atol: Real[ArrayLike, ""] | None = None,
     dt0: Real[ArrayLike, ""] | None = None,
     adaptive: bool = True,
     max_steps: int = DEFAULT_MAX_STEPS,
@@ -157,7 +157,7 @@ def simulate(
     )
     step = None if options.adaptive else _fixed_step(model, chosen, y0, ts, options)
     dt0 = options.dt0 if step is None else step.dt0
-    inputs = _input_status(model, ts, step)
+    inputs = _input_status(model, ts, y0, step, options.dt0, rtol, atol)
     if throw:
         _raise_for_inputs(inputs, step, model, chosen)
     # As arrays these are traced by the compiled solve, so new values never recompile it.
@@ -361,15 +361,42 @@ def _step_detail(status: RESULTS, step: _FixedStep | None, model: Any, solver: A
     return ""
 
 
-def _input_status(model: Any, ts: Array, step: _FixedStep | None) -> RESULTS:
+def _input_status(
+    model: Any, ts: Array, y0: Array, step: _FixedStep | None, dt0: Any, rtol: Any, atol: Any
+) -> RESULTS:
     """What the inputs show before any step is taken, in rising priority: a fixed step that
-    is unstable or too small for `max_steps`, save times that are not increasing,
-    parameters outside their declared ranges. Arrays: checked inside the compiled code."""
+    is unstable or too small for `max_steps`; a given `dt0`, `rtol` or `atol` out of range,
+    a non-finite `y0`, save times that are not increasing and finite (the checks that raise
+    on known values, made again on traced ones); parameters outside their declared ranges.
+    Arrays: checked inside the compiled code."""
     status = RESULTS.successful if step is None else step.status
-    status = RESULTS.where(jnp.all(jnp.diff(ts) > 0), status, RESULTS.invalid_times)
+    checks = [
+        (_valid_step(dt0, ts, fixed=step is not None), RESULTS.invalid_step),
+        (_valid_tolerances(rtol, atol), RESULTS.invalid_tolerance),
+        (jnp.all(jnp.isfinite(y0)), RESULTS.nonfinite_initial_state),
+        (jnp.all(jnp.isfinite(ts)) & jnp.all(jnp.diff(ts) > 0), RESULTS.invalid_times),
+    ]
     if isinstance(model, AbstractModel):
-        status = RESULTS.where(model.parameters_in_range(), status, RESULTS.parameter_out_of_range)
+        checks.append((model.parameters_in_range(), RESULTS.parameter_out_of_range))
+    for valid, failure in checks:
+        status = RESULTS.where(valid, status, failure)
     return status
+
+
+def _valid_step(dt0: Any, ts: Array, *, fixed: bool) -> Array:
+    """A given `dt0` is positive and finite, and as a fixed step no longer than the span
+    (`SolveOptions` and `_check_span` raise on known values)."""
+    if dt0 is None:
+        return jnp.asarray(True)
+    dt0 = jnp.asarray(dt0)
+    valid = (dt0 > 0) & jnp.isfinite(dt0)
+    return valid & (dt0 <= ts[-1] - ts[0]) if fixed else valid
+
+
+def _valid_tolerances(rtol: Any, atol: Any) -> Array:
+    """`0 < rtol < 0.5` and `0 < atol < inf` (`SolveOptions` raises on known values)."""
+    rtol, atol = jnp.asarray(rtol), jnp.asarray(atol)
+    return (rtol > 0) & (rtol < 0.5) & (atol > 0) & jnp.isfinite(atol)
 
 
 def _raise_for_inputs(inputs: RESULTS, step: _FixedStep | None, model: Any, solver: Any) -> None:
