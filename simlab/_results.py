@@ -18,9 +18,11 @@ class RESULTS(dfx.RESULTS):
     """
 
     nonfinite_state = (
-        "The state became NaN or infinite. Check the model's parameters and initial state "
-        "(a blow-up is often physical: finite-time singularity or an unstable parameter "
-        "region); for stiff dynamics pass an implicit solver such as solver='kvaerno5'."
+        "The state became NaN or infinite, or every step the solver tried from some time on "
+        "did (Trajectory.nonfinite_time, with throw=False, says when). Check the model's "
+        "parameters and initial state (a blow-up is often physical: finite-time singularity "
+        "or an unstable parameter region); for stiff dynamics pass an implicit solver such "
+        "as solver='kvaerno5'."
     )
     invalid_times = (
         "The save times ts are not strictly increasing (or not finite). Sort the times and "
@@ -110,6 +112,10 @@ class Trajectory(eqx.Module):
     - `event_time`: with `simulate(..., event=...)`, the time $\tau$ at which the event's
       condition first crossed zero (`NaN` if it never did); `None` without an event.
     - `event_state`: the state $y(\tau)$ there (`NaN` if the event never fired).
+    - `nonfinite_time`: where `result` is `RESULTS.nonfinite_state`, the time of the first
+      non-finite value: the time from which every step the solver tried gave NaN or inf,
+      or else the first save time whose state holds NaN or inf; `NaN` for any other
+      result (one value per member under `vmap`).
     """
 
     ts: Float[Array | np.ndarray, " num_times"]  # NumPy when read back from a store
@@ -122,6 +128,7 @@ class Trajectory(eqx.Module):
     solver_choice: str | None = eqx.field(static=True, default=None)
     event_time: Float[Array, ""] | None = None
     event_state: Float[Array, " *state"] | None = None
+    nonfinite_time: Float[Array, ""] | None = None
 
     @property
     def succeeded(self):

@@ -19,7 +19,7 @@ from ._misc import is_concrete
 from ._options import DEFAULT_MAX_STEPS, SolveOptions, merged_options, tolerances
 from ._results import RESULTS, SimulationError, Trajectory
 from .integrate._events import Event, check_event
-from .integrate._interface import Problem
+from .integrate._interface import Problem, Solution
 from .integrate._loops import grid_slack
 from .integrate._registry import select_integrator
 from .integrate._selection import default_solver
@@ -179,8 +179,10 @@ def simulate(
     found = solution.event
     # Save times after a terminating event are never reached: their NaN is no failure.
     unreached = ts > found.time if event is not None and event.terminate else None
-    result = _checked_result(solution.status, inputs, solution.ys, unreached)
-    ys = _raise_on_failure(solution.ys, result, _failure_hint(chosen)) if throw else solution.ys
+    result, nonfinite_time = _checked_result(solution, inputs, ts, unreached)
+    ys = solution.ys
+    if throw:
+        ys = _raise_on_failure(ys, result, nonfinite_time, _failure_hint(chosen))
     return Trajectory(
         ts=ts,
         ys=ys,
@@ -192,6 +194,7 @@ def simulate(
         solver_choice=choice,
         event_time=None if found is None else found.time,
         event_state=None if found is None else found.state,
+        nonfinite_time=nonfinite_time,
     )
 
 
@@ -407,19 +410,27 @@ def _raise_for_inputs(inputs: RESULTS, step: _FixedStep | None, model: Any, solv
 
 
 def _checked_result(
-    result: RESULTS, inputs: RESULTS, ys: Array, unreached: Array | None = None
-) -> RESULTS:
+    solution: Solution, inputs: RESULTS, ts: Array, unreached: Array | None = None
+) -> tuple[RESULTS, Array]:
     """The solve's status, with what only the run-time values can show: non-finite states
     (at the save times reached: `unreached` marks those after a terminating event), and
-    the failures the inputs show (`_input_status`), which take precedence."""
-    finite = jnp.isfinite(ys)
+    the failures the inputs show (`_input_status`), which take precedence; and, for a
+    non-finite state, the time of the first non-finite value (`NaN` otherwise): where the
+    integrator got stuck at NaN or inf, or else the first save time that holds one."""
+    ys = solution.ys
+    finite = jnp.all(jnp.isfinite(ys), axis=tuple(range(1, ys.ndim)))
     if unreached is not None:
-        finite = finite | unreached.reshape(-1, *(1,) * (ys.ndim - 1))
-    all_finite = jnp.all(finite)
+        finite = finite | unreached
     result = RESULTS.where(
-        (result == RESULTS.successful) & ~all_finite, RESULTS.nonfinite_state, result
+        (solution.status == RESULTS.successful) & ~jnp.all(finite),
+        RESULTS.nonfinite_state,
+        solution.status,
     )
-    return RESULTS.where(inputs == RESULTS.successful, result, inputs)
+    result = RESULTS.where(inputs == RESULTS.successful, result, inputs)
+    first_nonfinite = jnp.min(jnp.where(finite, jnp.inf, ts))
+    if solution.nonfinite_time is not None:
+        first_nonfinite = jnp.fmin(solution.nonfinite_time, first_nonfinite)
+    return result, jnp.where(result == RESULTS.nonfinite_state, first_nonfinite, jnp.nan)
 
 
 def _is_known(result: RESULTS) -> bool:
@@ -436,15 +447,23 @@ def _failure_hint(solver: Any) -> str:
     )
 
 
-def _raise_on_failure(ys: Array, result: RESULTS, hint: str) -> Array:
+def _raise_on_failure(ys: Array, result: RESULTS, nonfinite_time: Array, hint: str) -> Array:
     """Raises `SimulationError` for a failed solve. At top level the status is read after
     the compiled call returns, so no executable holds a host callback (and JAX's persistent
     compilation cache can keep it); inside `jit`/`vmap`/`grad` Equinox's `error_if` does it."""
     if _is_known(result):
         if result != RESULTS.successful:
-            raise SimulationError(RESULTS[result] + (hint if _ran_out_of_steps(result) else ""))
+            raise SimulationError(_failure_message(result, hint, nonfinite_time))
         return ys
     return result.error_if(ys, result != RESULTS.successful)
+
+
+def _failure_message(result: RESULTS, hint: str, nonfinite_time: Array | None = None) -> str:
+    """The status message of a failure, with the numbers behind it where they are known."""
+    if result == RESULTS.nonfinite_state and nonfinite_time is not None:
+        time = float(nonfinite_time)
+        return f"{RESULTS[result]} Here the first NaN or inf came at t = {time:.10g}."
+    return RESULTS[result] + (hint if _ran_out_of_steps(result) else "")
 
 
 def _ran_out_of_steps(result: RESULTS) -> bool:

@@ -13,6 +13,7 @@ import optimistix as optx
 
 from .._results import RESULTS
 from ._interface import AbstractIntegrator, FoundEvent, Problem, Solution
+from ._nonfinite import NonfiniteWatch, watched_result
 from ._solvers import resolve_adjoint
 
 EVENT_ROOT_TOLERANCE = 1e-12  # on the event time, relative and absolute (Newton on Diffrax)
@@ -31,9 +32,13 @@ class DiffraxIntegrator(AbstractIntegrator):
 
     def solve(self, problem: Problem) -> Solution:
         if problem.event is None:
-            solution = _diffeqsolve(problem, None)
-            return Solution(solution.ys, RESULTS.promote(solution.result), solution.stats)
+            return _solution(_diffeqsolve(problem, None))
         return _solve_with_event(problem)
+
+
+def _solution(solution: dfx.Solution, found: FoundEvent | None = None) -> Solution:
+    status, nonfinite_time = watched_result(solution)
+    return Solution(solution.ys, status, solution.stats, found, nonfinite_time)
 
 
 def _with_root_tolerances(solver: Any, rtol: Any, atol: Any) -> Any:
@@ -53,7 +58,7 @@ def _with_root_tolerances(solver: Any, rtol: Any, atol: Any) -> Any:
 def _diffeqsolve(problem: Problem, diffrax_event: dfx.Event | None) -> dfx.Solution:
     ts = problem.ts
     if problem.adaptive:
-        controller = dfx.PIDController(rtol=problem.rtol, atol=problem.atol)
+        controller = NonfiniteWatch(dfx.PIDController(rtol=problem.rtol, atol=problem.atol))
         solver = problem.solver
     else:
         controller = dfx.ConstantStepSize()
@@ -67,9 +72,12 @@ def _diffeqsolve(problem: Problem, diffrax_event: dfx.Event | None) -> dfx.Solut
         y0=problem.y0,
         args=problem.args,
         # With an event, a second save holds the event time and state (its `t1`).
-        saveat=dfx.SaveAt(ts=ts)
+        saveat=dfx.SaveAt(ts=ts, controller_state=problem.adaptive)
         if diffrax_event is None
-        else dfx.SaveAt(subs=(dfx.SubSaveAt(ts=ts), dfx.SubSaveAt(t1=True))),
+        else dfx.SaveAt(
+            subs=(dfx.SubSaveAt(ts=ts), dfx.SubSaveAt(t1=True)),
+            controller_state=problem.adaptive,
+        ),
         stepsize_controller=controller,
         max_steps=problem.max_steps,
         adjoint=resolve_adjoint(problem.adjoint),
@@ -93,11 +101,12 @@ def _solve_with_event(problem: Problem) -> Solution:
         jnp.where(fired, stop_time[0], jnp.nan), jnp.where(fired, at_stop[0], jnp.nan)
     )
     if not event.terminate:
-        solution = _diffeqsolve(problem, None)
-        return Solution(solution.ys, RESULTS.promote(solution.result), solution.stats, found)
-    status = RESULTS.where(fired, RESULTS.successful, RESULTS.promote(stopping.result))
+        return _solution(_diffeqsolve(problem, None), found)
+    status, nonfinite_time = watched_result(stopping)
+    status = RESULTS.where(fired, RESULTS.successful, status)
     after = (problem.ts > found.time).reshape(-1, *(1,) * problem.y0.ndim)
-    return Solution(jnp.where(after, jnp.nan, ys), status, stopping.stats, found)
+    ys = jnp.where(after, jnp.nan, ys)
+    return Solution(ys, status, stopping.stats, found, nonfinite_time)
 
 
 class _DiffraxCondition(eqx.Module):
