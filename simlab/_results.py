@@ -66,7 +66,7 @@ class SimulationError(RuntimeError):
 
 
 # Equinox enumerations have no public way to list their items or to read an item's integer
-# code (it is `==` and `RESULTS[item]` only); the two functions below are the one place that
+# code (it is `==` and `RESULTS[item]` only); the functions below are the one place that
 # reads the enumeration's `_name_to_item` and an item's `_value` for simlab.
 
 
@@ -81,6 +81,13 @@ def status_code(result: RESULTS) -> Int[Array, "..."]:
 def status_codes() -> dict[str, int]:
     """The name and integer code of every [`simlab.RESULTS`][] status."""
     return {name: int(status_code(item)) for name, item in RESULTS._name_to_item.items()}
+
+
+def quoted_status(text: str) -> RESULTS | None:
+    """The failure status whose message `text` (an error message) quotes, if any."""
+    messages = {RESULTS[item]: item for item in RESULTS._name_to_item.values() if RESULTS[item]}
+    quoted = [message for message in messages if message in text]
+    return messages[max(quoted, key=len)] if quoted else None
 
 
 def status_name(code: int) -> str:

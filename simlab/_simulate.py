@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import diffrax as dfx
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -17,7 +18,7 @@ from jaxtyping import Array, ArrayLike, Real
 
 from ._misc import is_concrete
 from ._options import DEFAULT_MAX_STEPS, SolveOptions, merged_options, tolerances
-from ._results import RESULTS, SimulationError, Trajectory
+from ._results import RESULTS, SimulationError, Trajectory, quoted_status
 from .integrate._events import Event, check_event
 from .integrate._interface import Problem, Solution
 from .integrate._loops import grid_slack
@@ -90,8 +91,12 @@ def simulate(
       mode. `"forward"` asks for forward mode (`jax.jvp`, `jax.jacfwd`; by
       sensitivities on the lean loop), `"checkpoint"` for reverse mode through the loop
       whatever the count; also `"direct"`, `"backsolve"`, or a Diffrax adjoint.
-    - `throw`: raise on a failed solve. Under `jax.vmap` pass `throw=False` and read
-      `.result` per member instead: a failed member then never affects the others.
+    - `throw`: raise on a failed solve: a `simlab.SimulationError` that starts with the
+      status message, at top level and under `jax.vmap` or `jax.grad` outside `jit`. Inside
+      your own `jax.jit` only the compiled code knows the status, and JAX raises its
+      `JaxRuntimeError` ("INTERNAL: CpuCallback error ..."), which quotes the status
+      message after its traceback. Under `jax.vmap` pass `throw=False` and read `.result`
+      per member instead: a failed member then never affects the others.
     - `args`: passed through to `model(t, y, args)`.
     - `integrator`: `"auto"` (default) solves explicit Runge–Kutta methods (fixed or
       adaptive steps) with simlab's lean loop, 7–20x faster than Diffrax under `jax.vmap`
@@ -450,12 +455,20 @@ def _failure_hint(solver: Any) -> str:
 def _raise_on_failure(ys: Array, result: RESULTS, nonfinite_time: Array, hint: str) -> Array:
     """Raises `SimulationError` for a failed solve. At top level the status is read after
     the compiled call returns, so no executable holds a host callback (and JAX's persistent
-    compilation cache can keep it); inside `jit`/`vmap`/`grad` Equinox's `error_if` does it."""
+    compilation cache can keep it); inside `jit`/`vmap`/`grad` Equinox's `error_if` does it.
+    Under transformations that run at once (`jax.vmap` outside `jit`), its error comes back
+    here, and is raised again as a `SimulationError` that starts with the status message."""
     if _is_known(result):
         if result != RESULTS.successful:
             raise SimulationError(_failure_message(result, hint, nonfinite_time))
         return ys
-    return result.error_if(ys, result != RESULTS.successful)
+    try:
+        return result.error_if(ys, result != RESULTS.successful)
+    except eqx.EquinoxRuntimeError as error:
+        status = quoted_status(str(error))
+        if status is None:
+            raise
+        raise SimulationError(_failure_message(status, hint)) from None
 
 
 def _failure_message(result: RESULTS, hint: str, nonfinite_time: Array | None = None) -> str:

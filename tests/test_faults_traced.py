@@ -138,3 +138,18 @@ def test_running_out_of_steps_is_still_running_out_of_steps():
     trajectory = simlab.simulate(decay, Y0, jnp.array([0.0, 100.0]), max_steps=5, throw=False)
     assert trajectory.result == RESULTS.max_steps_reached
     assert np.isnan(trajectory.nonfinite_time)
+
+
+# --- what a user reads when a solve inside a transformation fails -------------------------
+
+
+def test_a_failure_under_vmap_raises_simlabs_error_with_the_reason_first():
+    def final(rate):
+        model = simlab.models.Lorenz(sigma=10.0, rho=rate, beta=8 / 3)
+        return simlab.simulate(model, jnp.ones(3), jnp.array([0.0, 100.0]), max_steps=5).ys
+
+    with pytest.raises(simlab.SimulationError) as error:
+        jax.vmap(final)(jnp.array([28.0, 29.0]))
+    first_line = str(error.value).splitlines()[0]
+    assert first_line.startswith(RESULTS[RESULTS.max_steps_reached])
+    assert "solver='rodas5p'" in first_line
