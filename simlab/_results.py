@@ -18,13 +18,29 @@ class RESULTS(dfx.RESULTS):
     """
 
     nonfinite_state = (
-        "The state became NaN or infinite. Check the model's parameters and initial state "
-        "(a blow-up is often physical: finite-time singularity or an unstable parameter "
-        "region); for stiff dynamics pass an implicit solver such as solver='kvaerno5'."
+        "The state became NaN or infinite, or every step the solver tried from some time on "
+        "did (Trajectory.nonfinite_time, with throw=False, says when). Check the model's "
+        "parameters and initial state (a blow-up is often physical: finite-time singularity "
+        "or an unstable parameter region); for stiff dynamics pass an implicit solver such "
+        "as solver='kvaerno5'."
     )
     invalid_times = (
         "The save times ts are not strictly increasing (or not finite). Sort the times and "
         "drop duplicates."
+    )
+    invalid_step = (
+        "The step dt0 is not a positive, finite number (or, with adaptive=False, it is longer "
+        "than the whole span ts[-1] - ts[0]); under jax.jit or jax.vmap it is checked per "
+        "member. Pass a positive dt0, or dt0=None to have one chosen."
+    )
+    invalid_tolerance = (
+        "The tolerances are out of range: rtol must lie in (0, 0.5) and atol must be positive "
+        "and finite; under jax.jit or jax.vmap they are checked per member. Pass e.g. "
+        "rtol=1e-6, atol=1e-9, or leave them unset."
+    )
+    nonfinite_initial_state = (
+        "The initial state y0 holds NaN or inf; under jax.jit or jax.vmap it is checked per "
+        "member. Pass a finite y0."
     )
     parameter_out_of_range = (
         "A model parameter lies outside its declared valid range (see the model's "
@@ -55,7 +71,7 @@ class SimulationError(RuntimeError):
 
 
 # Equinox enumerations have no public way to list their items or to read an item's integer
-# code (it is `==` and `RESULTS[item]` only); the two functions below are the one place that
+# code (it is `==` and `RESULTS[item]` only); the functions below are the one place that
 # reads the enumeration's `_name_to_item` and an item's `_value` for simlab.
 
 
@@ -70,6 +86,13 @@ def status_code(result: RESULTS) -> Int[Array, "..."]:
 def status_codes() -> dict[str, int]:
     """The name and integer code of every [`simlab.RESULTS`][] status."""
     return {name: int(status_code(item)) for name, item in RESULTS._name_to_item.items()}
+
+
+def quoted_status(text: str) -> RESULTS | None:
+    """The failure status whose message `text` (an error message) quotes, if any."""
+    messages = {RESULTS[item]: item for item in RESULTS._name_to_item.values() if RESULTS[item]}
+    quoted = [message for message in messages if message in text]
+    return messages[max(quoted, key=len)] if quoted else None
 
 
 def status_name(code: int) -> str:
@@ -101,6 +124,10 @@ class Trajectory(eqx.Module):
     - `event_time`: with `simulate(..., event=...)`, the time $\tau$ at which the event's
       condition first crossed zero (`NaN` if it never did); `None` without an event.
     - `event_state`: the state $y(\tau)$ there (`NaN` if the event never fired).
+    - `nonfinite_time`: where `result` is `RESULTS.nonfinite_state`, the time of the first
+      non-finite value: the time from which every step the solver tried gave NaN or inf,
+      or else the first save time whose state holds NaN or inf; `NaN` for any other
+      result (one value per member under `vmap`).
     """
 
     ts: Float[Array | np.ndarray, " num_times"]  # NumPy when read back from a store
@@ -113,6 +140,7 @@ class Trajectory(eqx.Module):
     solver_choice: str | None = eqx.field(static=True, default=None)
     event_time: Float[Array, ""] | None = None
     event_state: Float[Array, " *state"] | None = None
+    nonfinite_time: Float[Array, ""] | None = None
 
     @property
     def succeeded(self):

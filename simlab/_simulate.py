@@ -10,14 +10,15 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import diffrax as dfx
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Real
 
-from ._misc import Integer, RealNumber, is_concrete
+from ._misc import Integer, is_concrete
 from ._options import DEFAULT_MAX_STEPS, SolveOptions, merged_options, tolerances
-from ._results import RESULTS, SimulationError, Trajectory
+from ._results import RESULTS, SimulationError, Trajectory, quoted_status
 from .integrate._events import Event, check_event
 from .integrate._interface import AbstractIntegrator, Problem, Solution
 from .integrate._loops import grid_slack
@@ -43,8 +44,8 @@ def simulate(
     *,
     options: SolveOptions | None = None,
     solver: Any = None,
-    rtol: RealNumber | None = None,
-    atol: RealNumber | None = None,
+    rtol: Real[ArrayLike, ""] | None = None,
+    atol: Real[ArrayLike, ""] | None = None,
     dt0: Real[ArrayLike, ""] | None = None,
     adaptive: bool = True,
     max_steps: Integer = DEFAULT_MAX_STEPS,
@@ -96,8 +97,12 @@ def simulate(
       a solve that differentiates in reverse mode only raises a ValueError that says so.
       `"checkpoint"` asks for reverse mode through the loop whatever the count; also
       `"direct"`, `"backsolve"`, or a Diffrax adjoint.
-    - `throw`: raise on a failed solve. Under `jax.vmap` pass `throw=False` and read
-      `.result` per member instead: a failed member then never affects the others.
+    - `throw`: raise on a failed solve: a `simlab.SimulationError` that starts with the
+      status message, at top level and under `jax.vmap` or `jax.grad` outside `jit`. Inside
+      your own `jax.jit` only the compiled code knows the status, and JAX raises its
+      `JaxRuntimeError` ("INTERNAL: CpuCallback error ..."), which quotes the status
+      message after its traceback. Under `jax.vmap` pass `throw=False` and read `.result`
+      per member instead: a failed member then never affects the others.
     - `args`: passed through to `model(t, y, args)`.
     - `integrator`: `"auto"` (default) solves explicit Runge–Kutta methods (fixed or
       adaptive steps) with simlab's lean loop, 7–20x faster than Diffrax under `jax.vmap`
@@ -171,7 +176,7 @@ def simulate(
     )
     step = None if options.adaptive else _fixed_step(model, chosen, y0, ts, options)
     dt0 = options.dt0 if step is None else step.dt0
-    inputs = _input_status(model, ts, step)
+    inputs = _input_status(model, ts, y0, step, options.dt0, rtol, atol)
     if throw:
         _raise_for_inputs(inputs, step, model, chosen)
     # As arrays these are traced by the compiled solve, so new values never recompile it.
@@ -194,8 +199,10 @@ def simulate(
     found = solution.event
     # Save times after a terminating event are never reached: their NaN is no failure.
     unreached = ts > found.time if event is not None and event.terminate else None
-    result = _checked_result(solution.status, inputs, solution.ys, unreached)
-    ys = _raise_on_failure(solution.ys, result, _failure_hint(chosen)) if throw else solution.ys
+    result, nonfinite_time = _checked_result(solution, inputs, ts, unreached)
+    ys = solution.ys
+    if throw:
+        ys = _raise_on_failure(ys, result, nonfinite_time, _failure_hint(chosen))
     return Trajectory(
         ts=ts,
         ys=ys,
@@ -207,6 +214,7 @@ def simulate(
         solver_choice=choice,
         event_time=None if found is None else found.time,
         event_state=None if found is None else found.state,
+        nonfinite_time=nonfinite_time,
     )
 
 
@@ -394,15 +402,42 @@ def _step_detail(status: RESULTS, step: _FixedStep | None, model: Any, solver: A
     return ""
 
 
-def _input_status(model: Any, ts: Array, step: _FixedStep | None) -> RESULTS:
+def _input_status(
+    model: Any, ts: Array, y0: Array, step: _FixedStep | None, dt0: Any, rtol: Any, atol: Any
+) -> RESULTS:
     """What the inputs show before any step is taken, in rising priority: a fixed step that
-    is unstable or too small for `max_steps`, save times that are not increasing,
-    parameters outside their declared ranges. Arrays: checked inside the compiled code."""
+    is unstable or too small for `max_steps`; a given `dt0`, `rtol` or `atol` out of range,
+    a non-finite `y0`, save times that are not increasing and finite (the checks that raise
+    on known values, made again on traced ones); parameters outside their declared ranges.
+    Arrays: checked inside the compiled code."""
     status = RESULTS.successful if step is None else step.status
-    status = RESULTS.where(jnp.all(jnp.diff(ts) > 0), status, RESULTS.invalid_times)
+    checks = [
+        (_valid_step(dt0, ts, fixed=step is not None), RESULTS.invalid_step),
+        (_valid_tolerances(rtol, atol), RESULTS.invalid_tolerance),
+        (jnp.all(jnp.isfinite(y0)), RESULTS.nonfinite_initial_state),
+        (jnp.all(jnp.isfinite(ts)) & jnp.all(jnp.diff(ts) > 0), RESULTS.invalid_times),
+    ]
     if isinstance(model, AbstractModel):
-        status = RESULTS.where(model.parameters_in_range(), status, RESULTS.parameter_out_of_range)
+        checks.append((model.parameters_in_range(), RESULTS.parameter_out_of_range))
+    for valid, failure in checks:
+        status = RESULTS.where(valid, status, failure)
     return status
+
+
+def _valid_step(dt0: Any, ts: Array, *, fixed: bool) -> Array:
+    """A given `dt0` is positive and finite, and as a fixed step no longer than the span
+    (`SolveOptions` and `_check_span` raise on known values)."""
+    if dt0 is None:
+        return jnp.asarray(True)
+    dt0 = jnp.asarray(dt0)
+    valid = (dt0 > 0) & jnp.isfinite(dt0)
+    return valid & (dt0 <= ts[-1] - ts[0]) if fixed else valid
+
+
+def _valid_tolerances(rtol: Any, atol: Any) -> Array:
+    """`0 < rtol < 0.5` and `0 < atol < inf` (`SolveOptions` raises on known values)."""
+    rtol, atol = jnp.asarray(rtol), jnp.asarray(atol)
+    return (rtol > 0) & (rtol < 0.5) & (atol > 0) & jnp.isfinite(atol)
 
 
 def _raise_for_inputs(inputs: RESULTS, step: _FixedStep | None, model: Any, solver: Any) -> None:
@@ -413,19 +448,27 @@ def _raise_for_inputs(inputs: RESULTS, step: _FixedStep | None, model: Any, solv
 
 
 def _checked_result(
-    result: RESULTS, inputs: RESULTS, ys: Array, unreached: Array | None = None
-) -> RESULTS:
+    solution: Solution, inputs: RESULTS, ts: Array, unreached: Array | None = None
+) -> tuple[RESULTS, Array]:
     """The solve's status, with what only the run-time values can show: non-finite states
     (at the save times reached: `unreached` marks those after a terminating event), and
-    the failures the inputs show (`_input_status`), which take precedence."""
-    finite = jnp.isfinite(ys)
+    the failures the inputs show (`_input_status`), which take precedence; and, for a
+    non-finite state, the time of the first non-finite value (`NaN` otherwise): where the
+    integrator got stuck at NaN or inf, or else the first save time that holds one."""
+    ys = solution.ys
+    finite = jnp.all(jnp.isfinite(ys), axis=tuple(range(1, ys.ndim)))
     if unreached is not None:
-        finite = finite | unreached.reshape(-1, *(1,) * (ys.ndim - 1))
-    all_finite = jnp.all(finite)
+        finite = finite | unreached
     result = RESULTS.where(
-        (result == RESULTS.successful) & ~all_finite, RESULTS.nonfinite_state, result
+        (solution.status == RESULTS.successful) & ~jnp.all(finite),
+        RESULTS.nonfinite_state,
+        solution.status,
     )
-    return RESULTS.where(inputs == RESULTS.successful, result, inputs)
+    result = RESULTS.where(inputs == RESULTS.successful, result, inputs)
+    first_nonfinite = jnp.min(jnp.where(finite, jnp.inf, ts))
+    if solution.nonfinite_time is not None:
+        first_nonfinite = jnp.fmin(solution.nonfinite_time, first_nonfinite)
+    return result, jnp.where(result == RESULTS.nonfinite_state, first_nonfinite, jnp.nan)
 
 
 def _is_known(result: RESULTS) -> bool:
@@ -442,15 +485,31 @@ def _failure_hint(solver: Any) -> str:
     )
 
 
-def _raise_on_failure(ys: Array, result: RESULTS, hint: str) -> Array:
+def _raise_on_failure(ys: Array, result: RESULTS, nonfinite_time: Array, hint: str) -> Array:
     """Raises `SimulationError` for a failed solve. At top level the status is read after
     the compiled call returns, so no executable holds a host callback (and JAX's persistent
-    compilation cache can keep it); inside `jit`/`vmap`/`grad` Equinox's `error_if` does it."""
+    compilation cache can keep it); inside `jit`/`vmap`/`grad` Equinox's `error_if` does it.
+    Under transformations that run at once (`jax.vmap` outside `jit`), its error comes back
+    here, and is raised again as a `SimulationError` that starts with the status message."""
     if _is_known(result):
         if result != RESULTS.successful:
-            raise SimulationError(RESULTS[result] + (hint if _ran_out_of_steps(result) else ""))
+            raise SimulationError(_failure_message(result, hint, nonfinite_time))
         return ys
-    return result.error_if(ys, result != RESULTS.successful)
+    try:
+        return result.error_if(ys, result != RESULTS.successful)
+    except eqx.EquinoxRuntimeError as error:
+        status = quoted_status(str(error))
+        if status is None:
+            raise
+        raise SimulationError(_failure_message(status, hint)) from None
+
+
+def _failure_message(result: RESULTS, hint: str, nonfinite_time: Array | None = None) -> str:
+    """The status message of a failure, with the numbers behind it where they are known."""
+    if result == RESULTS.nonfinite_state and nonfinite_time is not None:
+        time = float(nonfinite_time)
+        return f"{RESULTS[result]} Here the first NaN or inf came at t = {time:.10g}."
+    return RESULTS[result] + (hint if _ran_out_of_steps(result) else "")
 
 
 def _ran_out_of_steps(result: RESULTS) -> bool:

@@ -15,6 +15,7 @@ import optimistix as optx
 from .._results import RESULTS
 from ._events import CROSSING_SIGNS, event_status, is_undefined
 from ._interface import AbstractIntegrator, FoundEvent, Problem, Solution
+from ._nonfinite import NonfiniteWatch, watched_result
 from ._solvers import resolve_adjoint
 
 EVENT_ROOT_TOLERANCE = 1e-12  # on the event time, relative and absolute (Newton on Diffrax)
@@ -33,9 +34,13 @@ class DiffraxIntegrator(AbstractIntegrator):
 
     def solve(self, problem: Problem) -> Solution:
         if problem.event is None:
-            solution = _diffeqsolve(problem, None)
-            return Solution(solution.ys, RESULTS.promote(solution.result), solution.stats)
+            return _solution(_diffeqsolve(problem, None))
         return _solve_with_event(problem)
+
+
+def _solution(solution: dfx.Solution, found: FoundEvent | None = None) -> Solution:
+    status, nonfinite_time = watched_result(solution)
+    return Solution(solution.ys, status, solution.stats, found, nonfinite_time)
 
 
 def _with_root_tolerances(solver: Any, rtol: Any, atol: Any) -> Any:
@@ -55,7 +60,7 @@ def _with_root_tolerances(solver: Any, rtol: Any, atol: Any) -> Any:
 def _diffeqsolve(problem: Problem, diffrax_event: dfx.Event | None) -> dfx.Solution:
     ts = problem.ts
     if problem.adaptive:
-        controller = dfx.PIDController(rtol=problem.rtol, atol=problem.atol)
+        controller = NonfiniteWatch(dfx.PIDController(rtol=problem.rtol, atol=problem.atol))
         solver = problem.solver
     else:
         controller = dfx.ConstantStepSize()
@@ -69,9 +74,12 @@ def _diffeqsolve(problem: Problem, diffrax_event: dfx.Event | None) -> dfx.Solut
         y0=problem.y0,
         args=problem.args,
         # With an event, a second save holds the event time and state (its `t1`).
-        saveat=dfx.SaveAt(ts=ts)
+        saveat=dfx.SaveAt(ts=ts, controller_state=problem.adaptive)
         if diffrax_event is None
-        else dfx.SaveAt(subs=(dfx.SubSaveAt(ts=ts), dfx.SubSaveAt(t1=True))),
+        else dfx.SaveAt(
+            subs=(dfx.SubSaveAt(ts=ts), dfx.SubSaveAt(t1=True)),
+            controller_state=problem.adaptive,
+        ),
         stepsize_controller=controller,
         max_steps=problem.max_steps,
         adjoint=resolve_adjoint(problem.adjoint),
@@ -103,13 +111,16 @@ def _solve_with_event(problem: Problem) -> Solution:
     )
     if not event.terminate:
         solution = _diffeqsolve(problem, None)
-        status = event_status(condition_undefined, RESULTS.promote(solution.result))
-        return Solution(solution.ys, status, solution.stats, found)
+        status, nonfinite_time = watched_result(solution)
+        status = event_status(condition_undefined, status)
+        return Solution(solution.ys, status, solution.stats, found, nonfinite_time)
     stopped = fired | condition_undefined
-    status = RESULTS.where(stopped, RESULTS.successful, RESULTS.promote(stopping.result))
+    status, nonfinite_time = watched_result(stopping)
+    status = RESULTS.where(stopped, RESULTS.successful, status)
     status = event_status(condition_undefined, status)
     after = (problem.ts > found.time).reshape(-1, *(1,) * problem.y0.ndim)
-    return Solution(jnp.where(after, jnp.nan, ys), status, stopping.stats, found)
+    ys = jnp.where(after, jnp.nan, ys)
+    return Solution(ys, status, stopping.stats, found, nonfinite_time)
 
 
 class _SignedCondition(eqx.Module):

@@ -17,6 +17,7 @@ from jaxtyping import Array
 
 from .._results import RESULTS
 from ._interface import AbstractIntegrator, Problem, Solution
+from ._nonfinite import NonfiniteWatch, watched_result
 from ._solvers import imex_solver, is_imex_solver, resolve_adjoint
 from ._split import check_linear_part, require_split
 
@@ -53,8 +54,21 @@ def imex_solve(
     - `adjoint`: a Diffrax adjoint (`None`: `RecursiveCheckpointAdjoint`).
     - `adaptive`: adapt the step to `rtol`/`atol` (`True`) or take fixed steps of `dt0`.
 
-    **Returns:** `(ys, result, stats)` as from `diffrax.diffeqsolve`.
+    **Returns:** `(ys, result, stats)` as from `diffrax.diffeqsolve`; adaptive steps stuck
+    where every step gives NaN or inf give `RESULTS.nonfinite_state`.
     """
+    solution = _imex_diffeqsolve(
+        model, ts, y0, args, solver, rtol, atol, dt0, max_steps, adjoint, adaptive
+    )
+    result, _ = watched_result(solution)
+    return solution.ys, result, solution.stats
+
+
+def _imex_diffeqsolve(
+    model, ts, y0, args, solver, rtol, atol, dt0, max_steps, adjoint, adaptive
+) -> dfx.Solution:
+    """`imex_solve`'s Diffrax solve, checked; adaptive ones keep their controller's state
+    (see `watched_result`)."""
     model = require_split(model)
     if isinstance(solver, str):
         solver = imex_solver(solver.lower(), rtol=rtol, atol=atol)
@@ -68,12 +82,12 @@ def imex_solve(
     # As arrays these are traced by the compiled solve, so new values never recompile it.
     dt0 = None if dt0 is None else jnp.asarray(dt0)
     controller = (
-        dfx.PIDController(rtol=jnp.asarray(rtol), atol=jnp.asarray(atol))
+        NonfiniteWatch(dfx.PIDController(rtol=jnp.asarray(rtol), atol=jnp.asarray(atol)))
         if adaptive
         else dfx.ConstantStepSize()
     )
     terms = dfx.MultiTerm(dfx.ODETerm(model.nonlinear), dfx.ODETerm(model.linear))
-    solution = dfx.diffeqsolve(
+    return dfx.diffeqsolve(
         terms,
         solver,
         t0=ts[0],
@@ -81,13 +95,12 @@ def imex_solve(
         dt0=dt0,
         y0=y0,
         args=args,
-        saveat=dfx.SaveAt(ts=ts),
+        saveat=dfx.SaveAt(ts=ts, controller_state=adaptive),
         stepsize_controller=controller,
         max_steps=max_steps,
         adjoint=dfx.RecursiveCheckpointAdjoint() if adjoint is None else adjoint,
         throw=False,
     )
-    return solution.ys, RESULTS.promote(solution.result), solution.stats
 
 
 class ImexIntegrator(AbstractIntegrator):
@@ -102,17 +115,18 @@ class ImexIntegrator(AbstractIntegrator):
         return is_imex_solver(solver)
 
     def solve(self, problem: Problem) -> Solution:
-        ys, status, stats = imex_solve(
+        solution = _imex_diffeqsolve(
             problem.model,
             problem.ts,
             problem.y0,
             problem.args,
-            solver=problem.solver,
-            rtol=problem.rtol,
-            atol=problem.atol,
-            dt0=problem.dt0,
-            max_steps=problem.max_steps,
-            adjoint=resolve_adjoint(problem.adjoint),
-            adaptive=problem.adaptive,
+            problem.solver,
+            problem.rtol,
+            problem.atol,
+            problem.dt0,
+            problem.max_steps,
+            resolve_adjoint(problem.adjoint),
+            problem.adaptive,
         )
-        return Solution(ys, status, stats)
+        status, nonfinite_time = watched_result(solution)
+        return Solution(solution.ys, status, solution.stats, nonfinite_time=nonfinite_time)

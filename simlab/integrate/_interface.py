@@ -55,13 +55,17 @@ class FoundEvent(NamedTuple):
 
 class Solution(eqx.Module):
     """What an integrator returns: the states at `ts`, a `simlab.RESULTS` status, step
-    counts (`num_steps`, `num_accepted_steps`, `num_rejected_steps`, ...), and the event
-    found (`None` without one)."""
+    counts (`num_steps`, `num_accepted_steps`, `num_rejected_steps`, ...), the event
+    found (`None` without one), and, for adaptive steps, the time from which every step
+    tried gave NaN or inf (`NaN` where the solve never got stuck there; `None` where the
+    integrator does not watch for it: `simulate` then finds non-finite states at the save
+    times)."""
 
     ys: Array
     status: RESULTS
     stats: dict[str, Any]
     event: FoundEvent | None = None
+    nonfinite_time: Array | None = None
 
 
 class AbstractIntegrator(eqx.Module):

@@ -89,6 +89,19 @@ class _AdaptiveCarry(NamedTuple):
     num_steps: Array
     num_rejected: Array
     bracket: Any
+    nonfinite_at: Array  # where the latest step that gave NaN or inf started (NaN: none did)
+
+
+class _Run(NamedTuple):
+    """One lean solve: states at the save times, status, step counts, the event's bracket,
+    and the time from which every step tried gave NaN or inf (adaptive steps: `NaN` where
+    the solve never got stuck there; `None` for fixed steps, which never stop)."""
+
+    ys: Array
+    result: RESULTS
+    stats: dict[str, Array]
+    bracket: Any
+    nonfinite_time: Array | None
 
 
 def _weighted_sum(weights: np.ndarray, stages: list[Array]) -> Array:
@@ -148,7 +161,8 @@ def _solve_fixed(
     final, ys = lax.scan(interval, _FixedCarry(y0, f0, bracket), xs)
     total = jnp.sum(jnp.asarray(steps_per_interval) * jnp.ones(ts.shape[0] - 1, jnp.int32))
     stats = {"num_steps": total, "num_accepted_steps": total, "num_rejected_steps": total * 0}
-    return jnp.concatenate([y0[None], ys]), dfx.RESULTS.successful, stats, final.bracket
+    ys = jnp.concatenate([y0[None], ys])
+    return _Run(ys, RESULTS.successful, stats, final.bracket, None)
 
 
 def _mean_square(x: Array) -> Array:
@@ -247,7 +261,7 @@ def _solve_adaptive(
     zero = jnp.asarray(0, jnp.int32)
 
     def attempt(target, carry: _AdaptiveCarry) -> _AdaptiveCarry:
-        t, y, f, h, num_steps, num_rejected, bracket = carry
+        t, y, f, h, num_steps, num_rejected, bracket, nonfinite_at = carry
         clipped = h >= target - t
         h_step = jnp.where(clipped, target - t, h)
         y1, error, f1 = _runge_kutta_step(vector_field, tableau, t, y, f, h_step)
@@ -256,14 +270,11 @@ def _solve_adaptive(
         squared_error = lax.stop_gradient(_mean_square(primal(error) / scale))
         # A non-finite candidate (a blow-up) is rejected like a too-large error.
         accept = squared_error < 1
+        finite = jnp.isfinite(squared_error)
         # Clipping first keeps the power in range; the factor is clipped to [0.2, 10] anyway.
         info = jnp.finfo(squared_error.dtype)
         bounded_error = jnp.clip(squared_error, info.tiny, info.max)
-        factor = jnp.where(
-            jnp.isfinite(squared_error),
-            SAFETY * _power(bounded_error, -0.5 / error_order),
-            FACTOR_MIN,
-        )
+        factor = jnp.where(finite, SAFETY * _power(bounded_error, -0.5 / error_order), FACTOR_MIN)
         factor = jnp.clip(
             factor, jnp.where(accept, 1.0, FACTOR_MIN), jnp.where(accept, FACTOR_MAX, SAFETY)
         )
@@ -281,6 +292,7 @@ def _solve_adaptive(
             num_steps=num_steps + 1,
             num_rejected=num_rejected + (~accept).astype(num_rejected.dtype),
             bracket=bracket,
+            nonfinite_at=jnp.where(finite, nonfinite_at, t),
         )
 
     def interval(carry, target):
@@ -295,19 +307,35 @@ def _solve_adaptive(
         return carry, jnp.where(reached, carry.y, jnp.inf)
 
     bracket = None if tracker is None else start_bracket(tracker[1], ts[0], y0)
-    init = _AdaptiveCarry(ts[0], y0, f0, h0.astype(ts.dtype), zero, zero, bracket)
+    init = _AdaptiveCarry(
+        ts[0], y0, f0, h0.astype(ts.dtype), zero, zero, bracket, jnp.full((), jnp.nan, ts.dtype)
+    )
     final, ys = lax.scan(interval, init, ts[1:])
     num_steps, num_rejected = final.num_steps, final.num_rejected
     unfinished = final.t < ts[-1]
     if tracker is not None:
         unfinished = unfinished & ~stopped(tracker[0], final.bracket)
-    result = dfx.RESULTS.where(unfinished, dfx.RESULTS.max_steps_reached, dfx.RESULTS.successful)
+    # A solve that stopped short where a step just gave NaN or inf got stuck there (steps
+    # short enough to stay finite no longer advance t): more steps would not help.
+    stuck = unfinished & (final.nonfinite_at == final.t)
+    nonfinite_time = jnp.where(stuck, final.t, jnp.nan)
     stats = {
         "num_steps": num_steps,
         "num_accepted_steps": num_steps - num_rejected,
         "num_rejected_steps": num_rejected,
     }
-    return jnp.concatenate([y0[None], ys]), result, stats, final.bracket
+    ys = jnp.concatenate([y0[None], ys])
+    return _Run(ys, _status(~unfinished, nonfinite_time), stats, final.bracket, nonfinite_time)
+
+
+def _status(finished: Array, nonfinite_time: Array | None) -> RESULTS:
+    """The status of a lean solve: successful where it `finished`, else stuck at NaN or inf
+    (where it has a `nonfinite_time`) or out of steps."""
+    failure = RESULTS.max_steps_reached
+    if nonfinite_time is not None:
+        stuck = ~jnp.isnan(nonfinite_time)
+        failure = RESULTS.where(stuck, RESULTS.nonfinite_state, failure)
+    return RESULTS.where(finished, RESULTS.successful, failure)
 
 
 def _field(model, args, t, y):
@@ -366,7 +394,8 @@ def _integrate_with_sensitivities(inputs, perturbed, solver, *, adaptive, max_st
     sensitivities are the derivatives of the discrete solve that `jax.jvp` through the
     loop gives.
 
-    Returns `(ys, result, stats)` and the Jacobian, of shape `(len(ts), n, *y0.shape)`.
+    Returns `(ys, outcome, stats)` (as `_solution`) and the Jacobian, of shape
+    `(len(ts), n, *y0.shape)`.
     """
     model, args, y0, ts, dt0, rtol, atol, steps = inputs
     diff, nondiff = eqx.partition(inputs.differentiable(), perturbed.differentiable())
@@ -399,7 +428,7 @@ def _integrate_with_sensitivities(inputs, perturbed, solver, *, adaptive, max_st
         dt0 = _initial_step(field, ts[0], y0, field(ts[0], y0), error_order(solver), rtol, atol)
     state0 = jnp.concatenate([y0[None], y0_tangents])
     augmented_inputs = inputs._replace(y0=state0, dt0=dt0)
-    states, result, stats, _ = _integrate(
+    run = _integrate(
         augmented_inputs,
         solver,
         adaptive=adaptive,
@@ -407,7 +436,7 @@ def _integrate_with_sensitivities(inputs, perturbed, solver, *, adaptive, max_st
         loop_kind="lax",
         field=augmented_field,
     )
-    return (states[:, 0], result == dfx.RESULTS.successful, stats), states[:, 1:]
+    return (run.ys[:, 0], _outcome(run), run.stats), run.ys[:, 1:]
 
 
 def _sensitivities_fit(inputs, perturbed, event) -> bool:
@@ -474,15 +503,20 @@ def _no_tangents(tree):
 
 
 def _solution(inputs, solver, **settings):
-    """`(ys, succeeded, stats)` of the lean solve without an event (JAX types only, as
-    custom derivative rules return; the lean loop fails only by running out of steps)."""
-    ys, result, stats, _ = _integrate(inputs, solver, **settings)
-    return ys, result == dfx.RESULTS.successful, stats
+    """`(ys, outcome, stats)` of the lean solve without an event, in JAX types only (as
+    custom derivative rules return): `outcome` is `(finished, nonfinite_time)`, from which
+    `_status` gives the status."""
+    run = _integrate(inputs, solver, **settings)
+    return run.ys, _outcome(run), run.stats
+
+
+def _outcome(run: _Run) -> tuple[Array, Array | None]:
+    return run.result == RESULTS.successful, run.nonfinite_time
 
 
 def _split_ys(solution):
-    ys, succeeded, stats = solution
-    return ys, (succeeded, stats)
+    ys, outcome, stats = solution
+    return ys, (outcome, stats)
 
 
 @eqx.filter_custom_vjp
@@ -558,12 +592,13 @@ def lean_solve(
     max_steps: int,
     derivatives: str = "auto",
     event: Event | None = None,
-) -> tuple[Array, RESULTS, dict[str, Array], tuple[Array, Array] | None]:
-    """Solves with the lean integrator; returns `(ys, result, stats, found)`.
+) -> tuple[Array, RESULTS, dict[str, Array], tuple[Array, Array] | None, Array | None]:
+    """Solves with the lean integrator; returns `(ys, result, stats, found, nonfinite_time)`.
 
     `(ys, result, stats)` are as `diffeqsolve` returns them; `found` is `None` without an
     event, else its `(time, state)` (`NaN` where it never fired). After a terminating
-    event the save times past it hold `NaN`.
+    event the save times past it hold `NaN`. `nonfinite_time` is where adaptive steps got
+    stuck at NaN or inf (status `nonfinite_state`; `NaN` otherwise, `None` for fixed steps).
 
     Compiled once per model structure, solver, shapes, step layout and event: parameter
     values, `y0`, `ts`, `dt0` and the tolerances are traced, so changing them never
@@ -584,12 +619,12 @@ def lean_solve(
     inputs = LeanInputs(model, args, y0, ts, dt0, rtol, atol, steps_per_interval)
     settings = dict(solver=solver, adaptive=adaptive, max_steps=max_steps)
     if event is None and derivatives == "forward":
-        ys, succeeded, stats = _solve_forward(inputs, loop_kind="lax", **settings)
+        ys, outcome, stats = _solve_forward(inputs, loop_kind="lax", **settings)
     elif event is None and derivatives == "auto" and isinstance(steps_per_interval, int):
         # Equal steps run in a scan, which both modes differentiate.
-        ys, succeeded, stats = _solve_forward(inputs, loop_kind="checkpointed", **settings)
+        ys, outcome, stats = _solve_forward(inputs, loop_kind="checkpointed", **settings)
     elif event is None and derivatives == "auto":
-        ys, succeeded, stats = _solve_reverse(inputs, **settings)
+        ys, outcome, stats = _solve_reverse(inputs, **settings)
     else:
         return _solve_with_event(
             inputs,
@@ -597,8 +632,8 @@ def lean_solve(
             loop_kind="lax" if derivatives == "forward" else "checkpointed",
             **settings,
         )
-    result = RESULTS.where(succeeded, RESULTS.successful, RESULTS.max_steps_reached)
-    return ys, result, {**stats, "max_steps": jnp.asarray(max_steps)}, None
+    stats = {**stats, "max_steps": jnp.asarray(max_steps)}
+    return ys, _status(*outcome), stats, None, outcome[1]
 
 
 def _solve_with_event(inputs, event, *, solver, adaptive, max_steps, loop_kind):
@@ -612,12 +647,12 @@ def _solve_with_event(inputs, event, *, solver, adaptive, max_steps, loop_kind):
             return event.condition(t, y, args)
 
         tracker = (event, value_fn)
-    ys, result, stats, bracket = _integrate(
+    ys, result, stats, bracket, nonfinite_time = _integrate(
         inputs, solver, adaptive=adaptive, max_steps=max_steps, loop_kind=loop_kind, tracker=tracker
     )
-    result, stats = RESULTS.promote(result), {**stats, "max_steps": jnp.asarray(max_steps)}
+    stats = {**stats, "max_steps": jnp.asarray(max_steps)}
     if event is None:
-        return ys, result, stats, None
+        return ys, result, stats, None, nonfinite_time
 
     def step_fn(t, y, f, h):
         return _runge_kutta_step(vector_field, solver.tableau, t, y, f, h)[0]
@@ -627,7 +662,7 @@ def _solve_with_event(inputs, event, *, solver, adaptive, max_steps, loop_kind):
     if event.terminate:
         after = (ts > time).reshape(-1, *(1,) * y0.ndim)
         ys = jnp.where(after, jnp.nan, ys)
-    return ys, result, stats, (time, state)
+    return ys, result, stats, (time, state), nonfinite_time
 
 
 # How the lean loop differentiates for each adjoint it runs (see `lean_solve`).
@@ -648,7 +683,7 @@ class LeanIntegrator(AbstractIntegrator):
 
     def solve(self, problem: Problem) -> Solution:
         fixed = None if problem.adaptive else fixed_steps_per_interval(problem.ts, problem.dt0)
-        ys, status, stats, found = lean_solve(
+        ys, status, stats, found, nonfinite_time = lean_solve(
             problem.model,
             problem.solver,
             problem.ts,
@@ -663,4 +698,5 @@ class LeanIntegrator(AbstractIntegrator):
             derivatives=LEAN_DERIVATIVES[problem.adjoint],
             event=problem.event,
         )
-        return Solution(ys, status, stats, None if found is None else FoundEvent(*found))
+        found = None if found is None else FoundEvent(*found)
+        return Solution(ys, status, stats, found, nonfinite_time)

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 from ._interface import AbstractIntegrator, Problem, Solution
 from ._solvers import resolve_adjoint
 from ._stiff import AbstractStiffSolver
+from ._stiff._loop import integrate
 
 
 class StiffIntegrator(AbstractIntegrator):
@@ -21,7 +22,7 @@ class StiffIntegrator(AbstractIntegrator):
         return isinstance(solver, AbstractStiffSolver)
 
     def solve(self, problem: Problem) -> Solution:
-        ys, status, stats = _stiff_solve(
+        ys, status, stats, nonfinite_time = _stiff_solve(
             problem.model,
             problem.solver,
             problem.ts,
@@ -34,26 +35,17 @@ class StiffIntegrator(AbstractIntegrator):
             adjoint=resolve_adjoint(problem.adjoint),
             adaptive=problem.adaptive,
         )
-        return Solution(ys, status, stats)
+        return Solution(ys, status, stats, nonfinite_time=nonfinite_time)
 
 
 @eqx.filter_jit
 def _stiff_solve(
     model, solver, ts, y0, args, *, rtol, atol, dt0, max_steps: int, adjoint, adaptive: bool
 ):
-    """Solves with the stiff loop, compiled once per structure."""
+    """Solves with the stiff loop, compiled once per structure: `(ys, status, stats)` and
+    the time where adaptive steps got stuck at NaN or inf."""
 
     def vector_field(t, y):
         return jnp.asarray(model(t, y, args), dtype=y.dtype)
 
-    return solver.solve(
-        vector_field,
-        ts,
-        y0,
-        rtol=rtol,
-        atol=atol,
-        dt0=dt0,
-        max_steps=max_steps,
-        adjoint=adjoint,
-        adaptive=adaptive,
-    )
+    return integrate(solver, vector_field, ts, y0, rtol, atol, dt0, max_steps, adjoint, adaptive)

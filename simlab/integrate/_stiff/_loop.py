@@ -165,7 +165,10 @@ class AbstractStiffSolver(eqx.Module):
         int32 counters (`num_steps`, `num_accepted_steps`, `num_rejected_steps`, and the
         solver's own, e.g. `num_jacobians`, `num_lu`).
         """
-        return _integrate(self, vector_field, ts, y0, rtol, atol, dt0, max_steps, adjoint, adaptive)
+        ys, result, stats, _ = integrate(
+            self, vector_field, ts, y0, rtol, atol, dt0, max_steps, adjoint, adaptive
+        )
+        return ys, result, stats
 
 
 def _loop_kinds(adjoint: Any) -> tuple[dict[str, Any], str]:
@@ -208,9 +211,12 @@ class _Carry(eqx.Module):
     state: Any
     interval: Array  # fixed steps: the save interval being stepped through
     step: Array  # fixed steps: the steps taken in it so far
+    nonfinite_at: Array  # adaptive steps: where the latest step that gave NaN or inf started
 
 
-def _integrate(solver, vector_field, ts, y0, rtol, atol, dt0, max_steps, adjoint, adaptive):
+def integrate(solver, vector_field, ts, y0, rtol, atol, dt0, max_steps, adjoint, adaptive):
+    """`solver.solve`'s `(ys, result, stats)` and the time where adaptive steps got stuck at
+    NaN or inf (every step tried from there gave NaN or inf; `NaN` where they did not)."""
     if not isinstance(max_steps, int) or max_steps < 1:
         raise ValueError(f"max_steps must be a positive integer; got {max_steps!r}.")
     if not adaptive and dt0 is None:
@@ -241,23 +247,25 @@ def _integrate(solver, vector_field, ts, y0, rtol, atol, dt0, max_steps, adjoint
     state = solver.init(flat_field, ts[0], y_flat, tols)
     ys = jnp.full((ts.shape[0], y_flat.shape[0]), jnp.inf, dtype=dtype).at[0].set(y_flat)
     zero = jnp.array(0, dtype=jnp.int32)
+    nan = jnp.full((), jnp.nan, dtype)
     carry = _Carry(
-        ts[0], y_flat, ts[0], ys, zero, zero, zero, RESULTS.successful, state, zero, zero
+        ts[0], y_flat, ts[0], ys, zero, zero, zero, RESULTS.successful, state, zero, zero, nan
     )
     loop = _adaptive_loop if adaptive else _fixed_loop
     final, unfinished = loop(solver, flat_field, ts, dt0, tols, carry, max_steps, loop_kwargs)
-    result = RESULTS.where(
-        (final.result == RESULTS.successful) & unfinished,
-        RESULTS.max_steps_reached,
-        final.result,
-    )
+    stopped_short = (final.result == RESULTS.successful) & unfinished
+    # Stopped where a step just gave NaN or inf, the loop was stuck there: steps short
+    # enough to stay finite no longer advance t, and more steps would not help.
+    stuck = stopped_short & (final.nonfinite_at == final.t)
+    failure = RESULTS.where(stuck, RESULTS.nonfinite_state, RESULTS.max_steps_reached)
+    result = RESULTS.where(stopped_short, failure, final.result)
     stats = dict(
         num_steps=final.num_steps,
         num_accepted_steps=final.num_accepted,
         num_rejected_steps=final.num_rejected,
         **solver.counters(final.state),
     )
-    return final.ys.reshape(ts.shape[0], *shape), result, stats
+    return final.ys.reshape(ts.shape[0], *shape), result, stats, jnp.where(stuck, final.t, nan)
 
 
 def _adaptive_loop(solver, flat_field, ts, dt0, tols, carry, max_steps, loop_kwargs):
@@ -295,6 +303,7 @@ def _adaptive_loop(solver, flat_field, ts, dt0, tols, carry, max_steps, loop_kwa
             state=att.state,
             interval=c.interval,
             step=c.step,
+            nonfinite_at=jnp.where(jnp.all(jnp.isfinite(att.y1)), c.nonfinite_at, c.t),
         )
 
     final = eqxi.while_loop(cond_fn, body_fn, carry, max_steps=max_steps, **loop_kwargs)
@@ -339,6 +348,7 @@ def _fixed_loop(solver, flat_field, ts, dt0, tols, carry, max_steps, loop_kwargs
             state=att.state,
             interval=jnp.where(accepted & last, c.interval + 1, c.interval),
             step=jnp.where(accepted, jnp.where(last, 0, c.step + 1), c.step),
+            nonfinite_at=c.nonfinite_at,
         )
 
     final = eqxi.while_loop(cond_fn, body_fn, carry, max_steps=max_steps, **loop_kwargs)
