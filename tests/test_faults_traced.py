@@ -1,5 +1,6 @@
 """Silent failures of `simulate` under `jit` and `vmap`: invalid traced inputs get the status
-their known values would raise, and a solve that runs into NaN or inf says so, and when."""
+their known values would raise, a solve that runs into NaN or inf says so, and when, and a
+failure raised under `vmap` starts with simlab's reason."""
 
 import equinox as eqx
 import jax
