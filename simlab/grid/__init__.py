@@ -59,3 +59,12 @@ from ._spectral import (
     spectral_laplacian as spectral_laplacian,
     wavenumbers as wavenumbers,
 )
+from ._vorticity import (
+    cfl_step as cfl_step,
+    courant_number as courant_number,
+    energy_spectrum as energy_spectrum,
+    enstrophy as enstrophy,
+    kinetic_energy as kinetic_energy,
+    streamfunction as streamfunction,
+    velocity as velocity,
+)

@@ -8,6 +8,13 @@ from ._base import (
     parameter as parameter,
 )
 from ._driven import BoundaryDriven as BoundaryDriven
+from ._flow import (
+    NavierStokes2D as NavierStokes2D,
+    kolmogorov_laminar_vorticity as kolmogorov_laminar_vorticity,
+    peaked_spectrum as peaked_spectrum,
+    random_vorticity as random_vorticity,
+    taylor_green_vorticity as taylor_green_vorticity,
+)
 from ._hybrid import HybridModel as HybridModel
 from ._ode import (
     SIR as SIR,

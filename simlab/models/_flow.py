@@ -1,0 +1,318 @@
+r"""Incompressible flow in two dimensions on periodic grids, in vorticity form.
+
+`NavierStokes2D` is a pseudo-spectral split model: viscosity and drag are its Fourier
+symbol (integrated exactly by ETDRK4), advection and forcing its nonlinear part. The
+set-ups are functions giving initial (or exact) vorticity fields: the Taylor–Green vortex,
+a random field of prescribed spectrum for decaying turbulence, and the laminar state of
+Kolmogorov flow. Velocity, energy and spectra are in `simlab.grid` (`velocity`,
+`kinetic_energy`, `energy_spectrum`, `cfl_step`, ...).
+"""
+
+import functools
+from collections.abc import Callable
+from typing import ClassVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float
+
+from ..grid import Grid
+from ..grid._spectral import (
+    _derivative_wavenumbers,
+    apply_symbol,
+    dealiasing_mask,
+    fourier_transform,
+    inverse_fourier_transform,
+    squared_wavenumber,
+)
+from ..grid._vorticity import (
+    _check_plane,
+    energy_spectrum,
+    kinetic_energy,
+    spectral_shells,
+    velocity_from_spectrum,
+)
+from ._base import parameter
+from ._split import AbstractSpectralGridModel
+
+
+class NavierStokes2D(AbstractSpectralGridModel):
+    r"""The incompressible Navier–Stokes equations in two dimensions, as the vorticity
+    equation on a periodic grid, with linear drag, Kolmogorov forcing and an optional
+    passive scalar $c$:
+
+    $$
+    \partial_t\omega + \mathbf u\cdot\nabla\omega = \nu\nabla^2\omega - \alpha\omega + f,
+    \qquad
+    \partial_t c + \mathbf u\cdot\nabla c = \kappa\nabla^2 c,
+    $$
+
+    with $\mathbf u = (\partial_y\psi, -\partial_x\psi)$ and $\nabla^2\psi = -\omega$, so
+    $\nabla\cdot\mathbf u = 0$ and $\omega = \partial_x v - \partial_y u$.
+
+    **Kolmogorov forcing.** The body force $\mathbf F = \chi\sin(n y)\,\hat{\mathbf x}$,
+    $n = 2\pi m / L_y$ for the integer `forcing_mode` $m$, enters the vorticity equation as
+    its curl, $f = -\chi n\cos(n y)$. Its laminar steady state is $u = U\sin(ny)$,
+    $U = \chi/(\nu n^2 + \alpha)$
+    ([`kolmogorov_laminar_vorticity`][simlab.models.kolmogorov_laminar_vorticity]), stable
+    at low Reynolds number $Re = U/(\nu n)$.
+
+    **Numerics.** The linear part has the symbol $-\nu|\mathbf k|^2 - \alpha$ (and
+    $-\kappa|\mathbf k|^2$ for $c$); the advection is pseudo-spectral, its factors and
+    product truncated by Orszag's 2/3 rule (`dealiasing_fraction`), so the truncated
+    system conserves energy and enstrophy exactly when $\nu = \alpha = f = 0$. Solve it
+    with `solver="etdrk4"` and a fixed step from [`simlab.grid.cfl_step`][].
+
+    **Arguments** (in consistent units, e.g. lengths in $L/2\pi$):
+
+    - `grid`: a periodic 2-D [`simlab.Grid`][].
+    - `viscosity`: $\nu \ge 0$ (default $10^{-3}$).
+    - `drag`: the linear (Ekman) drag $\alpha \ge 0$ (default 0).
+    - `forcing_amplitude`: $\chi$, the amplitude of the body force (default 0: unforced).
+    - `forcing_mode`: $m$, the integer number of forcing periods along $y$ (default 4).
+    - `passive_scalar`: whether the state carries a passive scalar (default `False`).
+    - `scalar_diffusivity`: $\kappa \ge 0$ of the passive scalar (default $10^{-3}$).
+    - `dealiasing_fraction`: the kept fraction of each axis's wavenumbers (default 2/3).
+
+    The state is $\omega$, shape `grid.shape`; with a passive scalar it is $(\omega, c)$,
+    shape `(2, *grid.shape)`.
+
+    !!! example
+
+        ```python
+        grid = simlab.Grid((64, 64), extent=2 * jnp.pi)
+        model = simlab.models.NavierStokes2D(grid=grid, viscosity=1e-3)
+        w0 = simlab.models.random_vorticity(jax.random.PRNGKey(0), grid)
+        dt = float(simlab.grid.cfl_step(w0, grid))
+        trajectory = simlab.simulate(
+            model, w0, jnp.linspace(0.0, 2.0, 5), solver="etdrk4", adaptive=False, dt0=dt
+        )
+        ```
+    """
+
+    grid: Grid
+    viscosity: Float[Array, ""] = parameter(lower=0.0, lower_inclusive=True, default=1e-3)
+    drag: Float[Array, ""] = parameter(lower=0.0, lower_inclusive=True, default=0.0)
+    forcing_amplitude: Float[Array, ""] = parameter(default=0.0)
+    forcing_mode: int = eqx.field(static=True, default=4)
+    passive_scalar: bool = eqx.field(static=True, default=False)
+    scalar_diffusivity: Float[Array, ""] = parameter(lower=0.0, lower_inclusive=True, default=1e-3)
+    dealiasing_fraction: float = eqx.field(static=True, default=2 / 3)
+
+    impl: ClassVar[str] = "xla"  # spectral: jnp.fft, no stencil kernels
+
+    def _check_fields(self):
+        _check_plane(self.grid, "NavierStokes2D")
+        fraction = self.dealiasing_fraction
+        if not isinstance(fraction, int | float) or not 0 < fraction <= 1:
+            raise ValueError(
+                f"NavierStokes2D: dealiasing_fraction must lie in (0, 1]; got {fraction!r}."
+            )
+        for name in ("viscosity", "drag", "forcing_amplitude", "scalar_diffusivity"):
+            self._check_coefficient(name, allow_field=False)
+        mode, num_y = self.forcing_mode, self.grid.shape[1]
+        if not isinstance(mode, int) or not 1 <= mode < num_y / 2:
+            raise ValueError(
+                f"NavierStokes2D: forcing_mode must be an integer in [1, {(num_y - 1) // 2}] "
+                f"(below the Nyquist mode of {num_y} cells along y); got {mode!r}."
+            )
+        if not isinstance(self.passive_scalar, bool):
+            raise ValueError(
+                "NavierStokes2D: passive_scalar must be True or False; got "
+                f"{self.passive_scalar!r}."
+            )
+
+    @property
+    def channel_shape(self) -> tuple[int, ...]:
+        return (2,) if self.passive_scalar else ()
+
+    @property
+    def forcing_wavenumber(self) -> float:
+        r"""$n = 2\pi m / L_y$, the angular wavenumber of the forcing."""
+        return 2 * np.pi * self.forcing_mode / self.grid.extent[1]
+
+    def vorticity_forcing(self) -> Array:
+        r"""The forcing of the vorticity equation, $f = -\chi n\cos(n y)$, shape `grid.shape`."""
+        _, y = self.grid.mesh()
+        n = self.forcing_wavenumber
+        return -self.forcing_amplitude * n * jnp.cos(n * y)
+
+    def linear_symbol(self):
+        k2 = squared_wavenumber(self.grid)
+        vorticity_symbol = -self.viscosity * k2 - self.drag
+        if not self.passive_scalar:
+            return vorticity_symbol
+        return jnp.stack([vorticity_symbol, -self.scalar_diffusivity * k2])
+
+    def nonlinear_spectral(self, t, spectrum, args):
+        mask = dealiasing_mask(self.grid, self.dealiasing_fraction)
+        kept = apply_symbol(mask, spectrum)
+        vorticity = kept[0] if self.passive_scalar else kept
+        u, v = velocity_from_spectrum(vorticity, self.grid)
+        kx, ky = _derivative_wavenumbers(self.grid)
+        # Every advected field (ω, and c) at once: its channels lead, as the velocity's
+        # broadcast makes explicit.
+        dx = inverse_fourier_transform(apply_symbol(1j * kx, kept), self.grid)
+        dy = inverse_fourier_transform(apply_symbol(1j * ky, kept), self.grid)
+        advection = jnp.broadcast_to(u, dx.shape) * dx + jnp.broadcast_to(v, dy.shape) * dy
+        tendency = apply_symbol(mask, -fourier_transform(advection, self.grid))
+        forcing = fourier_transform(self.vorticity_forcing().astype(advection.dtype), self.grid)
+        if self.passive_scalar:
+            forcing = jnp.stack([forcing, jnp.zeros_like(forcing)])
+        return tendency + forcing.astype(tendency.dtype)
+
+    def linear_eigenvalues(self, y0):
+        vorticity = y0[0] if self.passive_scalar else y0
+        flow = velocity_from_spectrum(fourier_transform(vorticity, self.grid), self.grid)
+        speed = jnp.max(jnp.sqrt(jnp.sum(flow**2, axis=0)))
+        k = np.sqrt(squared_wavenumber(self.grid))
+        symbol = jnp.broadcast_to(
+            jnp.asarray(self.linear_symbol()), (*self.channel_shape, *k.shape)
+        )
+        return jax.lax.complex(
+            symbol, jnp.broadcast_to(speed * k, symbol.shape).astype(symbol.dtype)
+        )
+
+
+def kolmogorov_laminar_vorticity(model: NavierStokes2D) -> Array:
+    r"""The laminar steady state of Kolmogorov flow, $\omega = -U n\cos(n y)$ with
+    $U = \chi/(\nu n^2 + \alpha)$: the velocity $U\sin(ny)\,\hat{\mathbf x}$ whose
+    viscous and drag losses balance the force exactly (it is not advected, as
+    $\mathbf u\cdot\nabla\omega = 0$).
+
+    **Arguments:**
+
+    - `model`: a [`simlab.models.NavierStokes2D`][] with $\nu n^2 + \alpha > 0$.
+
+    **Returns:** $\omega$, shape `model.grid.shape`.
+
+    !!! example
+
+        ```python
+        grid = simlab.Grid((32, 32), extent=2 * jnp.pi)
+        model = simlab.models.NavierStokes2D(grid=grid, viscosity=0.5, forcing_amplitude=1.0,
+                                             forcing_mode=1)
+        w = simlab.models.kolmogorov_laminar_vorticity(model)  # -2 cos(y): U = 1/0.5
+        ```
+    """
+    n = model.forcing_wavenumber
+    return model.vorticity_forcing() / (model.viscosity * n**2 + model.drag)
+
+
+def taylor_green_vorticity(
+    grid: Grid,
+    *,
+    time: ArrayLike = 0.0,
+    viscosity: ArrayLike = 0.0,
+    drag: ArrayLike = 0.0,
+    mode: int = 1,
+    speed: ArrayLike = 1.0,
+) -> Array:
+    r"""The Taylor–Green vortex at `time`, an exact solution of `NavierStokes2D` (its
+    advection vanishes, as $\omega \propto \psi$):
+
+    $$
+    \psi = \frac{U}{k_y}\sin(k_x x)\sin(k_y y)\,e^{-\lambda t},\quad
+    \omega = |\mathbf k|^2\psi,\quad
+    \lambda = \nu|\mathbf k|^2 + \alpha,
+    $$
+
+    with $k_i = 2\pi m / L_i$, so $u = U\sin(k_x x)\cos(k_y y)e^{-\lambda t}$. On a square
+    of side $2\pi$ with $m = 1$ this is $\omega = 2U\sin x\sin y\,e^{-(2\nu + \alpha)t}$.
+
+    **Arguments:**
+
+    - `grid`: a periodic 2-D [`simlab.Grid`][].
+    - `time`: $t$ (default 0: the initial field).
+    - `viscosity`, `drag`: $\nu$ and $\alpha$ of the decay.
+    - `mode`: $m$, the integer number of periods along each axis (default 1).
+    - `speed`: $U$, the largest $u$ at $t = 0$ (default 1).
+
+    **Returns:** $\omega$, shape `grid.shape`.
+
+    !!! example
+
+        ```python
+        grid = simlab.Grid((32, 32), extent=2 * jnp.pi)
+        w0 = simlab.models.taylor_green_vorticity(grid)  # 2 sin x sin y
+        ```
+    """
+    _check_plane(grid, "taylor_green_vorticity")
+    if not isinstance(mode, int) or not 1 <= mode < min(grid.shape) / 2:
+        raise ValueError(
+            f"taylor_green_vorticity: mode must be an integer in [1, {(min(grid.shape) - 1) // 2}] "
+            f"(below the grid's Nyquist mode); got {mode!r}."
+        )
+    kx, ky = (2 * np.pi * mode / length for length in grid.extent)
+    x, y = grid.mesh()
+    k2 = kx**2 + ky**2
+    decay = jnp.exp(-(jnp.asarray(viscosity) * k2 + jnp.asarray(drag)) * jnp.asarray(time))
+    return (k2 * jnp.asarray(speed) / ky) * jnp.sin(kx * x) * jnp.sin(ky * y) * decay
+
+
+def peaked_spectrum(k: ArrayLike, peak_wavenumber: float) -> Array:
+    r"""$E(k) = (k/k_p)^4 e^{-2(k/k_p)^2}$, unnormalised: energy-containing eddies of size
+    $\sim 2\pi/k_p$ (the spectrum peaks at $k_p$), a common start of decaying turbulence."""
+    ratio = jnp.asarray(k) / peak_wavenumber
+    return ratio**4 * jnp.exp(-2 * ratio**2)
+
+
+def random_vorticity(
+    key: Array,
+    grid: Grid,
+    *,
+    peak_wavenumber: float = 4.0,
+    energy: float = 0.5,
+    spectrum: Callable[[Array], Array] | None = None,
+    dealiasing_fraction: float = 2 / 3,
+) -> Array:
+    r"""A random vorticity field with a prescribed isotropic energy spectrum: the initial
+    state of decaying turbulence.
+
+    Every Fourier mode gets a random phase; the moduli are equal within each shell of
+    [`simlab.grid.energy_spectrum`][] and set so that the shell's energy is $E(k)$ exactly
+    (the lattice's uneven count of modes per shell is compensated). Modes outside the
+    `dealiasing_fraction` box are left empty (the model never resolves them), and the
+    field is scaled to the kinetic energy `energy`.
+
+    **Arguments:**
+
+    - `key`: a JAX PRNG key.
+    - `grid`: a periodic 2-D [`simlab.Grid`][].
+    - `peak_wavenumber`: $k_p$ of the default spectrum
+      ([`peaked_spectrum`][simlab.models.peaked_spectrum], $E \propto k^4 e^{-2(k/k_p)^2}$).
+    - `energy`: the kinetic energy per unit area $E = \tfrac12\langle|\mathbf u|^2\rangle$.
+    - `spectrum`: a function $k \mapsto E(k)$ (unnormalised, `jnp`) instead of the default.
+    - `dealiasing_fraction`: the model's; the modes it removes stay empty.
+
+    **Returns:** $\omega$, shape `grid.shape`, with zero mean.
+
+    !!! example
+
+        ```python
+        grid = simlab.Grid((64, 64), extent=2 * jnp.pi)
+        w0 = simlab.models.random_vorticity(jax.random.PRNGKey(0), grid, peak_wavenumber=5.0)
+        ```
+    """
+    _check_plane(grid, "random_vorticity")
+    if not peak_wavenumber > 0 or not energy > 0:
+        raise ValueError(
+            f"random_vorticity: peak_wavenumber and energy must be positive; got "
+            f"{peak_wavenumber!r} and {energy!r}."
+        )
+    if spectrum is None:
+        spectrum = functools.partial(peaked_spectrum, peak_wavenumber=peak_wavenumber)
+    noise = fourier_transform(jax.random.normal(key, grid.shape), grid)
+    tiny = jnp.finfo(noise.real.dtype).tiny
+    unit_modulus = 1 / jnp.maximum(jnp.abs(noise), tiny)
+    kept = jnp.where(dealiasing_mask(grid, dealiasing_fraction), unit_modulus, 0.0)
+    phases = apply_symbol(kept, noise)
+    wavenumbers, unit_energies = energy_spectrum(inverse_fourier_transform(phases, grid), grid)
+    target = jnp.asarray(spectrum(jnp.asarray(wavenumbers)), unit_energies.dtype)
+    occupied = unit_energies > 0
+    gain = jnp.where(occupied, jnp.sqrt(target / jnp.where(occupied, unit_energies, 1.0)), 0.0)
+    _, shells = spectral_shells(grid)
+    field = inverse_fourier_transform(apply_symbol(gain[shells], phases), grid)
+    return field * jnp.sqrt(energy / kinetic_energy(field, grid))
