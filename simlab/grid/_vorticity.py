@@ -177,7 +177,8 @@ def energy_spectrum(vorticity: ArrayLike, grid: Grid) -> tuple[np.ndarray, Array
     kx, ky = _derivative_wavenumbers(grid)
     gain = (kx**2 + ky**2) * inverse_laplacian_symbol(grid) ** 2
     density = _half_spectrum_weights(grid) * gain / (2 * num_points**2)
-    energies = jnp.abs(spectrum) ** 2 * jnp.asarray(density, dtype=vorticity.dtype)
+    power = jnp.abs(spectrum) ** 2
+    energies = power * jnp.broadcast_to(jnp.asarray(density, power.dtype), power.shape)
     num_shells = int(shells.max()) + 1
     flat = energies.reshape(*energies.shape[:-2], -1)
     by_shell = jnp.zeros((*flat.shape[:-1], num_shells), flat.dtype)

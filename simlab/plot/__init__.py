@@ -13,6 +13,11 @@ from ._fit import (
     posterior_band as posterior_band,
     posterior_curves as posterior_curves,
 )
+from ._flow import (
+    energy_enstrophy as energy_enstrophy,
+    energy_spectrum as energy_spectrum,
+    flow_field as flow_field,
+)
 from ._gallery import animate as animate, sweep_gallery as sweep_gallery
 from ._likelihood import corner as corner, profiles as profiles, waterfall as waterfall
 from ._loss import loss_curve as loss_curve
