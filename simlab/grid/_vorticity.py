@@ -39,14 +39,19 @@ def inverse_laplacian_symbol(grid: Grid) -> np.ndarray:
     return np.where(k2 > 0, 1 / np.where(k2 > 0, k2, 1.0), 0.0)
 
 
+def velocity_symbols(grid: Grid) -> np.ndarray:
+    r"""The multipliers taking $\hat\omega$ to $(\hat u, \hat v) = (i k_y, -i k_x)\,
+    \hat\omega/|\mathbf k|^2$, shape `(2, *spectral_shape(grid))` (NumPy, static)."""
+    kx, ky = _derivative_wavenumbers(grid)
+    stream = inverse_laplacian_symbol(grid)
+    return np.stack(np.broadcast_arrays(1j * ky * stream, -1j * kx * stream))
+
+
 def velocity_from_spectrum(vorticity_spectrum: Array, grid: Grid) -> Array:
     r"""The velocity $(u, v)$, shape `(2, *grid.shape)`, from $\hat\omega$ (the rfft half
-    spectrum): $\hat u = i k_y \hat\psi$, $\hat v = -i k_x \hat\psi$."""
-    kx, ky = _derivative_wavenumbers(grid)
-    stream = apply_symbol(inverse_laplacian_symbol(grid), vorticity_spectrum)
-    u = inverse_fourier_transform(apply_symbol(1j * ky, stream), grid)
-    v = inverse_fourier_transform(apply_symbol(-1j * kx, stream), grid)
-    return jnp.stack([u, v])
+    spectrum)."""
+    symbols = jnp.asarray(velocity_symbols(grid), vorticity_spectrum.dtype)
+    return inverse_fourier_transform(symbols * vorticity_spectrum[None], grid)
 
 
 def streamfunction(vorticity: ArrayLike, grid: Grid) -> Array:
@@ -164,7 +169,7 @@ def energy_spectrum(vorticity: ArrayLike, grid: Grid) -> tuple[np.ndarray, Array
         grid = simlab.Grid((32, 32), extent=2 * jnp.pi)
         x, y = grid.mesh()
         k, E = simlab.grid.energy_spectrum(2 * jnp.sin(x) * jnp.sin(y), grid)
-        # E[1] = 0.5: all the energy sits in the shell |k| = sqrt(2) ≈ 1
+        # E[1] = 0.25, all of E: |k| = sqrt(2) rounds to the shell k = 1
         ```
     """
     _check_plane(grid, "energy_spectrum")

@@ -33,6 +33,7 @@ from ..grid._vorticity import (
     kinetic_energy,
     spectral_shells,
     velocity_from_spectrum,
+    velocity_symbols,
 )
 from ._base import parameter
 from ._split import AbstractSpectralGridModel
@@ -154,15 +155,22 @@ class NavierStokes2D(AbstractSpectralGridModel):
 
     def nonlinear_spectral(self, t, spectrum, args):
         mask = dealiasing_mask(self.grid, self.dealiasing_fraction)
-        kept = apply_symbol(mask, spectrum)
-        vorticity = kept[0] if self.passive_scalar else kept
-        u, v = velocity_from_spectrum(vorticity, self.grid)
         kx, ky = _derivative_wavenumbers(self.grid)
-        # Every advected field (ω, and c) at once: its channels lead, as the velocity's
-        # broadcast makes explicit.
-        dx = inverse_fourier_transform(apply_symbol(1j * kx, kept), self.grid)
-        dy = inverse_fourier_transform(apply_symbol(1j * ky, kept), self.grid)
-        advection = jnp.broadcast_to(u, dx.shape) * dx + jnp.broadcast_to(v, dy.shape) * dy
+        # Static multipliers with the 2/3 truncation folded in: u and v from ω̂, ∂x and ∂y
+        # of every advected channel (ω, and c); one batch of inverse transforms.
+        to_velocity = jnp.asarray(velocity_symbols(self.grid) * mask, spectrum.dtype)
+        to_gradient = np.stack(np.broadcast_arrays(1j * kx * mask, 1j * ky * mask))
+        to_gradient = jnp.asarray(to_gradient, spectrum.dtype)
+        channels = spectrum.reshape(-1, *mask.shape)
+        batch = jnp.concatenate(
+            [
+                to_velocity * channels[:1],
+                (to_gradient[:, None] * channels[None]).reshape(-1, *mask.shape),
+            ]
+        )
+        fields = inverse_fourier_transform(batch, self.grid)
+        u, v, gradients = fields[:1], fields[1:2], fields[2:].reshape(2, -1, *self.grid.shape)
+        advection = (u * gradients[0] + v * gradients[1]).reshape(self.state_shape)
         tendency = apply_symbol(mask, -fourier_transform(advection, self.grid))
         shape_spectrum = jnp.asarray(np.fft.rfft2(self._forcing_shape()), tendency.dtype)
         forcing = apply_symbol(self.forcing_amplitude, shape_spectrum)
