@@ -1,0 +1,153 @@
+"""Two-dimensional Navier–Stokes (vorticity form) by ETDRK4: simlab's `NavierStokes2D`
+against Exponax's `KolmogorovFlowVorticity` (unforced, same grid, step and field) and
+against a bare `jnp.fft` implementation of the same ETDRK4 step; reverse-mode gradient
+against the forward solve. Times are the best of interleaved rounds
+(`_harness.best_seconds`)."""
+
+import equinox as eqx
+import exponax as ex
+import jax
+import jax.numpy as jnp
+import numpy as np
+from _harness import Row, best_seconds
+from bench_pde_split import _exponax_fraction
+
+import simlab
+from simlab.integrate import ETDRK4
+
+SIZE, VISCOSITY, STEPS = 256, 1e-4, 100
+GRADIENT_SIZE, GRADIENT_STEPS = 128, 200
+
+
+def _setup(size):
+    grid = simlab.Grid((size, size), extent=2 * np.pi)
+    w0 = simlab.models.random_vorticity(jax.random.PRNGKey(0), grid, peak_wavenumber=8.0)
+    return grid, w0, float(simlab.grid.cfl_step(w0, grid))
+
+
+def _bare_etdrk4(size, viscosity, dt, num_steps):
+    """ETDRK4 for the vorticity equation written directly with jnp.fft (Kassam & Trefethen's
+    contour coefficients in NumPy): the cost floor of the same arithmetic."""
+    m = np.fft.fftfreq(size, 1 / size)
+    kx, ky = m[:, None], np.fft.rfftfreq(size, 1 / size)[None, :]
+    k2 = kx**2 + ky**2
+    keep = ((np.abs(kx) < size / 3) & (ky < size / 3)).astype(float)
+    inverse_k2 = np.where(k2 > 0, 1 / np.where(k2 > 0, k2, 1), 0)
+    z = dt * -viscosity * k2
+    roots = z[..., None] + np.exp(1j * np.pi * (np.arange(1, 33) - 0.5) / 32)
+    mean = lambda f: dt * np.mean(f(roots), axis=-1).real  # noqa: E731
+    e, e2 = np.exp(z), np.exp(z / 2)
+    q = mean(lambda r: (np.exp(r / 2) - 1) / r)
+    f1 = mean(lambda r: (-4 - r + np.exp(r) * (4 - 3 * r + r**2)) / r**3)
+    f2 = mean(lambda r: (2 + r + np.exp(r) * (r - 2)) / r**3)
+    f3 = mean(lambda r: (-4 - 3 * r - r**2 + np.exp(r) * (4 - r)) / r**3)
+    ikx, iky = 1j * np.where(np.abs(kx) == size // 2, 0, kx), 1j * ky
+
+    def nonlinear(w):
+        w = keep * w
+        psi = inverse_k2 * w
+        u, v = jnp.fft.irfft2(iky * psi), jnp.fft.irfft2(-ikx * psi)
+        advection = u * jnp.fft.irfft2(ikx * w) + v * jnp.fft.irfft2(iky * w)
+        return -keep * jnp.fft.rfft2(advection)
+
+    def step(_, w):
+        n_w = nonlinear(w)
+        a = e2 * w + q * n_w
+        n_a = nonlinear(a)
+        b = e2 * w + q * n_a
+        n_b = nonlinear(b)
+        c = e2 * a + q * (2 * n_b - n_w)
+        return e * w + f1 * n_w + 2 * f2 * (n_a + n_b) + f3 * nonlinear(c)
+
+    @jax.jit
+    def solve(w0):
+        return jnp.fft.irfft2(jax.lax.fori_loop(0, num_steps, step, jnp.fft.rfft2(w0)))
+
+    return solve
+
+
+def _step_rows() -> list[Row]:
+    grid, w0, dt = _setup(SIZE)
+    model = simlab.models.NavierStokes2D(grid=grid, viscosity=VISCOSITY)
+    ts = jnp.array([0.0, dt * STEPS])
+
+    def simlab_solve():
+        return ETDRK4().solve(model, ts, w0, None, dt0=dt, max_steps=STEPS)[0][-1]
+
+    with jax.numpy_dtype_promotion("standard"), jax.numpy_rank_promotion("allow"):
+        # Exponax's vorticity is -ω (see tests/test_flow.py); unforced, without drag.
+        stepper = ex.stepper.KolmogorovFlowVorticity(
+            2, 2 * np.pi, SIZE, dt, diffusivity=VISCOSITY, drag=0.0, injection_scale=0.0,
+            order=4, num_circle_points=32, dealiasing_fraction=_exponax_fraction(grid, SIZE),
+        )  # fmt: skip
+        integrator = stepper._integrator
+
+        @eqx.filter_jit
+        def exponax_solve(u0):
+            # Exponax's integrator kept in Fourier space throughout, as simlab's is.
+            spectrum = jax.lax.fori_loop(
+                0, STEPS, lambda i, s: integrator.step_fourier(s), ex.fft(u0, num_spatial_dims=2)
+            )
+            return ex.ifft(spectrum, num_spatial_dims=2, num_points=SIZE)[0]
+
+        bare_solve = _bare_etdrk4(SIZE, VISCOSITY, dt, STEPS)
+        results = {
+            "simlab": simlab_solve(),
+            "exponax": -exponax_solve(-w0[None]),
+            "bare": bare_solve(w0),
+        }
+        seconds = best_seconds(
+            {
+                "simlab": simlab_solve,
+                "exponax": lambda: exponax_solve(-w0[None]),
+                "bare": lambda: bare_solve(w0),
+            },
+            repeats=5,
+        )
+    scale = float(jnp.max(jnp.abs(results["simlab"])))
+    differences = {
+        name: float(jnp.max(jnp.abs(results[name] - results["simlab"]))) / scale
+        for name in ("exponax", "bare")
+    }
+    per_step = seconds["simlab"] / STEPS * 1e3
+    return [
+        Row(
+            f"flow: NS2D {SIZE}² ETDRK4 x {STEPS} vs Exponax KolmogorovFlowVorticity",
+            seconds["exponax"] / seconds["simlab"],
+            ">= 1x",
+            f"simlab {per_step:.1f} ms/step; relative max |diff| {differences['exponax']:.1e}",
+        ),
+        Row(
+            f"flow: NS2D {SIZE}² ETDRK4 x {STEPS} vs bare jnp.fft ETDRK4",
+            seconds["bare"] / seconds["simlab"],
+            ">= 0.8x",
+            f"bare {seconds['bare'] / STEPS * 1e3:.1f} ms/step; relative max |diff| "
+            f"{differences['bare']:.1e}",
+        ),
+    ]
+
+
+def _gradient_row() -> Row:
+    grid, w0, dt = _setup(GRADIENT_SIZE)
+    ts = jnp.array([0.0, dt * GRADIENT_STEPS])
+
+    def final_enstrophy(viscosity):
+        model = simlab.models.NavierStokes2D(grid=grid, viscosity=viscosity)
+        ys = ETDRK4().solve(model, ts, w0, None, dt0=dt, max_steps=GRADIENT_STEPS)[0]
+        return simlab.grid.enstrophy(ys[-1], grid)
+
+    forward, reverse = jax.jit(final_enstrophy), jax.jit(jax.grad(final_enstrophy))
+    viscosity = jnp.asarray(1e-3)
+    seconds = best_seconds(
+        {"forward": lambda: forward(viscosity), "reverse": lambda: reverse(viscosity)}, repeats=3
+    )
+    return Row(
+        f"flow: reverse gradient / forward, {GRADIENT_STEPS} steps of {GRADIENT_SIZE}²",
+        seconds["reverse"] / seconds["forward"],
+        "<= 4",
+        f"forward {seconds['forward']:.2f} s (d enstrophy / d viscosity)",
+    )
+
+
+def rows() -> list[Row]:
+    return [*_step_rows(), _gradient_row()]
