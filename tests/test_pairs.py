@@ -1,5 +1,8 @@
 """The all-pairs force kernel against an independent NumPy double loop, its derivatives
-against the reference and finite differences, batches, and its input checks."""
+against the reference and finite differences, batches, its input checks, and the ring
+that splits the particles over devices against one device."""
+
+import functools as ft
 
 import jax
 import jax.numpy as jnp
@@ -7,6 +10,7 @@ import numpy as np
 import pytest
 
 import simlab.kernels as sk
+from simlab.decomposition import decomposition_mesh, ring_pair_forces
 
 GRAVITY = (1.3, 0.1)  # G, softening
 LENNARD_JONES = (1.0, 0.5)  # epsilon, sigma
@@ -143,3 +147,62 @@ def test_bad_inputs_are_refused_with_reasons(particles):
             ),
             platforms=["cuda"],
         )(jax.ShapeDtypeStruct((64, 3), jnp.float32))
+
+
+@pytest.fixture(scope="module")
+def ring():
+    """`ring_pair_forces` on 4 devices, jitted once: gravity with the test's parameters."""
+    mesh = decomposition_mesh((4,), devices=jax.devices()[:4])
+
+    @jax.jit
+    def forces(positions, masses, constant):
+        return ring_pair_forces(
+            positions, masses, (constant, GRAVITY[1]), pair_scale=sk.gravity_scale, mesh=mesh
+        )
+
+    return forces
+
+
+def test_the_ring_over_four_devices_equals_one_device_bit_for_bit(particles, ring):
+    positions, masses = particles[0][:200], particles[1][:200]
+    ringed = ring(positions, masses, GRAVITY[0])
+    # One device, the same sums in the ring's order: block i's own block first, then
+    # blocks i - 1, i - 2, ... as they arrive.
+    blocks, block_masses = positions.reshape(4, 50, 3), masses.reshape(4, 50)
+    expected = []
+    for i in range(4):
+        total = _gravity(blocks[i], block_masses[i])
+        for step in range(1, 4):
+            source = (i - step) % 4
+            total = total + sk.pair_forces(
+                blocks[i],
+                block_masses[source],
+                GRAVITY,
+                pair_scale=sk.gravity_scale,
+                sources=blocks[source],
+            )
+        expected.append(total)
+    np.testing.assert_array_equal(ringed, jnp.concatenate(expected))
+    np.testing.assert_allclose(ringed, _gravity(positions, masses), rtol=1e-13, atol=1e-13)
+
+
+def test_gradients_flow_through_the_ring(particles, ring):
+    positions, masses = particles[0][:200], particles[1][:200]
+
+    def loss(forces_fn, positions, masses, constant):
+        return jnp.sum(jnp.sin(forces_fn(positions, masses, constant)))
+
+    def one_device(positions, masses, constant):
+        return _gravity(positions, masses, (constant, GRAVITY[1]))
+
+    arguments = (positions, masses, jnp.float64(GRAVITY[0]))
+    gradient = jax.grad(ft.partial(loss, ring), argnums=(0, 1, 2))(*arguments)
+    expected = jax.grad(ft.partial(loss, one_device), argnums=(0, 1, 2))(*arguments)
+    for actual, reference in zip(gradient, expected, strict=True):
+        np.testing.assert_allclose(actual, reference, rtol=1e-11, atol=1e-12)
+
+
+def test_the_ring_refuses_a_count_that_does_not_split(particles):
+    mesh = decomposition_mesh((4,), devices=jax.devices()[:4])
+    with pytest.raises(ValueError, match="multiple of the 4 devices"):
+        ring_pair_forces(particles[0][:201], 1.0, GRAVITY, pair_scale=sk.gravity_scale, mesh=mesh)

@@ -20,7 +20,6 @@ that of the `jax.numpy` reference; reverse mode is JAX's transpose of it.
 
 import dataclasses
 import functools as ft
-import math
 from collections.abc import Callable
 
 import jax
@@ -60,6 +59,16 @@ def _separation(delta: Array, box: float | None) -> Array:
     return delta if box is None else delta - box * jnp.floor(delta / box + 0.5)
 
 
+@dataclasses.dataclass(frozen=True)
+class PairLaw:
+    """What a pair sum computes, apart from where it runs (hashable: a static argument)."""
+
+    pair_scale: Callable
+    cutoff: float | None
+    box: float | None
+    exclude_self: bool
+
+
 def _pair_sum(targets, sources, weights, mask, parameters, pair_scale, cutoff, box):
     """$\\sum_j$ over one `(sources, targets)` tile: `targets` are `dims` rows `(1, T)`,
     `sources` `dims` columns `(S, 1)`, `weights` `(S, 1)`, `mask` `(S, T)` excludes
@@ -77,7 +86,7 @@ def _pair_sum(targets, sources, weights, mask, parameters, pair_scale, cutoff, b
 
 
 def _kernel(parameters_ref, targets_ref, sources_ref, weights_ref, out_ref, **static):
-    dims, count, block = static["dims"], static["count"], static["source_block"]
+    dims, count, block = static["dims"], static["num_sources"], static["source_block"]
     num_parameters = static["num_parameters"]
     parameters = tuple(parameters_ref[k] for k in range(num_parameters))
     target_block = targets_ref.shape[-1]
@@ -90,7 +99,9 @@ def _kernel(parameters_ref, targets_ref, sources_ref, weights_ref, out_ref, **st
         sources = [sources_ref[pl.ds(start, block), pl.ds(a, 1)] for a in range(dims)]
         weights = weights_ref[pl.ds(start, block), :]
         source_ids = start + jax.lax.broadcasted_iota(jnp.int32, (block, 1), 0)
-        mask = (source_ids != target_ids) & (source_ids < count)
+        mask = source_ids < count
+        if static["exclude_self"]:
+            mask = mask & (source_ids != target_ids)
         terms = _pair_sum(targets, sources, weights, mask, parameters, *static["law"])
         return tuple(s + t for s, t in zip(sums, terms, strict=True))
 
@@ -110,53 +121,54 @@ def _target(launch: Launch, platform: str) -> str:
     return target
 
 
-def _padded_layouts(positions: Array, weights: Array, size: int):
-    """Targets `(dims', size)`, sources `(size, dims')` and weights `(size, 1)`, zero
-    padded: `dims'` is the next power of two (Triton's loads are), `size` a multiple of
-    both blocks."""
-    count, dims = positions.shape
-    padded_dims = 1 << (dims - 1).bit_length()
-    sources = jnp.zeros((size, padded_dims), positions.dtype).at[:count, :dims].set(positions)
-    column = jnp.zeros((size, 1), positions.dtype).at[:count, 0].set(weights)
-    return sources.T, sources, column
+def _zero_padded(array: Array, shape: tuple[int, ...]) -> Array:
+    return jnp.zeros(shape, array.dtype).at[tuple(slice(0, n) for n in array.shape)].set(array)
+
+
+def _padded_length(count: int, block: int) -> int:
+    return block * -(-count // block)
 
 
 @dataclasses.dataclass(frozen=True)
 class PairLaunch(KernelLaunch):
-    """`launch(positions, weights, parameters)` for positions `(N, dims)`: the forces,
-    `(N, dims)`, laid out for the platform it is lowered for."""
+    """`launch(targets, sources, weights, parameters)` for targets `(N, dims)` and sources
+    `(M, dims)` with weights `(M,)`: the forces on the targets, `(N, dims)`, laid out for
+    the platform it is lowered for. With `law.exclude_self`, targets and sources are the same
+    particles and pairs of one with itself are left out."""
 
-    pair_scale: Callable
-    cutoff: float | None
-    box: float | None
+    law: PairLaw
     launch: Launch
 
     width = 0
     num_spatial = 2
 
     def run(self, platform: str, positions: Array, *coefficients: Array) -> Array:
-        weights, parameters = coefficients
-        if positions.ndim > 2:  # a batch of systems (the primitive's batching rule)
-            return jax.vmap(lambda p: self.run(platform, p, weights, parameters))(positions)
+        sources, weights, parameters = coefficients
+        if positions.ndim > 2:  # a batch of targets (the primitive's batching rule)
+            return jax.vmap(lambda p: self.run(platform, p, *coefficients))(positions)
         target = _target(self.launch, platform)
-        count, dims = positions.shape
+        (count, dims), num_sources = positions.shape, sources.shape[0]
         target_block, source_block = TARGET_BLOCKS[target], SOURCE_BLOCKS[target]
-        size = math.lcm(target_block, source_block) * -(
-            -count // math.lcm(target_block, source_block)
-        )
-        targets, sources, column = _padded_layouts(positions, weights, size)
+        # Rows padded to whole blocks; the spatial axis to a power of two (Triton's loads).
+        padded_dims = 1 << (dims - 1).bit_length()
+        num_targets = _padded_length(count, target_block)
+        targets = _zero_padded(positions, (num_targets, padded_dims)).T
+        rows = _padded_length(num_sources, source_block)
+        sources = _zero_padded(sources, (rows, padded_dims))
+        column = _zero_padded(weights[:, None], (rows, 1))
         scalars = _power_of_two_length(parameters)
         static = dict(
             dims=dims,
-            count=count,
+            num_sources=num_sources,
             source_block=source_block,
             num_parameters=parameters.shape[0],
-            law=(self.pair_scale, self.cutoff, self.box),
+            exclude_self=self.law.exclude_self,
+            law=(self.law.pair_scale, self.law.cutoff, self.law.box),
         )
         out = pl.pallas_call(
             ft.partial(_kernel, **static),
             out_shape=jax.ShapeDtypeStruct(targets.shape, positions.dtype),
-            grid=(size // target_block,),
+            grid=(num_targets // target_block,),
             in_specs=[
                 _scalar_spec(target, scalars.shape),
                 pl.BlockSpec((targets.shape[0], target_block), lambda i: (0, i)),
@@ -202,36 +214,48 @@ def pair_forces_reference(
     pair_scale: Callable,
     cutoff: float | None = None,
     box: float | None = None,
+    sources: Array | None = None,
 ) -> Array:
-    """[`simlab.kernels.pair_forces`][] in plain `jax.numpy`: all $N^2$ pairs at once."""
+    """[`simlab.kernels.pair_forces`][] in plain `jax.numpy`: all pairs at once."""
     positions = jnp.asarray(positions)
-    weights = jnp.broadcast_to(jnp.asarray(weights, positions.dtype), positions.shape[:1])
+    exclude_self = sources is None
+    sources = positions if exclude_self else jnp.asarray(sources, positions.dtype)
+    weights = jnp.broadcast_to(jnp.asarray(weights, positions.dtype), sources.shape[:1])
     parameters = _packed(parameters, positions.dtype)
-    return _reference(positions, weights, parameters, pair_scale, cutoff, box)
+    law = PairLaw(pair_scale, cutoff, box, exclude_self)
+    return _reference(positions, sources, weights, parameters, law)
 
 
-def _reference(positions, weights, parameters, pair_scale, cutoff, box):
-    count, dims = positions.shape
-    targets = [positions[None, :, a] for a in range(dims)]
-    sources = [positions[:, a, None] for a in range(dims)]
-    ids = jnp.arange(count)
-    mask = ids[:, None] != ids[None, :]
-    law = (pair_scale, cutoff, box)
-    sums = _pair_sum(targets, sources, weights[:, None], mask, tuple(parameters), *law)
+def _reference(targets, sources, weights, parameters, law: PairLaw):
+    dims = targets.shape[1]
+    rows = [targets[None, :, a] for a in range(dims)]
+    columns = [sources[:, a, None] for a in range(dims)]
+    mask = jnp.ones((sources.shape[0], targets.shape[0]), bool)
+    if law.exclude_self:
+        mask = ~jnp.eye(sources.shape[0], targets.shape[0], dtype=bool)
+    sums = _pair_sum(
+        rows,
+        columns,
+        weights[:, None],
+        mask,
+        tuple(parameters),
+        law.pair_scale,
+        law.cutoff,
+        law.box,
+    )
     return jnp.concatenate(sums, axis=0).T
 
 
-@ft.partial(jax.custom_jvp, nondiff_argnums=(3,))
-def _pair_forces(positions, weights, parameters, launch: PairLaunch):
-    return launch(positions, weights, parameters)
+@ft.partial(jax.custom_jvp, nondiff_argnums=(4,))
+def _pair_forces(targets, sources, weights, parameters, launch: PairLaunch):
+    return launch(targets, sources, weights, parameters)
 
 
 @_pair_forces.defjvp
 def _pair_forces_jvp(launch, primals, tangents):
-    reference = ft.partial(
-        _reference, pair_scale=launch.pair_scale, cutoff=launch.cutoff, box=launch.box
-    )
-    _, tangent = jax.jvp(reference, primals, tangents)
+    # The tangent of the jax.numpy reference (all pairs in memory); reverse mode is its
+    # transpose.
+    _, tangent = jax.jvp(ft.partial(_reference, law=launch.law), primals, tangents)
     return _pair_forces(*primals, launch), tangent
 
 
@@ -256,19 +280,21 @@ def pair_forces(
     pair_scale: Callable,
     cutoff: float | None = None,
     box: float | None = None,
+    sources: Array | None = None,
     interpret: bool | None = None,
     backend: str | None = None,
 ) -> Array:
     r"""All-pairs forces $F_i = \sum_{j \ne i} w_j\, s(r_{ij}^2; \theta)\,(x_i - x_j)$ by a
-    tiled Pallas kernel, never holding the $N^2$ pairs at once.
+    tiled Pallas kernel, never holding all pairs at once.
 
     Differentiable in forward and reverse mode with respect to the positions, the weights
-    and the parameters.
+    and the parameters (the derivatives are those of the `jax.numpy` reference, which
+    holds every pair in memory).
 
     **Arguments:**
 
     - `positions`: shape `(N, dims)`, or `(..., N, dims)` for a batch of systems.
-    - `weights`: $w_j$, shape `(N,)` (masses for gravity) or a scalar.
+    - `weights`: $w_j$ of the sources, shape `(N,)` (masses for gravity) or a scalar.
     - `parameters`: the pair law's scalar parameters $\theta$.
     - `pair_scale`: `pair_scale(r2, parameters) -> s`, elementwise; static (pass a
       module-level function such as [`simlab.kernels.gravity_scale`][] or
@@ -276,6 +302,8 @@ def pair_forces(
     - `cutoff`: pairs at $r \ge r_c$ contribute nothing; `None` for none.
     - `box`: the side of a periodic cube: separations go to the nearest image (the
       minimum-image convention, exact for `cutoff <= box / 2`); `None` for open space.
+    - `sources`: other particles, `(M, dims)`, that act on `positions` (every pair
+      counts: none is the same particle); `None`: the particles act on each other.
     - `interpret`, `backend`: as for [`simlab.kernels.laplacian2d`][]; on an NVIDIA GPU
       the kernel compiles with Triton.
 
@@ -292,23 +320,27 @@ def pair_forces(
         ```
     """
     positions = jnp.asarray(positions)
-    if positions.ndim < 2 or positions.shape[-2] < 1:
-        raise ValueError(
-            f"pair_forces: positions must have shape (N, dims) or (..., N, dims); got "
-            f"{positions.shape}."
-        )
-    weights = jnp.broadcast_to(jnp.asarray(weights, positions.dtype), positions.shape[-2:-1])
+    exclude_self = sources is None
+    sources = positions if exclude_self else jnp.asarray(sources, positions.dtype)
+    for name, array in (("positions", positions), ("sources", sources)):
+        if array.ndim < 2 or array.shape[-2] < 1 or array.shape[-1] != positions.shape[-1]:
+            raise ValueError(
+                f"pair_forces: {name} must have shape (N, dims) or (..., N, dims) with the "
+                f"dims of positions; got {array.shape}."
+            )
+    weights = jnp.broadcast_to(jnp.asarray(weights, positions.dtype), sources.shape[-2:-1])
     if cutoff is not None and box is not None and cutoff > box / 2:
         raise ValueError(
             f"pair_forces: a cutoff of {cutoff} is longer than half the box ({box / 2}): "
             "a particle would meet two images of another. Use a larger box or a shorter "
             "cutoff."
         )
-    launch = PairLaunch(pair_scale, cutoff, box, launch_options(1, None, interpret, backend))
+    law = PairLaw(pair_scale, cutoff, box, exclude_self)
+    launch = PairLaunch(law, launch_options(1, None, interpret, backend))
 
-    def forces(positions, weights, parameters):
-        return _pair_forces(positions, weights, parameters, launch)
+    def forces(positions, sources, weights, parameters):
+        return _pair_forces(positions, sources, weights, parameters, launch)
 
     for _ in range(positions.ndim - 2):  # a batch of systems
-        forces = jax.vmap(forces, in_axes=(0, None, None))
-    return forces(positions, weights, _packed(parameters, positions.dtype))
+        forces = jax.vmap(forces, in_axes=(0, 0 if sources.ndim > 2 else None, None, None))
+    return forces(positions, sources, weights, _packed(parameters, positions.dtype))
