@@ -1,10 +1,12 @@
 """Weak and strong scaling on 1, 2, 4 and 8 devices: collectives counted, times projected.
 
-Two workloads, each on meshes of 1, 2, 4 and 8 simulated CPU devices:
+Three workloads, each on meshes of 1, 2, 4 and 8 simulated CPU devices:
 
 - a 2-D heat equation split into slabs with `Decomposed` (halo exchange by ppermute),
   fixed-step RK4, float32;
-- a `sweep` of the Lorenz system over rho, members split over the devices, fixed-step RK4.
+- a `sweep` of the Lorenz system over rho, members split over the devices, fixed-step RK4;
+- all-pairs gravity with the bodies split over the devices and the sources passed round a
+  ring (`simlab.decomposition.ring_pair_forces`), projected from its flops.
 
 For every configuration the program is compiled once and its HLO is parsed for
 collectives (collective-permute, all-reduce, all-gather, all-to-all, reduce-scatter): how
@@ -22,6 +24,7 @@ import jax
 
 jax.config.update("jax_num_cpu_devices", 8)
 
+import math  # noqa: E402
 import os  # noqa: E402
 import pathlib  # noqa: E402
 import time  # noqa: E402
@@ -234,6 +237,120 @@ def sweep_section() -> list[str]:
     return lines + tables + notes
 
 
+# --- Workload (c): all-pairs gravity, particles over devices, sources round a ring ----
+
+NBODY_MEASURED = {"weak": 256, "strong": 1024}  # bodies on one device / in all, measured
+NBODY_PROJECTED = {"weak": 2**16, "strong": 2**18}  # the same, projected
+# float32 vector peak of an H200 (NVIDIA datasheet): all-pairs forces are compute bound.
+# A TPU v5e's float32 vector peak is not published, so it is not projected.
+H200_FLOAT32_FLOPS = 67e12
+GRAVITY = (1.0, 0.01)  # G, softening
+
+
+def nbody_forces(mesh):
+    def forces(positions, masses):
+        return simlab.decomposition.ring_pair_forces(
+            positions, masses, GRAVITY, pair_scale=simlab.kernels.gravity_scale, mesh=mesh
+        )
+
+    return jax.jit(forces)
+
+
+def flops_per_pair() -> float:
+    """From XLA's cost analysis of the jax.numpy reference on the CPU (256 bodies)."""
+    bodies = jax.ShapeDtypeStruct((256, 3), jnp.float32)
+    reference = jax.jit(
+        lambda x: simlab.kernels.pair_forces_reference(
+            x, 1.0, GRAVITY, pair_scale=simlab.kernels.gravity_scale
+        )
+    )
+    analysis = reference.lower(bodies).compile().cost_analysis()
+    analysis = analysis[0] if isinstance(analysis, list | tuple) else analysis
+    return analysis["flops"] / 256**2
+
+
+def nbody_program(bodies: int, num_devices: int):
+    mesh = decomposition_mesh((num_devices,), devices=jax.devices()[:num_devices])
+    sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("x"))
+    positions = jax.ShapeDtypeStruct((bodies, 3), jnp.float32, sharding=sharding)
+    masses = jax.ShapeDtypeStruct((bodies,), jnp.float32, sharding=sharding)
+    return mesh, nbody_forces(mesh).lower(positions, masses).compile()
+
+
+def nbody_row(bodies: int, num_devices: int) -> tuple[int, list]:
+    """One force evaluation is the step: every collective of the program counts."""
+    _, compiled = nbody_program(bodies, num_devices)
+    return num_devices, collectives(compiled.as_text())
+
+
+def nbody_measured(bodies: int, num_devices: int) -> float:
+    mesh, compiled = nbody_program(bodies, num_devices)
+    sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("x"))
+    positions = jax.device_put(
+        jax.random.normal(jax.random.key(0), (bodies, 3), jnp.float32), sharding
+    )
+    masses = jax.device_put(jnp.full((bodies,), 1.0 / bodies, jnp.float32), sharding)
+    return best_of(lambda: compiled(positions, masses))
+
+
+def nbody_projected_seconds(bodies: int, found: list, num_devices: int, flops: float) -> float:
+    hardware = HARDWARE[0]
+    compute = bodies / num_devices * bodies * flops / H200_FLOAT32_FLOPS
+    return compute + communication_seconds(found, num_devices, hardware)
+
+
+def nbody_bodies(base: int, num_devices: int, *, weak: bool) -> int:
+    """Strong: `base` bodies in all. Weak: the pairs per device fixed (N^2 / n = base^2, so
+    N grows as sqrt(n)), N rounded to a multiple of 8 bodies per device."""
+    if not weak:
+        return base
+    quantum = 8 * num_devices
+    return quantum * round(base * math.sqrt(num_devices) / quantum)
+
+
+def nbody_section() -> list[str]:
+    flops = flops_per_pair()
+    lines = [
+        "(c) all-pairs gravity (softened), float32, ring_pair_forces: each device keeps its",
+        "    bodies and the source blocks pass round the ring by ppermute (n - 1 sends);",
+        f"    one step = one force evaluation. {flops:.0f} flops per pair (XLA cost analysis).",
+        "    Projected on the H200 only: compute = pairs per device x flops / 67 TFLOP/s",
+        "    (float32, datasheet), plus the sends; a TPU v5e's float32 peak is not published.",
+        "    Measured times run the Pallas interpreter on the CPU: overheads only.",
+    ]
+    for scaling in ("weak", "strong"):
+        weak = scaling == "weak"
+        measured_bodies = [
+            nbody_bodies(NBODY_MEASURED[scaling], n, weak=weak) for n in DEVICE_COUNTS
+        ]
+        seconds = [
+            nbody_measured(b, n) for b, n in zip(measured_bodies, DEVICE_COUNTS, strict=True)
+        ]
+        projected_bodies = [
+            nbody_bodies(NBODY_PROJECTED[scaling], n, weak=weak) for n in DEVICE_COUNTS
+        ]
+        rows = [nbody_row(b, n) for b, n in zip(projected_bodies, DEVICE_COUNTS, strict=True)]
+        projected = [
+            nbody_projected_seconds(b, found, n, flops)
+            for b, (n, found) in zip(projected_bodies, rows, strict=True)
+        ]
+        measured_efficiency = efficiency(seconds, list(DEVICE_COUNTS), weak=weak)
+        projected_efficiency = efficiency(projected, list(DEVICE_COUNTS), weak=weak)
+        lines += [
+            f"  {scaling} scaling ({'pairs per device fixed' if weak else 'bodies fixed'}):",
+            f"    {'dev':>3}  {'measured':<14} {'CPU ms':>8} {'eff':>5}  {'projected':<14} "
+            f"{'H200 us':>9} {'eff':>5}  collectives (HLO)",
+        ]
+        for i, n in enumerate(DEVICE_COUNTS):
+            lines.append(
+                f"    {n:>3}  {measured_bodies[i]:<8} bodies {1e3 * seconds[i]:>8.2f} "
+                f"{measured_efficiency[i]:>5.2f}  {projected_bodies[i]:<7} bodies "
+                f"{1e6 * projected[i]:>9.1f} {projected_efficiency[i]:>5.2f}  "
+                f"{describe(rows[i][1])}"
+            )
+    return lines
+
+
 # --- Report ------------------------------------------------------------------------------
 
 
@@ -344,13 +461,7 @@ def header_lines() -> list[str]:
 
 
 # Each function returns the lines of one workload's section of the report.
-WORKLOADS: list[Callable[[], list[str]]] = [heat_section, sweep_section]
-# (c) The N-body ring (all-pairs forces passed round the devices with ppermute) adds its
-# section function to WORKLOADS when it lands, and its line leaves this list.
-NOT_YET_MEASURED = [
-    "(c) N-body ring (all-pairs forces passed round the devices by ppermute): not yet in "
-    "simlab; no rows.",
-]
+WORKLOADS: list[Callable[[], list[str]]] = [heat_section, sweep_section, nbody_section]
 
 
 def main() -> None:
@@ -362,8 +473,6 @@ def main() -> None:
         section += [f"  ({time.perf_counter() - start:.0f} s to compile and run here)", ""]
         print("\n".join(section), flush=True)
         lines += section
-    print("\n".join(NOT_YET_MEASURED))
-    lines += NOT_YET_MEASURED
     RESULTS_PATH.write_text("".join(line.rstrip() + "\n" for line in lines))
     print(f"wrote {RESULTS_PATH}")
 
