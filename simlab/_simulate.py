@@ -392,7 +392,7 @@ def _step_detail(status: RESULTS, step: _FixedStep | None, model: Any, solver: A
             )
         return (
             f" Here dt0={float(step.dt0):g} is above the largest stable step {limit:.6g} of "
-            f"{labels} (diffusion-number/CFL limit); pass dt0<={limit:.6g}."
+            f"{labels} ({model.step_limit}); pass dt0<={limit:.6g}."
         )
     if status == RESULTS.max_steps_reached:
         return (
