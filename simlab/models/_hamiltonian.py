@@ -129,6 +129,16 @@ class Kepler(AbstractHamiltonianModel):
     (`angular_momentum`). Started at perihelion $q = (1 - e, 0)$,
     $p = (0, \sqrt{\mu(1 + e)/(1 - e)})$ the orbit is an ellipse of semi-major axis 1 and
     eccentricity $e$, period $2\pi/\sqrt{\mu}$. The state is `(x, y, px, py)`.
+
+    !!! example
+
+        ```python
+        model = simlab.models.Kepler(mu=1.0)
+        y0 = jnp.array([0.4, 0.0, 0.0, 2.0])  # perihelion, e = 0.6
+        path = simlab.simulate(model, y0, jnp.linspace(0.0, 10.0, 11), solver="mclachlan4",
+                               adaptive=False, dt0=0.01)
+        model.angular_momentum(path.ys)  # 0.8 at every save time, to round-off
+        ```
     """
 
     mu: Float[Array, ""] = parameter(lower=0.0, unit="length³/time²", default=1.0)
@@ -152,6 +162,15 @@ class HenonHeiles(AbstractHamiltonianModel):
 
     Regular below and mostly chaotic above the energy $1/8$; bounded for $H < 1/6$. The
     state is `(x, y, px, py)`.
+
+    !!! example
+
+        ```python
+        model = simlab.models.HenonHeiles()
+        y0 = jnp.array([0.0, 0.1, 0.45, 0.0])
+        path = simlab.simulate(model, y0, jnp.linspace(0.0, 100.0, 101), solver="yoshida6",
+                               adaptive=False, dt0=0.05)
+        ```
     """
 
     state_names: ClassVar[tuple[str, ...]] = ("x", "y", "px", "py")
@@ -169,6 +188,14 @@ class Pendulum(AbstractHamiltonianModel):
 
     Small oscillations have angular frequency $\sqrt{g/L}$. The state is
     `(angle, angular_momentum)`.
+
+    !!! example
+
+        ```python
+        model = simlab.models.Pendulum(length=1.0)
+        path = simlab.simulate(model, jnp.array([2.0, 0.0]), jnp.linspace(0.0, 10.0, 101),
+                               solver="verlet", adaptive=False, dt0=0.01)
+        ```
     """
 
     length: Float[Array, ""] = parameter(lower=0.0, unit="m")
@@ -200,6 +227,17 @@ class FPUTChain(AbstractHamiltonianModel):
     Energy put into the lowest normal mode spreads to a few others and returns almost
     completely (the FPUT recurrence); `mode_energies` gives the harmonic energy of each
     mode. The state is `(q1, ..., qN, p1, ..., pN)`.
+
+    !!! example
+
+        ```python
+        chain = simlab.models.FPUTChain(num_masses=16, alpha=0.25)
+        sites = jnp.arange(1, 17)
+        y0 = jnp.concatenate([jnp.sin(jnp.pi * sites / 17), jnp.zeros(16)])
+        path = simlab.simulate(chain, y0, jnp.linspace(0.0, 100.0, 11), solver="verlet",
+                               adaptive=False, dt0=0.1)
+        chain.mode_energies(path.ys)  # (11, 16): the energy of each normal mode
+        ```
     """
 
     num_masses: int = eqx.field(static=True)
@@ -300,6 +338,15 @@ class NBody(AbstractHamiltonianModel):
     Conserves energy, total momentum and angular momentum. The state is every body's
     position, then every body's momentum $m_i v_i$ (`"Jupiter.x"`, ..., `"Jupiter.px"`);
     `NBody.outer_solar_system()` gives the Sun and the five outer planets.
+
+    !!! example
+
+        ```python
+        planets, y0 = simlab.models.NBody.outer_solar_system()
+        path = simlab.simulate(planets, y0, jnp.linspace(0.0, 1e4, 11), solver="verlet",
+                               adaptive=False, dt0=10.0)
+        path.component("Jupiter.x")
+        ```
     """
 
     masses: Float[Array, " bodies"] = parameter(lower=0.0, unit="mass")
@@ -376,6 +423,16 @@ class LennardJones(AbstractHamiltonianModel):
     energy is continuous; without one every pair's nearest image counts. Positions may leave
     the box during a solve (the forces see only minimum images); `state(positions, momenta)`
     builds a starting state and checks that every particle lies inside the box.
+
+    !!! example
+
+        ```python
+        model = simlab.models.LennardJones(num_particles=4, box=4.0, cutoff=2.0, dimension=2)
+        positions = jnp.array([[0.5, 0.5], [2.5, 0.5], [0.5, 2.5], [2.5, 2.5]])
+        y0 = model.state(positions, jnp.zeros((4, 2)))
+        path = simlab.simulate(model, y0, jnp.linspace(0.0, 1.0, 11), solver="verlet",
+                               adaptive=False, dt0=0.005)
+        ```
     """
 
     num_particles: int = eqx.field(static=True)
