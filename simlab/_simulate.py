@@ -126,10 +126,16 @@ def simulate(
       1.5), `"milstein"` (diagonal or scalar noise, order 1) or `"euler_maruyama"` (any
       noise, order 1/2); `solver=None` picks the first the noise allows. See the SDE page.
 
+    Hamiltonian models ([`simlab.models.AbstractHamiltonianModel`][]) run on any ODE solver,
+    and with fixed steps on the symplectic splitting methods `"verlet"`,
+    `"symplectic_euler"`, `"forest_ruth"`, `"mclachlan4"` and `"yoshida6"`, whose energy
+    error stays bounded; a `dt0` above the method's stability limit at `y0` is refused. See
+    the Hamiltonian page.
+
     **Returns:** a [`simlab.Trajectory`][] with `.ts`, `.ys`, `.result`, `.stats`, the
     `solver` and `integrator` that ran (`"lean"`, `"stiff"`, `"exponential"` for ETDRK4,
-    `"imex"` for KenCarp on a split model, or `"diffrax"`), and `.event_time`,
-    `.event_state` with an event.
+    `"imex"` for KenCarp on a split model, `"symplectic"` for the splitting methods, or
+    `"diffrax"`), and `.event_time`, `.event_state` with an event.
 
     !!! example
 

@@ -129,8 +129,8 @@ class SymplecticEuler(AbstractSymplecticSolver):
 
 class Verlet(AbstractSymplecticSolver):
     r"""Störmer–Verlet (leapfrog) in its position form, half drift, kick, half drift:
-    order 2, one force evaluation a step, symmetric; stable for $h\omega < 2$. The same
-    positions as velocity Verlet at every step."""
+    order 2, one force evaluation a step, symmetric; stable for $h\omega < 2$. (Velocity
+    Verlet is the other form, half kick, drift, half kick, of the same order and stability.)"""
 
     order = 2
     drifts, kicks = verlet_composition((1.0,))
