@@ -328,6 +328,15 @@ def test_a_step_above_the_stability_limit_is_refused_with_the_limit():
         )
 
 
+def test_without_a_step_a_stable_one_is_chosen():
+    model = Pendulum(length=1.0)
+    y0 = jnp.array([0.0, 0.5])
+    limit = float(model.max_stable_step(simlab.SOLVERS["verlet"].build(), y0))
+    assert limit == pytest.approx(2 / np.sqrt(9.81), rel=1e-3)  # omega = sqrt(g/L) at the bottom
+    path = simlab.simulate(model, y0, jnp.array([0.0, 10.0]), solver="verlet", adaptive=False)
+    assert int(path.stats["num_steps"]) == int(np.ceil(10.0 / (0.9 * limit)))
+
+
 def test_refusals_name_the_problem():
     ts = jnp.array([0.0, 1.0])
     with pytest.raises(ValueError, match="separable Hamiltonians"):

@@ -58,21 +58,34 @@ def verlet_composition(weights: tuple[float, ...]) -> tuple[tuple[float, ...], t
 _STABILITY_SCAN = np.linspace(1e-3, 8.0, 8000)
 
 
+def _oscillator_trace(drifts: tuple[float, ...], kicks: tuple[float, ...], x: float) -> float:
+    """The trace of the one-step map of $H = p^2/2 + q^2/2$ with step $x$."""
+    step = np.eye(2)
+    for index, drift in enumerate(drifts):
+        step = np.array([[1.0, drift * x], [0.0, 1.0]]) @ step
+        if index < len(kicks):
+            step = np.array([[1.0, 0.0], [-kicks[index] * x, 1.0]]) @ step
+    return float(np.trace(step))
+
+
 @functools.cache
 def _stability_interval(drifts: tuple[float, ...], kicks: tuple[float, ...]) -> float:
     r"""The largest $x = h\omega$ up to which the method is stable on the harmonic oscillator
     $H = p^2/2 + \omega^2 q^2/2$: its one-step map is a $2\times2$ matrix of determinant 1,
-    bounded over many steps while $|\mathrm{tr}| < 2$."""
-    traces = []
-    for x in _STABILITY_SCAN:
-        step = np.eye(2)
-        for index, drift in enumerate(drifts):
-            step = np.array([[1.0, drift * x], [0.0, 1.0]]) @ step
-            if index < len(kicks):
-                step = np.array([[1.0, 0.0], [-kicks[index] * x, 1.0]]) @ step
-        traces.append(np.trace(step))
-    unstable = np.abs(np.asarray(traces)) >= 2.0
-    return float(_STABILITY_SCAN[np.argmax(unstable)]) if unstable.any() else np.inf
+    bounded over many steps while $|\mathrm{tr}| < 2$. A scan finds the first unstable
+    step, bisection its edge."""
+    stable = [abs(_oscillator_trace(drifts, kicks, x)) < 2.0 for x in _STABILITY_SCAN]
+    if all(stable):
+        return np.inf
+    first = stable.index(False)
+    below, above = (_STABILITY_SCAN[first - 1] if first else 0.0), _STABILITY_SCAN[first]
+    for _ in range(50):
+        middle = 0.5 * (below + above)
+        if abs(_oscillator_trace(drifts, kicks, middle)) < 2.0:
+            below = middle
+        else:
+            above = middle
+    return float(below)
 
 
 class AbstractSymplecticSolver(eqx.Module):
@@ -99,11 +112,6 @@ class AbstractSymplecticSolver(eqx.Module):
         return np.allclose(self.drifts, self.drifts[::-1]) and np.allclose(
             self.kicks, self.kicks[::-1]
         )
-
-    @property
-    def force_evaluations(self) -> int:
-        """Gradients of the potential per step."""
-        return sum(kick != 0 for kick in self.kicks)
 
     def step(self, model: HamiltonianSystem, y: Array, h: Array, args: Any) -> Array:
         """One step of size `h` from the flat state `y = (q, p)`."""
