@@ -8,6 +8,15 @@ from ._base import (
     parameter as parameter,
 )
 from ._driven import BoundaryDriven as BoundaryDriven
+from ._hamiltonian import (
+    AbstractHamiltonianModel as AbstractHamiltonianModel,
+    FPUTChain as FPUTChain,
+    HenonHeiles as HenonHeiles,
+    Kepler as Kepler,
+    LennardJones as LennardJones,
+    NBody as NBody,
+    Pendulum as Pendulum,
+)
 from ._hybrid import HybridModel as HybridModel
 from ._ode import (
     SIR as SIR,
