@@ -389,6 +389,17 @@ def test_an_sde_ensemble_exports_with_its_keys():
     _export(ensemble, jax.random.split(jax.random.key(0), 8), jnp.array(0.3))
 
 
+def test_a_symplectic_solve_and_its_gradient_export():
+    y0 = jnp.array([0.4, 0.0, 0.0, 2.0])  # Kepler, e = 0.6
+    ts = jnp.linspace(0.0, 2.0, 5)
+
+    def orbit(mu):
+        model = simlab.models.Kepler(mu=mu)
+        return simlab.simulate(model, y0, ts, solver="mclachlan4", adaptive=False, dt0=0.01).ys
+
+    _export(lambda mu: (orbit(mu), jax.grad(lambda m: jnp.sum(orbit(m)[-1] ** 2))(mu)), 1.0)
+
+
 def test_a_stiff_solve_exports_with_its_failure_check():
     def robertson(k1):
         model = simlab.models.Robertson(k1=k1)
