@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The GPU benchmark of simlab.kernels (benchmarks/gpu_kernels.py); the output is kept under
-# benchmarks/results/. `benchmarks/gpu.sh --interpret` runs its checks on a CPU instead.
+# The GPU benchmark of simlab.kernels (benchmarks/gpu_kernels.py), each measurement beside
+# the roofline model's prediction (benchmarks/gpu_model.py); the output is written to
+# benchmarks/results/gpu.txt. `benchmarks/gpu.sh --interpret` runs its checks on a CPU
+# instead (into gpu_interpret.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python="${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python )}"
 mkdir -p benchmarks/results
-name="gpu_kernels$( [[ " $* " == *" --interpret "* ]] && echo _interpret )"
-output="benchmarks/results/${name}_$(date -u +%Y%m%dT%H%M%SZ).txt"
+output="benchmarks/results/gpu$( [[ " $* " == *" --interpret "* ]] && echo _interpret ).txt"
 "$python" benchmarks/gpu_kernels.py "$@" 2>&1 | tee "$output.tmp"
 status=${PIPESTATUS[0]}
 mv "$output.tmp" "$output"

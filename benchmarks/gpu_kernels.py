@@ -22,6 +22,7 @@ import traceback
 import jax
 import jax.numpy as jnp
 import numpy as np
+from gpu_model import h200_rates
 
 import simlab
 import simlab.kernels as sk
@@ -75,8 +76,9 @@ def check(label, kernel_fn, reference_fn, arg, tolerance):
     return ok
 
 
-def report(label, fn, arg, *, cells, num_bytes, repeats, target=None):
-    """Times `fn(arg)` and prints cells/s and GB/s (and the target, if there is one)."""
+def report(label, fn, arg, *, cells, num_bytes, repeats, model, target=None):
+    """Times `fn(arg)` and prints cells/s and GB/s, the roofline model's prediction
+    (`benchmarks/gpu_model.py`) and the target, if there is one."""
     elapsed = seconds(jax.jit(fn), arg, repeats=repeats)
     rate = cells / elapsed / 1e9
     verdict = ""
@@ -84,7 +86,8 @@ def report(label, fn, arg, *, cells, num_bytes, repeats, target=None):
         verdict = f"  target >= {target:.0f}: {'met' if rate >= target else 'NOT met'}"
     print(
         f"  {label:<46} {elapsed * 1e3:9.3f} ms {rate:9.1f} Gcell/s "
-        f"{num_bytes / elapsed / 1e9:8.1f} GB/s{verdict}",
+        f"{num_bytes / elapsed / 1e9:8.1f} GB/s  model {model:6.0f} ({rate / model:4.0%})"
+        f"{verdict}",
         flush=True,
     )
     return rate
@@ -181,7 +184,8 @@ def copy_bandwidth(size, repeats):
 
 
 def throughput_cases(size, backends, interpret, steps):
-    """(label, fn, argument, cells, bytes, target) at one size, float32."""
+    """(label, model kernel, fn, argument, cells, bytes, target) at one size, float32; the
+    model kernel names the row of `benchmarks/gpu_model.py` that predicts it."""
     cells, word = size * size, 4
     padded = jax.random.normal(jax.random.key(1), (size + 2, size + 2), jnp.float32)
     state = jax.random.uniform(jax.random.key(2), (2, size + 2, size + 2), jnp.float32)
@@ -195,6 +199,7 @@ def throughput_cases(size, backends, interpret, steps):
     cases = [
         (
             "laplacian2d XLA",
+            "laplacian2d order 2",
             ft.partial(sk.laplacian2d_reference, spacing=(1.0, 1.0)),
             padded,
             cells,
@@ -203,6 +208,7 @@ def throughput_cases(size, backends, interpret, steps):
         ),
         (
             "gray_scott XLA",
+            "gray_scott (fused)",
             ft.partial(sk.reaction_diffusion_reference, **GRAY_SCOTT),
             state,
             cells,
@@ -211,6 +217,7 @@ def throughput_cases(size, backends, interpret, steps):
         ),
         (
             f"heat {steps} steps XLA (pad + step)",
+            "heat, 1 steps/launch",
             ft.partial(sk.heat_steps_reference, **heat),
             field,
             cells * steps,
@@ -223,6 +230,7 @@ def throughput_cases(size, backends, interpret, steps):
         cases += [
             (
                 f"[{backend}] laplacian2d Pallas",
+                "laplacian2d order 2",
                 ft.partial(sk.laplacian2d, spacing=(1.0, 1.0), **options),
                 padded,
                 cells,
@@ -231,6 +239,7 @@ def throughput_cases(size, backends, interpret, steps):
             ),
             (
                 f"[{backend}] gray_scott Pallas (fused)",
+                "gray_scott (fused)",
                 ft.partial(sk.reaction_diffusion, **GRAY_SCOTT, **options),
                 state,
                 cells,
@@ -242,6 +251,7 @@ def throughput_cases(size, backends, interpret, steps):
             cases.append(
                 (
                     f"[{backend}] heat {steps} steps, {per_launch}/launch",
+                    f"heat, {per_launch} steps/launch",
                     ft.partial(sk.heat_steps, steps_per_launch=per_launch, **heat, **options),
                     field,
                     cells * steps,
@@ -255,7 +265,8 @@ def throughput_cases(size, backends, interpret, steps):
 def throughput(size, backends, interpret, repeats, steps):
     mode = "interpret: NOT a speed measurement" if interpret else "compiled"
     print(f"throughput {size}² float32 ({mode})")
-    for label, fn, arg, cells, num_bytes, target in throughput_cases(
+    model = h200_rates()
+    for label, model_kernel, fn, arg, cells, num_bytes, target in throughput_cases(
         size, backends, interpret, steps
     ):
         attempt(
@@ -268,6 +279,7 @@ def throughput(size, backends, interpret, repeats, steps):
                 cells=cells,
                 num_bytes=num_bytes,
                 repeats=repeats,
+                model=model[model_kernel],
                 target=target,
             ),
         )

@@ -126,10 +126,16 @@ def simulate(
       1.5), `"milstein"` (diagonal or scalar noise, order 1) or `"euler_maruyama"` (any
       noise, order 1/2); `solver=None` picks the first the noise allows. See the SDE page.
 
+    Hamiltonian models ([`simlab.models.AbstractHamiltonianModel`][]) run on any ODE solver,
+    and with fixed steps on the symplectic splitting methods `"verlet"`,
+    `"symplectic_euler"`, `"forest_ruth"`, `"mclachlan4"` and `"yoshida6"`, whose energy
+    error stays bounded; a `dt0` above the method's stability limit at `y0` is refused. See
+    the Hamiltonian page.
+
     **Returns:** a [`simlab.Trajectory`][] with `.ts`, `.ys`, `.result`, `.stats`, the
     `solver` and `integrator` that ran (`"lean"`, `"stiff"`, `"exponential"` for ETDRK4,
-    `"imex"` for KenCarp on a split model, or `"diffrax"`), and `.event_time`,
-    `.event_state` with an event.
+    `"imex"` for KenCarp on a split model, `"symplectic"` for the splitting methods, or
+    `"diffrax"`), and `.event_time`, `.event_state` with an event.
 
     !!! example
 
@@ -392,7 +398,7 @@ def _step_detail(status: RESULTS, step: _FixedStep | None, model: Any, solver: A
             )
         return (
             f" Here dt0={float(step.dt0):g} is above the largest stable step {limit:.6g} of "
-            f"{labels} (diffusion-number/CFL limit); pass dt0<={limit:.6g}."
+            f"{labels} ({model.step_limit}); pass dt0<={limit:.6g}."
         )
     if status == RESULTS.max_steps_reached:
         return (

@@ -231,11 +231,6 @@ def _reaction(combine):
     return reaction
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a kernel launch is a primitive whose parameter prints its reaction function by "
-    "name only, so the digest does not yet see a changed reaction inside a Pallas kernel",
-)
 def test_a_digest_sees_the_body_of_a_pallas_kernel():
     """A printed jaxpr names a Pallas kernel without its body: here the reaction."""
     padded = jax.ShapeDtypeStruct((2, 10, 10), jnp.float64)

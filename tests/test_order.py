@@ -192,11 +192,15 @@ def _marks(name: str, dtype_name: str) -> list:
     return marks
 
 
-# The SDE methods' strong orders are measured on their own problems in tests/test_sde.py.
+# The SDE methods' strong orders are measured on their own problems in tests/test_sde.py,
+# the symplectic methods' (Hamiltonian models only) in tests/test_hamiltonian.py.
 ODE_SOLVERS = [
     name
     for name, spec in simlab.SOLVERS.items()
-    if not isinstance(spec.build(), simlab.integrate.AbstractSDESolver)
+    if not isinstance(
+        spec.build(),
+        simlab.integrate.AbstractSDESolver | simlab.integrate.AbstractSymplecticSolver,
+    )
 ]
 FIXED_CASES = [
     pytest.param(name, dtype_name, id=f"{name}-{dtype_name}", marks=_marks(name, dtype_name))

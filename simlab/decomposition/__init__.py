@@ -5,6 +5,8 @@
 - [`simlab.decomposition.block_grid`][] and [`simlab.decomposition.HaloExchange`][] let
   your own `jax.shard_map` code call any `simlab.grid` operator on a block.
 - [`simlab.decomposition.decomposition_mesh`][] builds the mesh.
+- [`simlab.decomposition.ring_pair_forces`][] splits particles instead: all-pairs forces
+  with the sources passed round a ring of devices.
 """
 
 from ._decomposed import (
@@ -12,3 +14,4 @@ from ._decomposed import (
     decomposition_mesh as decomposition_mesh,
 )
 from ._halo import HaloExchange as HaloExchange, block_grid as block_grid
+from ._ring import ring_pair_forces as ring_pair_forces

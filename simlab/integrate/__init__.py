@@ -5,8 +5,8 @@ selection (`select_integrator`), and the solvers they run.
 and an integrator, hands the integrator a `Problem` and wraps its `Solution`. A new kind
 of integrator is a new module with an `AbstractIntegrator` subclass, registered with one
 line in `INTEGRATORS` (or by `register_integrator`). Integrators ask models only through
-small protocols (`SplitVectorField`, `FourierSplitVectorField`, `max_stable_step`); they
-never import a model class.
+small protocols (`SplitVectorField`, `FourierSplitVectorField`, `HamiltonianSystem`,
+`max_stable_step`); they never import a model class.
 """
 
 from ._brownian import brownian_path as brownian_path
@@ -52,3 +52,13 @@ from ._split import (
 )
 from ._stiff import Radau5 as Radau5, Rodas5P as Rodas5P
 from ._stiff_integrator import StiffIntegrator as StiffIntegrator
+from ._symplectic import (
+    AbstractSymplecticSolver as AbstractSymplecticSolver,
+    ForestRuth as ForestRuth,
+    HamiltonianSystem as HamiltonianSystem,
+    McLachlan4 as McLachlan4,
+    SymplecticEuler as SymplecticEuler,
+    SymplecticIntegrator as SymplecticIntegrator,
+    Verlet as Verlet,
+    Yoshida6 as Yoshida6,
+)

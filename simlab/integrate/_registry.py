@@ -15,12 +15,14 @@ from ._lean import LeanIntegrator
 from ._sde import SDEIntegrator
 from ._solvers import SOLVERS, solver_name
 from ._stiff_integrator import StiffIntegrator
+from ._symplectic import SymplecticIntegrator
 
 # Exclusive integrators first (their solvers run nowhere else), then the lean loop, which
 # runs explicit Runge–Kutta methods fastest, then Diffrax, which runs everything else.
 INTEGRATORS: list[AbstractIntegrator] = [
     StiffIntegrator(),
     SDEIntegrator(),
+    SymplecticIntegrator(),
     ExponentialIntegrator(),
     ImexIntegrator(),
     LeanIntegrator(),

@@ -6,7 +6,8 @@ step, and `fit`, `sweep` and experiment files for the names they accept.
 
 The integrators of `simlab.integrate.INTEGRATORS` run them: the lean loop every explicit
 Runge–Kutta method (a *lean* solver), the stiff loop the Rosenbrock and Radau methods,
-the exponential and IMEX integrators ETDRK4 and KenCarp, and Diffrax the rest.
+the exponential and IMEX integrators ETDRK4 and KenCarp, the symplectic integrator the
+splitting methods for Hamiltonian models, and Diffrax the rest.
 """
 
 import dataclasses
@@ -27,6 +28,7 @@ from ..grid._stability import as_complex
 from ._exponential import ETDRK4
 from ._sde import SRA1, AbstractSDESolver, EulerMaruyama, Milstein
 from ._stiff import AbstractStiffSolver, Radau5, Rodas5P
+from ._symplectic import ForestRuth, McLachlan4, SymplecticEuler, Verlet, Yoshida6
 
 _rk4_tableau = dfx.ButcherTableau(
     c=np.array([0.5, 0.5, 1.0]),
@@ -133,6 +135,11 @@ SOLVERS: dict[str, SolverSpec] = {
         SolverSpec("euler_maruyama", EulerMaruyama),
         SolverSpec("milstein", Milstein),
         SolverSpec("sra1", SRA1),
+        SolverSpec("symplectic_euler", SymplecticEuler),
+        SolverSpec("verlet", Verlet),
+        SolverSpec("forest_ruth", ForestRuth),
+        SolverSpec("mclachlan4", McLachlan4),
+        SolverSpec("yoshida6", Yoshida6),
     )
 }
 

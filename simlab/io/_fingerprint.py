@@ -4,6 +4,7 @@ A store or checkpoint records these so that it is reused only by the computation
 wrote it. Digests are the same in every process (no memory addresses, no `id`s).
 """
 
+import functools as ft
 import hashlib
 import re
 import types
@@ -15,6 +16,8 @@ import jax
 import jax.extend.core as jex
 import jax.tree_util as jtu
 import numpy as np
+
+from ..kernels._primitive import KernelLaunch
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
@@ -61,30 +64,62 @@ def computation_digest(function: Callable[..., Any], *args: Any) -> str:
     digest = hashlib.sha256(_ADDRESS.sub("", text).encode())
     for value in _captured_values(closed):
         digest.update(array_digest(value).encode())
+    for kernel in _kernel_digests(closed):
+        digest.update(kernel.encode())
     digest.update(_ADDRESS.sub("", str(jtu.tree_structure(out_shapes))).encode())
     digest.update(tree_digest(static_out).encode())
     return digest.hexdigest()
 
 
-def _captured_values(part: Any) -> Iterator[Any]:
-    """The constants and literals of a jaxpr, and of every jaxpr among its equations'
-    parameters, with any arrays among those parameters, in order.
+def _captured_values(closed: jex.ClosedJaxpr) -> Iterator[Any]:
+    """The constants and literals of a jaxpr and of every jaxpr nested in it, with any
+    arrays among its equations' parameters, in order.
 
     A printed jaxpr abbreviates large arrays, so these are hashed by value instead."""
-    if isinstance(part, jex.ClosedJaxpr):
-        yield from part.consts
-        yield from _captured_values(part.jaxpr)
-    elif isinstance(part, jex.Jaxpr):
+    for part in _jaxprs(closed):
+        if isinstance(part, jex.ClosedJaxpr):
+            yield from part.consts
+            continue
         for eqn in part.eqns:
             yield from (var.val for var in eqn.invars if isinstance(var, jex.Literal))
-            for param in eqn.params.values():
-                yield from _captured_values(param)
+            yield from (
+                p for p in _flat(eqn.params.values()) if isinstance(p, np.ndarray | jax.Array)
+            )
         yield from (var.val for var in part.outvars if isinstance(var, jex.Literal))
-    elif isinstance(part, tuple | list):
-        for item in part:
-            yield from _captured_values(item)
-    elif isinstance(part, np.ndarray | jax.Array):
+
+
+def _kernel_digests(closed: jex.ClosedJaxpr) -> Iterator[str]:
+    """The digest of what each Pallas kernel launch in a jaxpr computes.
+
+    A launch is a primitive whose parameter prints the functions it runs (a reaction) by
+    name only, so each is traced as it runs on a CPU, at the shapes of its arguments."""
+    for part in _jaxprs(closed):
+        for eqn in part.eqns if isinstance(part, jex.Jaxpr) else ():
+            for launch in _flat(eqn.params.values()):
+                if isinstance(launch, KernelLaunch):
+                    avals = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in eqn.invars]
+                    yield computation_digest(ft.partial(launch.run, "cpu"), *avals)
+
+
+def _jaxprs(part: Any) -> Iterator[jex.Jaxpr | jex.ClosedJaxpr]:
+    """`part` where it is a jaxpr, and every jaxpr nested in its equations' parameters."""
+    if isinstance(part, jex.ClosedJaxpr):
         yield part
+        yield from _jaxprs(part.jaxpr)
+    elif isinstance(part, jex.Jaxpr):
+        yield part
+        for eqn in part.eqns:
+            for param in _flat(eqn.params.values()):
+                yield from _jaxprs(param)
+
+
+def _flat(values: Any) -> Iterator[Any]:
+    """The items of nested tuples and lists (equation parameters hold jaxprs in tuples)."""
+    for value in values:
+        if isinstance(value, tuple | list):
+            yield from _flat(value)
+        else:
+            yield value
 
 
 def _value_digest(value: Any, depth: int) -> str:

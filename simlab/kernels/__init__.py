@@ -1,4 +1,5 @@
-"""Pallas stencil kernels: tiled, fused, differentiable in forward and reverse mode.
+"""Pallas kernels, stencils and particle pairs: tiled, fused, differentiable in forward and
+reverse mode.
 
 Plain array code: every kernel takes arrays already padded with ghost cells (or, for the
 multi-step kernels, a `pad_fn`), the grid spacing and static settings, and depends on
@@ -22,6 +23,12 @@ from ._laplacian import (
     laplacian2d_reference as laplacian2d_reference,
     laplacian3d as laplacian3d,
     laplacian3d_reference as laplacian3d_reference,
+)
+from ._pairs import (
+    gravity_scale as gravity_scale,
+    lennard_jones_scale as lennard_jones_scale,
+    pair_forces as pair_forces,
+    pair_forces_reference as pair_forces_reference,
 )
 from ._pallas import BACKENDS as BACKENDS
 from ._reaction_diffusion import (

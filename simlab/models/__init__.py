@@ -15,6 +15,15 @@ from ._flow import (
     random_vorticity as random_vorticity,
     taylor_green_vorticity as taylor_green_vorticity,
 )
+from ._hamiltonian import (
+    AbstractHamiltonianModel as AbstractHamiltonianModel,
+    FPUTChain as FPUTChain,
+    HenonHeiles as HenonHeiles,
+    Kepler as Kepler,
+    LennardJones as LennardJones,
+    NBody as NBody,
+    Pendulum as Pendulum,
+)
 from ._hybrid import HybridModel as HybridModel
 from ._ode import (
     SIR as SIR,

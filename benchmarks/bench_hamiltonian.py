@@ -1,0 +1,140 @@
+"""Hamiltonian systems in float64: the symplectic loop against a bare `lax.scan`, and the
+energy error on an eccentric Kepler orbit against SciPy's DOP853.
+
+The bare loop is Störmer–Verlet on the outer solar system written as one `lax.scan`, half
+drift, kick, half drift (one force evaluation a step), with the same `jax.grad` of the
+same potential: what differs is simlab's loop and checks. The
+Kepler row integrates e = 0.6 to t = 10⁴ with McLachlan's fourth-order method (10⁶ steps)
+and with DOP853 at the loosest tolerances SciPy is given; SciPy is given at least as much
+wall time, and the row is the ratio of the largest energy errors over 10⁴ save times.
+"""
+
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import scipy.integrate
+from _harness import Row, best_seconds
+
+import simlab
+
+jax.config.update("jax_enable_x64", True)  # as benchmarks/run.py: the data are float64
+
+SOLAR_STEPS = 100_000
+SOLAR_DT = 10.0  # days
+KEPLER_END = 10_000.0
+KEPLER_DT = 0.01
+ECCENTRICITY = 0.6
+SCIPY_TOLERANCES = (1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10)
+
+PLANETS, PLANETS_Y0 = simlab.models.NBody.outer_solar_system()
+
+
+@jax.jit
+def bare_verlet(y0):
+    force = jax.grad(lambda q: -PLANETS.potential(q, None))
+    masses = jnp.repeat(PLANETS.masses, 3)
+
+    def step(carry, _):
+        q, p = carry
+        q = q + 0.5 * SOLAR_DT * p / masses
+        p = p + SOLAR_DT * force(q)
+        return (q + 0.5 * SOLAR_DT * p / masses, p), None
+
+    (q, p), _ = jax.lax.scan(step, tuple(jnp.split(y0, 2)), None, length=SOLAR_STEPS)
+    return jnp.concatenate([q, p])
+
+
+@jax.jit
+def simlab_verlet(y0):
+    ts = jnp.array([0.0, SOLAR_STEPS * SOLAR_DT])
+    path = simlab.simulate(
+        PLANETS, y0, ts, solver="verlet", adaptive=False, dt0=SOLAR_DT, max_steps=SOLAR_STEPS
+    )
+    return path.ys[-1]
+
+
+def _kepler_start() -> np.ndarray:
+    speed = np.sqrt((1 + ECCENTRICITY) / (1 - ECCENTRICITY))
+    return np.array([1 - ECCENTRICITY, 0.0, 0.0, speed])
+
+
+def _kepler_energy(ys: np.ndarray) -> np.ndarray:
+    return 0.5 * (ys[..., 2] ** 2 + ys[..., 3] ** 2) - 1 / np.hypot(ys[..., 0], ys[..., 1])
+
+
+KEPLER_TS = np.linspace(0.0, KEPLER_END, 10_001)
+
+
+@jax.jit
+def simlab_kepler(y0):
+    path = simlab.simulate(
+        simlab.models.Kepler(),
+        y0,
+        jnp.asarray(KEPLER_TS),
+        solver="mclachlan4",
+        adaptive=False,
+        dt0=KEPLER_DT,
+        max_steps=10**7,
+    )
+    return path.ys
+
+
+def _scipy_kepler(rtol: float) -> tuple[np.ndarray, float]:
+    def field(t, y):
+        r3 = np.hypot(y[0], y[1]) ** 3
+        return [y[2], y[3], -y[0] / r3, -y[1] / r3]
+
+    start = time.perf_counter()
+    solution = scipy.integrate.solve_ivp(
+        field, (0.0, KEPLER_END), _kepler_start(), "DOP853", KEPLER_TS, rtol=rtol, atol=rtol * 1e-3
+    )
+    return solution.y.T, time.perf_counter() - start
+
+
+def _largest_energy_error(ys: np.ndarray) -> float:
+    energy = _kepler_energy(ys)
+    return float(np.max(np.abs(energy - energy[0])))
+
+
+def kepler_row() -> Row:
+    y0 = jnp.asarray(_kepler_start())
+    seconds = best_seconds({"simlab": lambda: simlab_kepler(y0)}, repeats=3)["simlab"]
+    simlab_error = _largest_energy_error(np.asarray(simlab_kepler(y0)))
+    # The tightest tolerance SciPy finishes within simlab's time; if none does, its fastest.
+    chosen = None
+    for rtol in SCIPY_TOLERANCES:
+        ys, scipy_seconds = _scipy_kepler(rtol)
+        if chosen is None or scipy_seconds <= seconds:
+            chosen = (rtol, _largest_energy_error(ys), scipy_seconds)
+        if scipy_seconds > seconds:
+            break
+    rtol, scipy_error, scipy_seconds = chosen
+    return Row(
+        "Kepler e=0.6 to t=1e4: energy error, DOP853 / simlab McLachlan4",
+        scipy_error / simlab_error,
+        ">= 100x",
+        f"simlab {simlab_error:.1e} in {seconds:.2f} s (dt {KEPLER_DT}); DOP853 rtol {rtol:g}: "
+        f"{scipy_error:.1e} in {scipy_seconds:.2f} s",
+    )
+
+
+def rows() -> list[Row]:
+    y0 = PLANETS_Y0
+    np.testing.assert_allclose(simlab_verlet(y0), bare_verlet(y0), rtol=1e-9, atol=1e-12)
+    times = best_seconds({"bare": lambda: bare_verlet(y0), "simlab": lambda: simlab_verlet(y0)})
+    return [
+        Row(
+            "Hamiltonian: Verlet, simlab / bare lax.scan (throughput)",
+            times["bare"] / times["simlab"],
+            ">= 0.8",
+            f"outer solar system, {SOLAR_STEPS} steps, float64",
+        ),
+        kepler_row(),
+    ]
+
+
+if __name__ == "__main__":
+    for row in rows():
+        print(row)
