@@ -155,6 +155,7 @@ def final_x(trajectory):
         (OU, dict(paths=4, key=KEY, store="unused.zarr"), "pass keep_paths=True"),
         (OU, dict(paths=4, key=KEY, quantiles=(5, 50)), r"levels in \[0, 1\]"),
         (OU, dict(paths=0, key=KEY), "paths"),
+        (OU, dict(paths=2**32, key=KEY), "paths must be at most"),
         (
             simlab.models.LotkaVolterra(alpha=0.5, beta=0.02, gamma=0.8, delta=0.02),
             dict(paths=4),

@@ -82,13 +82,14 @@ class PathMembers:
 
 def with_paths(points: Members, paths: Any) -> PathMembers:
     """`paths` members per point, checking that each path number is exact in `values`'
-    dtype (float32 counts exactly up to 2**24)."""
+    dtype (float32 counts exactly up to 2**24) and below 2**32 - 1 (a key's fold-in
+    number, the last one drawing sampled points)."""
     paths = as_count("paths", paths)
-    exact = 2 ** (np.finfo(points.values.dtype).nmant + 1)
+    exact = min(2 ** (np.finfo(points.values.dtype).nmant + 1), 2**32 - 2)
     if paths > exact:
         raise ValueError(
             f"paths must be at most {exact} in {points.values.dtype} (path numbers are held "
-            f"exactly as values); got {paths}. Enable jax_enable_x64 for more."
+            f"exactly as values and fold into the key); got {paths}."
         )
     return PathMembers(points, paths)
 
