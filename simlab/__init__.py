@@ -14,6 +14,7 @@ from ._continuation import (
     Branch as Branch,
     continuation as continuation,
 )
+from ._expectation import Estimate as Estimate, expectation as expectation
 from ._export import export as export
 from ._fit import FitResult as FitResult, fit as fit
 from ._fit._multistart import Starts as Starts

@@ -19,6 +19,7 @@ from jaxtyping import Array, ArrayLike
 from .._misc import Integer, RealNumber, as_count, is_concrete, is_real_number
 from .._options import SolveOptions
 from .._results import RESULTS
+from ..integrate._sde import is_stochastic
 from ._loop import AbstractStepper, Carry, GradientStepper, OptimistixStepper, num_scalars, run
 from ._multistart import best_carry, draw_starts, run_starts, starts_sharding
 from ._noise import (
@@ -29,6 +30,7 @@ from ._noise import (
     noise_model,
 )
 from ._problem import FitProblem, Layout, check_start_means, get_path, make_problem
+from ._transition import checked_transition, first_states
 from ._uncertainty import (
     covariance,
     covariance_labels,
@@ -183,7 +185,7 @@ def fit(
     ts: ArrayLike | Sequence[Any],  # times, one array per data set, or `Series`
     observations: ArrayLike | Sequence[Any] | None = None,  # left out with `Series`
     *,
-    y0: ArrayLike | Sequence[ArrayLike],
+    y0: ArrayLike | Sequence[ArrayLike] | None = None,
     params: Sequence[str],
     observe: Callable | str | Sequence[str] | None = None,
     fit_y0: bool = False,
@@ -205,6 +207,7 @@ def fit(
     checkpoint: str | os.PathLike | None = None,
     checkpoint_every: Integer = 100,
     throw: bool = True,
+    transition: str | None = None,
 ) -> FitResult:
     r"""Fits model parameters (and optionally initial states) to observations by maximum
     likelihood.
@@ -243,7 +246,7 @@ def fit(
       several data sets) and leave `observations` out: they are merged onto the union of
       their times, NaN elsewhere, and `y0` is the state at the earliest time (or `t0`).
     - `y0`: the initial state at the start (`t0`, else `ts[0]`), shape `model.state_shape`
-      (or `(batch, ...)`).
+      (or `(batch, ...)`). Left out for a stochastic model (see `transition`).
     - `params`: names of the parameters to fit, e.g. `["alpha", "beta"]`. Nested ones are
       named by path (`"physics.alpha"`); a name that points to a module (e.g. a hybrid
       model's `"correction"` network) fits all its floating-point arrays.
@@ -293,6 +296,17 @@ def fit(
       count as the same only if they compute the same (a digest of their jaxprs, so a
       class or function redefined under its name is a different one).
     - `throw`: raise if the fit does not converge; with `False` read `.result`.
+    - `transition`: for a stochastic model ([`simlab.models.AbstractSDEModel`][]), whose
+      `observations` are observed paths of the whole state (`(T, k)`, or `(batch, T, k)`
+      for independent paths sharing `ts`): the transition density whose product along
+      each path, conditional on its first state, is the likelihood. `"exact"` (the
+      default where the model has a `transition_log_density`, e.g. Ornstein–Uhlenbeck
+      and geometric Brownian motion) or `"euler_maruyama"` (the Gaussian of one
+      Euler–Maruyama step over each interval: biased by O(interval) in the drift, so
+      for closely spaced observations). Drift and diffusion parameters are fitted
+      together by quasi-Newton; standard errors and profiles come from the Hessian of
+      $-\log L$. Leave out `y0`, `observe`, `fit_y0`, `t0`, `noise`, `noise_scale` and
+      `fit_noise`: the model's own noise is the noise.
 
     **Returns:** a [`simlab.FitResult`][].
 
@@ -309,6 +323,26 @@ def fit(
         result.params["alpha"], result.stderr["alpha"]
         ```
     """
+    if is_stochastic(model):
+        transition, method = _checked_path_fit(
+            model,
+            observations,
+            transition,
+            method,
+            y0=y0,
+            observe=observe,
+            fit_y0=fit_y0,
+            t0=t0,
+            noise=noise,
+            noise_scale=noise_scale,
+            fit_noise=fit_noise,
+        )
+        y0, fit_noise = first_states(observations), False
+    elif transition is not None or y0 is None:
+        raise ValueError(
+            f"{type(model).__name__} is deterministic: pass y0 (its initial state), and leave "
+            "transition out (it is for the observed paths of stochastic models)."
+        )
     noise = noise_model(noise)
     method, stepper, max_steps = _checked_settings(
         method, optimiser, max_steps, rtol, atol, checkpoint_every, noise
@@ -328,6 +362,7 @@ def fit(
         noise=noise,
         fit_noise=fit_noise,
         bounds=bounds,
+        transition=transition,
     )
     arrays = jtu.tree_leaves(eqx.filter(problem, eqx.is_array))
     traced = not all(is_concrete(leaf) for leaf in arrays)
@@ -361,6 +396,39 @@ def fit(
     if throw:
         return _raise_if_failed(result, traced)
     return result
+
+
+def _checked_path_fit(model, observations, transition, method, **unused) -> tuple[str, str]:
+    """The transition density and method of a fit to observed paths, after refusing the
+    arguments that only fits of deterministic models take (`unused`, by name)."""
+    given = [
+        name
+        for name, value in unused.items()
+        if value is not None
+        and value is not False
+        and not (name == "noise" and value == "gaussian")
+    ]
+    if given:
+        raise ValueError(
+            f"{type(model).__name__} is stochastic: fit maximises the likelihood of its "
+            f"observed paths (each conditional on its first state, the model's own noise "
+            f"being the noise), so leave {given} out."
+        )
+    if method == "least_squares":
+        raise ValueError(
+            "the transition likelihood of a stochastic model is not a sum of squares: use "
+            "method='quasi_newton' (the default) or 'gradient'."
+        )
+    paths = [observations] if not isinstance(observations, list | tuple) else observations
+    for index, data in enumerate(paths):
+        if is_concrete(data) and np.any(~np.isfinite(np.asarray(data))):
+            raise ValueError(
+                f"observations (data set {index}) of a stochastic model must be complete "
+                "paths: the transition likelihood needs every component at every time; they "
+                "hold NaN or inf."
+            )
+    state_size = int(np.prod(model.state_shape))
+    return checked_transition(model, transition, state_size), method or "quasi_newton"
 
 
 def _checked_fit_noise(fit_noise, noise: AbstractNoise, noise_scale) -> bool:

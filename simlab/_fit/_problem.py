@@ -20,6 +20,7 @@ from ..models._base import AbstractModel
 from ._noise import AbstractLeastSquaresNoise, AbstractNoise, Gaussian, noise_parameters
 from ._series import from_series
 from ._transforms import IDENTITY, Transform, transform_for
+from ._transition import path_log_likelihood
 
 # A member whose solve fails contributes this residual everywhere: large enough that any
 # optimiser rejects the trial point, finite so that the fit itself never turns NaN.
@@ -95,6 +96,9 @@ class FitProblem(eqx.Module):
     # are held at the unconstrained `value` whatever the optimiser proposes, so a profile's
     # refits of different parameters share one program.
     pin: tuple[Array, Array] | None = None
+    # For a stochastic model: the transition density whose product over each observed path
+    # is the likelihood ("exact" or "euler_maruyama"; see `_transition`), else None.
+    transition: str | None = eqx.field(static=True, default=None)
 
     @property
     def paths(self) -> tuple[str, ...]:
@@ -108,12 +112,15 @@ class FitProblem(eqx.Module):
     @property
     def is_least_squares(self) -> bool:
         """Whether the likelihood is Gaussian in some residual (fitted by least squares)."""
-        return isinstance(self.noise, AbstractLeastSquaresNoise)
+        return self.transition is None and isinstance(self.noise, AbstractLeastSquaresNoise)
 
     @property
     def noise_paths(self) -> tuple[str, ...]:
-        """The noise model's fitted parameters (none for least-squares noise)."""
-        return () if self.is_least_squares else tuple(noise_parameters(self.noise))
+        """The noise model's fitted parameters (none for least-squares noise, nor for the
+        transition density of a stochastic model, whose noise is the model's own)."""
+        if self.is_least_squares or self.transition is not None:
+            return ()
+        return tuple(noise_parameters(self.noise))
 
     def transform(self, path: str) -> Transform:
         return bounds_of(self.model, path, self.bounds)
@@ -218,8 +225,26 @@ class FitProblem(eqx.Module):
         return self.residuals_at(model, y0s, adjoint)
 
     def negative_log_likelihood_at(self, model, y0s, noise, adjoint, noise_scale=1.0):
+        if self.transition is not None:
+            return self.path_negative_log_likelihood(model)
         predictions = self.predictions_at(model, y0s, adjoint)
         return self.negative_log_likelihood_from(predictions, noise, noise_scale)
+
+    def path_negative_log_likelihood(self, model) -> tuple[Array, Array]:
+        r"""$-\sum \log p(y_{k+1} \mid y_k)$ over every observed path of a stochastic model,
+        and whether it is finite (a state the density excludes, e.g. a negative price)."""
+        total = jnp.zeros(())
+        for experiment in self.experiments:
+            state_shape = experiment.y0.shape[1:]
+            paths = experiment.observations.reshape(
+                *experiment.observations.shape[:2], *state_shape
+            )
+            log_likelihood = jax.vmap(
+                lambda path, ts=experiment.ts: path_log_likelihood(model, self.transition, ts, path)
+            )(paths)
+            total = total - jnp.sum(log_likelihood)
+        finite = jnp.isfinite(total)
+        return jnp.where(finite, total, 0.5 * FAILED_RESIDUAL**2), finite
 
     def loss(self, u, adjoint) -> tuple[Array, Array]:
         r"""The objective the optimiser minimises at `u`: $\tfrac12\sum r^2$ for least-squares
@@ -252,8 +277,10 @@ class FitProblem(eqx.Module):
         return jnp.where(usable, predictions, experiment.observations), ok, usable
 
     def num_observed(self) -> Array:
-        """How many values are observed (not NaN), over all experiments."""
-        return sum(jnp.sum(e.observed) for e in self.experiments)
+        """How many values are observed (not NaN), over all experiments; for the paths of a
+        stochastic model, those whose density enters the likelihood (all but the first)."""
+        first = 0 if self.transition is None else 1
+        return sum(jnp.sum(e.observed[:, first:]) for e in self.experiments)
 
 
 # ---------------------------------------------------------------------------------------
@@ -283,6 +310,7 @@ def make_problem(
     noise: AbstractNoise = GAUSSIAN,
     fit_noise: bool = False,
     bounds: dict[str, Any] | None = None,
+    transition: str | None = None,
 ) -> tuple[FitProblem, Layout]:
     ts, observations = from_series(ts, observations)
     overrides = _checked_bounds(model, params, bounds)
@@ -345,6 +373,7 @@ def make_problem(
         noise=noise,
         fit_noise=bool(fit_noise),
         bounds=overrides,
+        transition=transition,
     )
     _warn_if_underdetermined(problem)
     return problem, Layout(is_list=is_list, batched=tuple(batched))

@@ -18,6 +18,7 @@ from ..io import VariableSpec
 from ..models._base import AbstractModel
 from ..parallel import shard_map_over_members
 from ..parallel._mesh import MEMBER_AXIS
+from ._members import PATH
 
 TRAJECTORY = "trajectory"
 RESERVED_NAMES = ("status", "member")
@@ -36,13 +37,15 @@ def member_outputs(
     observable: Callable | None,
     settings: SolveOptions,
     event: Event | Callable[[AbstractModel], Event] | None = None,
+    key_data: jax.Array | None = None,
 ) -> tuple[dict[str, jax.Array], jax.Array]:
     """Simulates one member; returns its observables (NaN where it failed) and status code.
 
     `event` is an `Event`, or a function of the member's model that builds one (for a
-    condition that reads the swept parameters)."""
+    condition that reads the swept parameters). A stochastic model's member draws its path
+    from `fold_in(key, path)`, `key` being `key_data` wrapped and `path` its `"path"` value."""
     trajectory = _member_trajectory(
-        model, y0, ts, values, names=names, settings=settings, event=event
+        model, y0, ts, values, key_data, names=names, settings=settings, event=event
     )
     outputs = _observe(trajectory, observable)
     failed = ~trajectory.succeeded
@@ -50,10 +53,16 @@ def member_outputs(
     return outputs, status_code(trajectory.result).astype(jnp.int16)
 
 
-def _member_trajectory(model, y0, ts, values, *, names, settings, event) -> Trajectory:
+def _member_trajectory(model, y0, ts, values, key_data, *, names, settings, event) -> Trajectory:
     model, y0 = _with_values(model, y0, names, values)
     member_event = event(model) if callable(event) else event
-    return simulate(model, y0, ts, throw=False, options=settings, event=member_event)
+    key = None if key_data is None else path_key(key_data, values[names.index(PATH)])
+    return simulate(model, y0, ts, throw=False, options=settings, event=member_event, key=key)
+
+
+def path_key(key_data: jax.Array, path: jax.Array) -> jax.Array:
+    """The key of path number `path` (held as a float in the member's row)."""
+    return jax.random.fold_in(jax.random.wrap_key_data(key_data), path.astype(jnp.uint32))
 
 
 def _with_values(model, y0, names, values):
@@ -66,7 +75,7 @@ def _with_values(model, y0, names, values):
             tuple(value.astype(getattr(model, name).dtype) for name, value in swept),
         )
     for i, name in enumerate(names):
-        if name not in parameters:
+        if name not in parameters and name != PATH:
             y0 = y0.at[model.state_names.index(name)].set(values[i].astype(y0.dtype))
     return model, y0
 
@@ -99,12 +108,15 @@ def _observe(trajectory, observable):
 
 
 @eqx.filter_jit
-def run_chunk(model, y0, ts, values, *, mesh: Mesh, names, observable, settings, event):
-    """Runs the members `values` (rows, already split over `mesh`); compiled once per shape."""
-    dynamic, static = eqx.partition((model, y0, ts), eqx.is_array)
+def run_chunk(
+    model, y0, ts, values, *, mesh: Mesh, names, observable, settings, event, key_data=None
+):
+    """Runs the members `values` (rows, already split over `mesh`); compiled once per shape.
+    `key_data` is the sweep's key as `jax.random.key_data` for a stochastic model."""
+    dynamic, static = eqx.partition((model, y0, ts, key_data), eqx.is_array)
 
     def run_shard(dynamic, values):
-        model, y0, ts = eqx.combine(dynamic, static)
+        model, y0, ts, key_data = eqx.combine(dynamic, static)
         member = ft.partial(
             member_outputs,
             model,
@@ -114,6 +126,7 @@ def run_chunk(model, y0, ts, values, *, mesh: Mesh, names, observable, settings,
             observable=observable,
             settings=settings,
             event=event,
+            key_data=key_data,
         )
         return jax.vmap(member)(values)
 
@@ -127,7 +140,7 @@ def run_chunk(model, y0, ts, values, *, mesh: Mesh, names, observable, settings,
 
 
 def member_shapes(
-    model, y0, ts, values_dtype, *, names, observable, settings, event
+    model, y0, ts, values_dtype, *, names, observable, settings, event, key_data=None
 ) -> tuple[Trajectory, dict[str, VariableSpec]]:
     """The shapes and dtypes of one member's trajectory (its arrays are
     `jax.ShapeDtypeStruct`s) and of each of its observables, found without running it.
@@ -136,7 +149,7 @@ def member_shapes(
     on the static structure: the shapes and dtypes of the inputs, names, observable, settings
     and event.
     """
-    leaves, treedef = jax.tree.flatten((model, y0, ts))
+    leaves, treedef = jax.tree.flatten((model, y0, ts, key_data))
     abstract = tuple(
         jax.ShapeDtypeStruct(jnp.shape(leaf), jnp.result_type(leaf)) if eqx.is_array(leaf) else leaf
         for leaf in leaves
@@ -158,9 +171,9 @@ def _traced_member_shapes(treedef, abstract, values_dtype, names, observable, se
             next(dynamic) if flag else leaf
             for flag, leaf in zip(is_abstract, abstract, strict=True)
         ]
-        model, y0, ts = jax.tree.unflatten(treedef, leaves)
+        model, y0, ts, key_data = jax.tree.unflatten(treedef, leaves)
         trajectory = _member_trajectory(
-            model, y0, ts, row, names=names, settings=settings, event=event
+            model, y0, ts, row, key_data, names=names, settings=settings, event=event
         )
         return trajectory, _observe(trajectory, observable)
 

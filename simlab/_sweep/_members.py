@@ -12,6 +12,7 @@ from .._misc import Integer, as_count
 from ..models._base import AbstractModel
 
 MODES = ("grid", "zip", "samples")
+PATH = "path"  # the swept name of a stochastic model's path number
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,6 +31,67 @@ class Members:
     @property
     def num_members(self) -> int:
         return self.values.shape[0]
+
+    def rows(self, begin: int, end: int) -> np.ndarray:
+        """The values of members `begin` to `end` (exclusive)."""
+        return self.values[begin:end]
+
+
+@dataclasses.dataclass(frozen=True)
+class PathMembers:
+    """`paths` members per point of `points`, point by point, each with its path number as
+    the last swept name `"path"`: member `m` is path `m % paths` of point `m // paths`.
+
+    Rows are built chunk by chunk (`rows`), so the table of all members exists only where
+    asked for (`values`, for a sweep that keeps every path)."""
+
+    points: Members
+    paths: int
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (*self.points.names, PATH)
+
+    @property
+    def mode(self) -> str:
+        return self.points.mode
+
+    @property
+    def grid_axes(self) -> tuple[np.ndarray, ...] | None:
+        if self.points.grid_axes is None:
+            return None
+        return (*self.points.grid_axes, np.arange(self.paths, dtype=self.points.values.dtype))
+
+    @property
+    def num_members(self) -> int:
+        return self.points.num_members * self.paths
+
+    def point_of(self, begin: int, end: int) -> np.ndarray:
+        """The point of each member from `begin` to `end`."""
+        return np.arange(begin, end) // self.paths
+
+    def rows(self, begin: int, end: int) -> np.ndarray:
+        members = np.arange(begin, end)
+        path = (members % self.paths).astype(self.points.values.dtype)
+        return np.column_stack([self.points.values[members // self.paths], path])
+
+    @property
+    def values(self) -> np.ndarray:
+        return self.rows(0, self.num_members)
+
+
+def with_paths(points: Members, paths: Any) -> PathMembers:
+    """`paths` members per point, checking that each path number is exact in `values`'
+    dtype (float32 counts exactly up to 2**24) and below 2**32 - 1 (a key's fold-in
+    number, the last one drawing sampled points)."""
+    paths = as_count("paths", paths)
+    exact = min(2 ** (np.finfo(points.values.dtype).nmant + 1), 2**32 - 2)
+    if paths > exact:
+        raise ValueError(
+            f"paths must be at most {exact} in {points.values.dtype} (path numbers are held "
+            f"exactly as values and fold into the key); got {paths}."
+        )
+    return PathMembers(points, paths)
 
 
 def build_members(

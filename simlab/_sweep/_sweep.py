@@ -4,7 +4,7 @@ import json
 import pathlib
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import diffrax as dfx
@@ -21,7 +21,9 @@ from .._options import DEFAULT_MAX_STEPS, SolveOptions, merged_options
 from .._provenance import provenance as simlab_provenance
 from .._results import Trajectory
 from .._simulate import checked_ts, checked_y0, with_default_solver
+from ..integrate._brownian import checked_key
 from ..integrate._events import Event, event_name
+from ..integrate._sde import is_stochastic
 from ..io import StoreLayout, SweepStore
 from ..io._fingerprint import array_digest
 from ..io._store import NOT_COMPUTED
@@ -29,8 +31,12 @@ from ..models._base import AbstractModel
 from ..parallel import gather_to_host, member_mesh, replicate, shard_rows
 from ..parallel._mesh import MEMBER_AXIS
 from ._execute import default_chunk_size, member_shapes, run_chunk
-from ._members import Members, build_members
+from ._members import Members, PathMembers, build_members, with_paths
 from ._result import SweepResult
+from ._statistics import EnsembleStatistics, checked_quantiles
+
+# Path p draws from fold_in(key, p), p < 2**32 - 1; sampled points from the last number.
+POINTS_STREAM = 2**32 - 1
 
 
 def sweep(
@@ -57,6 +63,9 @@ def sweep(
     max_steps: Integer = DEFAULT_MAX_STEPS,
     integrator: str = "auto",
     event: Event | Callable[[AbstractModel], Event] | None = None,
+    paths: Integer | None = None,
+    quantiles: Sequence[RealNumber] = (0.05, 0.5, 0.95),
+    keep_paths: bool = False,
 ) -> SweepResult:
     r"""Simulates `model` for many values of its parameters (or initial state), in parallel.
 
@@ -111,8 +120,27 @@ def sweep(
       `trajectory.event_time` and `trajectory.event_state`; a member whose event never
       fires reports `NaN` there and keeps its successful status. Part of the compiled
       chunk function's cache key and of the store's identity: define it once.
+    - `paths`: for a stochastic model ([`simlab.models.AbstractSDEModel`][]), how many
+      paths to run at every parameter point. Path `p` draws its Brownian increments from
+      `jax.random.fold_in(key, p)` at every point (common random numbers: differences
+      between points are not drowned in sampling noise), so a path is the same under any
+      chunking, device count or resumed store, and equals
+      `simulate(..., key=jax.random.fold_in(key, p))`. `key` is then required (in
+      `mode="samples"` the points are drawn from `fold_in(key, 2**32 - 1)`).
+    - `quantiles`: with `paths`, the levels whose quantiles are kept (see below).
+    - `keep_paths`: with `paths`, keep every path as a member (its number is the swept
+      name `"path"`, the last grid dimension in grid mode), so that `store` can hold them;
+      otherwise the paths of each point are reduced chunk by chunk to statistics, and
+      memory does not grow with the number of paths.
 
-    **Returns:** a [`simlab.SweepResult`][]; `.to_xarray()` labels it.
+    **Returns:** a [`simlab.SweepResult`][]; `.to_xarray()` labels it. With `paths` and
+    without `keep_paths`, its members are the parameter points, and each observable `x`
+    (or `trajectory`) becomes `x_count` (paths with a finite value), `x_mean`,
+    `x_variance` (unbiased), `x_quantiles` (a `quantile` axis after the point axis) and
+    `x_quantile_bound`: streamed quantiles lie within this bound of `numpy.quantile` of all
+    the paths (histograms of 1,024 bins that widen as needed; the bound is
+    below 2/1023 of the range of the values). A point's status is that of a failed path,
+    if any; failed paths are left out of its statistics.
 
     !!! example
 
@@ -147,7 +175,13 @@ def sweep(
         not isinstance(observable_name, str) or not observable_name.strip()
     ):
         raise ValueError(f"observable_name must be a non-empty string; got {observable_name!r}.")
-    members = build_members(model, params, mode=mode, key=key, num_samples=num_samples)
+    stochastic = _check_paths(model, paths, key, keep_paths, store)
+    key_data = jax.random.key_data(checked_key(key)) if stochastic else None
+    points_key = jax.random.fold_in(checked_key(key), POINTS_STREAM) if stochastic else key
+    members = build_members(model, params, mode=mode, key=points_key, num_samples=num_samples)
+    if stochastic:
+        quantiles = checked_quantiles(quantiles)
+        members = with_paths(members, paths)
     mesh = _checked_mesh(mesh)
     if chunk_size is not None:  # refused before anything is traced
         chunk_size = as_count("chunk_size", chunk_size)
@@ -165,14 +199,18 @@ def sweep(
     )
     settings = with_default_solver(model, y0, ts, settings)
     statics = dict(names=members.names, observable=observable, settings=settings, event=event)
-    trajectory, specs = member_shapes(model, y0, ts, members.values.dtype, **statics)
+    dtype = np.dtype(jax.numpy.result_type(float))
+    trajectory, specs = member_shapes(model, y0, ts, dtype, key_data=key_data, **statics)
     observable_id = _observable_identity(observable, observable_name, trajectory)
     chunk_size = _chunk_size(chunk_size, members, specs, y0, ts, mesh)
     layout = StoreLayout(
         num_members=members.num_members,
         chunk_size=chunk_size,
         variables=specs,
-        member_coords=dict(zip(members.names, members.values.T, strict=True)),
+        # Only a store needs every member's values (a table as long as all the paths).
+        member_coords={}
+        if store is None
+        else dict(zip(members.names, members.values.T, strict=True)),
         extra_coords=_extra_coords(model, ts, observable),
         units=_units(model, members.names),
     )
@@ -181,23 +219,27 @@ def sweep(
     identity = (
         None
         if store is None
-        else _identity(model, y0, ts, members, layout, settings, observable_id, event)
+        else _identity(model, y0, ts, members, layout, settings, observable_id, event, key_data)
     )
     sweep_store = _open_store(store, layout, identity, provenance)
     finished = _finished_chunks(sweep_store, layout)
-
-    outputs, status = _run_unfinished_chunks(
-        (model, y0, ts),
+    collected = (
+        EnsembleStatistics(members, specs, quantiles)
+        if stochastic and not keep_paths
+        else AllMembers(layout, sweep_store)
+    )
+    _run_unfinished_chunks(
+        (model, y0, ts, key_data),
         members,
         layout,
         finished,
+        collected,
         mesh=mesh,
         statics=statics,
-        sweep_store=sweep_store,
         progress=progress,
     )
     if store is not None:
-        outputs, status = _read_back(sweep_store, store, layout)
+        collected.outputs, collected.status = _read_back(sweep_store, store, layout)
     stats = {
         "chunk_size": chunk_size,
         "num_chunks": layout.num_chunks,
@@ -205,56 +247,95 @@ def sweep(
         "chunks_resumed": int(np.sum(finished)),
         "seconds": time.perf_counter() - start_time,
     }
+    if isinstance(collected, EnsembleStatistics):
+        provenance = {**provenance, "paths": members.paths}
+        members = members.points
     return SweepResult(
         names=members.names,
         values=members.values,
-        observables=outputs,
-        status=status,
+        observables=collected.outputs,
+        status=collected.status,
         mode=members.mode,
         grid_axes=members.grid_axes,
-        units=layout.units,
-        dims={name: spec.dims for name, spec in specs.items()},
-        coords=layout.extra_coords,
+        units={name: layout.units[name] for name in members.names},
+        dims=collected.dims,
+        coords={**layout.extra_coords, **collected.coords},
         attrs=provenance,
         stats=stats,
     )
 
 
+class AllMembers:
+    """Keeps every member's observables and status, writing each chunk to the store."""
+
+    def __init__(self, layout: StoreLayout, sweep_store: SweepStore | None):
+        self.sweep_store = sweep_store
+        self.outputs = {
+            name: np.full((layout.num_members, *spec.shape), np.nan, spec.dtype)
+            for name, spec in layout.variables.items()
+        }
+        self.status = np.full(layout.num_members, NOT_COMPUTED, np.int16)
+        self.dims = {name: spec.dims for name, spec in layout.variables.items()}
+        self.coords = {}
+
+    def add(self, index: int, begin: int, end: int, outputs, status) -> None:
+        if self.sweep_store is not None:
+            self.sweep_store.write_chunk(index, outputs, status)
+        for name, value in outputs.items():
+            self.outputs[name][begin:end] = value
+        self.status[begin:end] = status
+
+
 def _run_unfinished_chunks(
     problem,
-    members: Members,
+    members: Members | PathMembers,
     layout: StoreLayout,
     finished,
+    collected,
     *,
     mesh,
     statics,
-    sweep_store,
     progress,
-):
-    """Runs every chunk not yet finished, storing each; returns observables and status."""
-    problem_on_mesh = _replicated(mesh, *problem)
-    outputs = {
-        name: np.full((layout.num_members, *spec.shape), np.nan, spec.dtype)
-        for name, spec in layout.variables.items()
-    }
-    status = np.full(layout.num_members, NOT_COMPUTED, np.int16)
+) -> None:
+    """Runs every chunk not yet finished, handing each one's observables and status to
+    `collected.add`."""
+    *problem, key_data = _replicated(mesh, *problem)
     bar = _progress_bar(progress, layout, finished)
     for index in np.flatnonzero(~finished).tolist():
         begin, end = layout.chunk_bounds(index)
-        rows = shard_rows(_padded(members.values[begin:end], layout.chunk_size), mesh)
+        rows = shard_rows(_padded(members.rows(begin, end), layout.chunk_size), mesh)
         chunk_outputs, chunk_status = gather_to_host(
-            run_chunk(*problem_on_mesh, rows, mesh=mesh, **statics)
+            run_chunk(*problem, rows, mesh=mesh, key_data=key_data, **statics)
         )
         chunk_outputs = {name: value[: end - begin] for name, value in chunk_outputs.items()}
-        chunk_status = chunk_status[: end - begin]
-        if sweep_store is not None:
-            sweep_store.write_chunk(index, chunk_outputs, chunk_status)
-        for name, value in chunk_outputs.items():
-            outputs[name][begin:end] = value
-        status[begin:end] = chunk_status
+        collected.add(index, begin, end, chunk_outputs, chunk_status[: end - begin])
         bar.update(end - begin)
     bar.close()
-    return outputs, status
+
+
+def _check_paths(model, paths, key, keep_paths: bool, store) -> bool:
+    """Whether `model` is stochastic, after checking that `paths`, `key`, `keep_paths` and
+    `store` fit it."""
+    name = type(model).__name__
+    if not is_stochastic(model):
+        if paths is not None or keep_paths:
+            raise ValueError(
+                f"paths and keep_paths are for stochastic models; {name} is deterministic: "
+                "leave them out."
+            )
+        return False
+    if paths is None or key is None:
+        raise ValueError(
+            f"{name} is stochastic: pass paths=... (how many paths per parameter point) and "
+            "key=jax.random.key(seed) (path p draws from jax.random.fold_in(key, p))."
+        )
+    if store is not None and not keep_paths:
+        raise ValueError(
+            "store keeps every member, but without keep_paths=True the paths are reduced "
+            "to statistics in memory: pass keep_paths=True to store the paths, or leave "
+            "store out."
+        )
+    return True
 
 
 def _checked_mesh(mesh: Mesh | None) -> Mesh:
@@ -268,7 +349,7 @@ def _checked_mesh(mesh: Mesh | None) -> Mesh:
     return mesh
 
 
-def _chunk_size(chunk_size, members: Members, specs, y0, ts, mesh: Mesh) -> int:
+def _chunk_size(chunk_size, members: Members | PathMembers, specs, y0, ts, mesh: Mesh) -> int:
     """The members per chunk: given or sized to memory, a multiple of the device count."""
     if chunk_size is None:
         chunk_size = default_chunk_size(specs, ts.shape[0], y0.size, y0.dtype.itemsize)
@@ -368,7 +449,9 @@ def _observable_identity(observable, name: str | None, trajectory: Trajectory) -
     return function_identity(observable, trajectory)
 
 
-def _identity(model, y0, ts, members: Members, layout: StoreLayout, settings, observable_id, event):
+def _identity(
+    model, y0, ts, members, layout: StoreLayout, settings, observable_id, event, key_data
+):
     """Everything that determines the results: a store is resumed only if this matches."""
     unswept = {
         name: np.asarray(value).tolist()
@@ -389,7 +472,9 @@ def _identity(model, y0, ts, members: Members, layout: StoreLayout, settings, ob
         "settings": settings.record(),
         "chunk_size": layout.chunk_size,
     }
-    # Only with an event, so that stores of sweeps without one keep their identity.
+    # Only with an event or a key, so that stores of sweeps without them keep their identity.
+    if key_data is not None:
+        identity["key"] = array_digest(np.asarray(key_data))
     return identity if event is None else {**identity, "event": event_identity(event, model, t, y)}
 
 
@@ -405,7 +490,7 @@ def _model_record(model: AbstractModel) -> str:
 
 
 def _provenance(
-    model, mesh: Mesh, members: Members, settings, observable_id, event
+    model, mesh: Mesh, members: Members | PathMembers, settings, observable_id, event
 ) -> dict[str, Any]:
     return simlab_provenance(
         mesh.devices.flat,

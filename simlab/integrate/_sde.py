@@ -160,6 +160,11 @@ class SRA1(AbstractSDESolver):
         return y + h * (f0 / 3 + 2 * f1 / 3) + noise
 
 
+# How the loop is differentiated for each adjoint (where the step count is traced; a count
+# known at trace time runs a loop that both modes differentiate).
+LOOP_KINDS = {None: "checkpointed", "forward": "lax"}
+
+
 def sde_solve(problem: Problem) -> Array:
     """The states at `problem.ts` of a fixed-step solve (steps of at most `dt0`, landing on
     every save time), drawing step `n`'s increments from `fold_in(problem.key, n)`."""
@@ -178,7 +183,8 @@ def sde_solve(problem: Problem) -> Array:
             return solver.step(model, t, y, h, draw, args)
 
         num_steps = counts if isinstance(counts, int) else count
-        y = repeat_step(step, num_steps, y, max_steps=problem.max_steps, kind="checkpointed")
+        kind = LOOP_KINDS[problem.adjoint]
+        y = repeat_step(step, num_steps, y, max_steps=problem.max_steps, kind=kind)
         return y, y
 
     _, ys = lax.scan(interval, problem.y0, (ts[:-1], ts[1:], per_interval, first))
@@ -192,7 +198,7 @@ class SDEIntegrator(AbstractIntegrator):
     runs = "stochastic solvers ('euler_maruyama', 'milstein', 'sra1')"
     exclusive = True
     adaptive_steps = False
-    adjoints = (None,)
+    adjoints = tuple(LOOP_KINDS)
 
     def accepts_solver(self, solver: Any) -> bool:
         return isinstance(solver, AbstractSDESolver)

@@ -4,6 +4,7 @@ import abc
 from typing import Any, ClassVar
 
 import jax.numpy as jnp
+from jax.scipy.stats import norm
 from jaxtyping import Array, Float
 
 from ._base import AbstractODEModel, parameter
@@ -59,7 +60,8 @@ class OrnsteinUhlenbeck(AbstractSDEModel):
     r"""The Ornstein–Uhlenbeck process, $dx = \theta(\mu - x)\,dt + \sigma\,dW$.
 
     Mean reversion at rate $\theta > 0$ to the level $\mu$; stationary distribution
-    $N(\mu, \sigma^2 / 2\theta)$. Additive noise. The state is `(x,)`.
+    $N(\mu, \sigma^2 / 2\theta)$. Additive noise. The state is `(x,)`. Its transition
+    density is known exactly (`transition_log_density`), so `fit` uses it.
     """
 
     theta: Float[Array, ""] = parameter(lower=0.0, unit="1/time")
@@ -75,12 +77,21 @@ class OrnsteinUhlenbeck(AbstractSDEModel):
     def diffusion(self, t, y, args):
         return jnp.broadcast_to(self.sigma, y.shape)
 
+    def transition_log_density(self, t, y, t_next, y_next, args):
+        r"""$\log p(y_{t'} \mid y_t)$: Gaussian, mean $\mu + (y_t - \mu) e^{-\theta\Delta}$,
+        variance $\sigma^2 (1 - e^{-2\theta\Delta}) / 2\theta$, $\Delta = t' - t$."""
+        dt = t_next - t
+        mean = self.mu + (y - self.mu) * jnp.exp(-self.theta * dt)
+        variance = self.sigma**2 * -jnp.expm1(-2 * self.theta * dt) / (2 * self.theta)
+        return jnp.sum(norm.logpdf(y_next, mean, jnp.sqrt(variance)))
+
 
 class GeometricBrownianMotion(AbstractSDEModel):
     r"""Geometric Brownian motion, $dS = \mu S\,dt + \sigma S\,dW$ (Black–Scholes).
 
     Exact solution $S_t = S_0 \exp((\mu - \sigma^2/2) t + \sigma W_t)$, so
-    $E[S_t] = S_0 e^{\mu t}$. Diagonal noise. The state is `(S,)`.
+    $E[S_t] = S_0 e^{\mu t}$. Diagonal noise. The state is `(S,)`. Its transition density
+    is known exactly (`transition_log_density`), so `fit` uses it.
     """
 
     mu: Float[Array, ""] = parameter(unit="1/time")
@@ -93,6 +104,15 @@ class GeometricBrownianMotion(AbstractSDEModel):
 
     def diffusion(self, t, y, args):
         return self.sigma * y
+
+    def transition_log_density(self, t, y, t_next, y_next, args):
+        r"""$\log p(S_{t'} \mid S_t)$: log-normal, $\log S_{t'} \sim N(\log S_t + (\mu -
+        \sigma^2/2)\Delta, \sigma^2 \Delta)$, $\Delta = t' - t$ (positive states only)."""
+        dt = t_next - t
+        log_ratio = jnp.log(y_next) - jnp.log(y)
+        spread = self.sigma * jnp.sqrt(dt)
+        log_density = norm.logpdf(log_ratio, (self.mu - self.sigma**2 / 2) * dt, spread)
+        return jnp.sum(log_density - jnp.log(y_next))
 
 
 class DoubleWell(AbstractSDEModel):
