@@ -400,6 +400,18 @@ def test_a_symplectic_solve_and_its_gradient_export():
     _export(lambda mu: (orbit(mu), jax.grad(lambda m: jnp.sum(orbit(m)[-1] ** 2))(mu)), 1.0)
 
 
+def test_a_navier_stokes_rollout_and_its_viscosity_gradient_export():
+    grid = simlab.Grid((32, 32), extent=2 * jnp.pi)
+    w0 = simlab.models.taylor_green_vorticity(grid)
+    ts = jnp.linspace(0.0, 0.5, 3)
+
+    def rollout(viscosity):
+        model = simlab.models.NavierStokes2D(grid=grid, viscosity=viscosity)
+        return simlab.simulate(model, w0, ts, solver="etdrk4", adaptive=False, dt0=0.05).ys
+
+    _export(lambda nu: (rollout(nu), jax.grad(lambda v: jnp.sum(rollout(v)[-1] ** 2))(nu)), 0.01)
+
+
 def test_a_stiff_solve_exports_with_its_failure_check():
     def robertson(k1):
         model = simlab.models.Robertson(k1=k1)

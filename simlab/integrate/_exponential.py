@@ -44,7 +44,7 @@ from jaxtyping import Array
 from .._misc import is_concrete
 from .._results import RESULTS
 from ._interface import AbstractIntegrator, Problem, Solution
-from ._loops import checkpointed_loop, fixed_steps_per_interval
+from ._loops import fixed_steps_per_interval, repeat_step
 from ._split import (
     FourierSplitVectorField,
     check_linear_part,
@@ -165,10 +165,9 @@ def _solve(
             t = t_start + jnp.asarray(i, h.dtype) * h
             return _etdrk4_step(model, coefficients, t, v, h, args)
 
-        if uniform:
-            v = checkpointed_loop(step, steps_per_interval, v)
-        else:
-            v = lax.fori_loop(0, num_steps, step, v)
+        # A count known only at run time (traced ts or dt0) still differentiates in reverse.
+        count = steps_per_interval if uniform else num_steps
+        v = repeat_step(step, count, v, max_steps=max_steps, kind="checkpointed")
         return (v, coefficients, h), model.from_spectrum(v).astype(y0.dtype)
 
     h0 = (ts[1] - ts[0]) / counts[0].astype(ts.dtype)
