@@ -7,10 +7,18 @@ same potential: what differs is simlab's loop and checks. The
 Kepler row integrates e = 0.6 to t = 10⁴ with McLachlan's fourth-order method (10⁶ steps)
 and with DOP853 at the loosest tolerances SciPy is given; SciPy is given at least as much
 wall time, and the row is the ratio of the largest energy errors over 10⁴ save times.
+
+The adjoint rows differentiate Jupiter's position after 10⁵ Verlet steps of the outer solar
+system with respect to the masses and the initial state. Memory is XLA's own account of the
+compiled gradient, `memory_analysis().temp_size_in_bytes`: the scratch buffers besides
+inputs and outputs, which is what stored or checkpointed states occupy. Inside `jit` the
+step count is traced and default reverse mode checkpoints within `max_steps`; outside it
+the count is a Python int and the steps are stored (they fit the memory budget).
 """
 
 import time
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -18,6 +26,7 @@ import scipy.integrate
 from _harness import Row, best_seconds
 
 import simlab
+from simlab.integrate._symplectic import symplectic_solve
 
 jax.config.update("jax_enable_x64", True)  # as benchmarks/run.py: the data are float64
 
@@ -120,6 +129,102 @@ def kepler_row() -> Row:
     )
 
 
+ADJOINT_STEPS = 100_000
+ADJOINT_TS = jnp.array([0.0, ADJOINT_STEPS * SOLAR_DT])
+
+
+def _jupiter(masses, y0, solve):
+    """Jupiter's x at the end: a scalar of all the masses and the whole initial state."""
+    return solve(eqx.tree_at(lambda model: model.masses, PLANETS, masses), y0)[-1, 3]
+
+
+def _traced_counts(adjoint):
+    """The solve as `simulate` runs it inside `jit`."""
+
+    def solve(model, y0):
+        return simlab.simulate(
+            model,
+            y0,
+            ADJOINT_TS,
+            solver="verlet",
+            adaptive=False,
+            dt0=SOLAR_DT,
+            max_steps=ADJOINT_STEPS,
+            adjoint=adjoint,
+        ).ys
+
+    return solve
+
+
+def _static_counts(reversible):
+    """The solve as `simulate` runs it outside `jit`: a Python int of steps."""
+    solver = simlab.SOLVERS["verlet"].build()
+
+    def solve(model, y0):
+        return symplectic_solve(
+            model,
+            solver,
+            ADJOINT_TS,
+            y0,
+            None,
+            steps_per_interval=ADJOINT_STEPS,
+            max_steps=ADJOINT_STEPS,
+            reversible=reversible,
+        )
+
+    return solve
+
+
+def _scratch_bytes(gradient) -> int:
+    compiled = gradient.lower(PLANETS.masses, PLANETS_Y0).compile()
+    return compiled.memory_analysis().temp_size_in_bytes
+
+
+def adjoint_rows() -> list[Row]:
+    gradients = {
+        name: jax.jit(jax.grad(lambda m, y, solve=solve: _jupiter(m, y, solve), argnums=(0, 1)))
+        for name, solve in {
+            "checkpointed": _traced_counts(None),
+            "reversible": _traced_counts("reversible"),
+            "stored": _static_counts(False),
+            "reversible, static": _static_counts(True),
+        }.items()
+    }
+    scratch = {name: _scratch_bytes(gradient) for name, gradient in gradients.items()}
+    values = {
+        name: np.concatenate([np.ravel(g) for g in gradient(PLANETS.masses, PLANETS_Y0)])
+        for name, gradient in gradients.items()
+    }
+    times = best_seconds(
+        {
+            name: lambda gradient=gradients[name]: gradient(PLANETS.masses, PLANETS_Y0)
+            for name in ("checkpointed", "reversible")
+        },
+        repeats=2,
+    )
+    scale = np.max(np.abs(values["checkpointed"]))
+    difference = np.max(np.abs(values["reversible"] - values["checkpointed"])) / scale
+    static_difference = np.max(np.abs(values["reversible, static"] - values["stored"])) / scale
+    kib = {name: size / 1024 for name, size in scratch.items()}
+    return [
+        Row(
+            "Hamiltonian gradient, 1e5 Verlet steps: memory reversible / checkpointed",
+            scratch["reversible"] / scratch["checkpointed"],
+            "<= 0.1",
+            f"outer solar system in jit: scratch {kib['reversible']:.1f} KiB against "
+            f"{kib['checkpointed']:.0f} KiB; gradients differ by {difference:.1e} of the "
+            f"largest; {times['reversible']:.2f} s against {times['checkpointed']:.2f} s",
+        ),
+        Row(
+            "Hamiltonian gradient, 1e5 Verlet steps: memory reversible / stored",
+            scratch["reversible, static"] / scratch["stored"],
+            "<= 0.1",
+            f"a Python int of steps (outside jit): {kib['reversible, static']:.1f} KiB "
+            f"against {kib['stored']:.0f} KiB; gradients differ by {static_difference:.1e}",
+        ),
+    ]
+
+
 def rows() -> list[Row]:
     y0 = PLANETS_Y0
     np.testing.assert_allclose(simlab_verlet(y0), bare_verlet(y0), rtol=1e-9, atol=1e-12)
@@ -132,6 +237,7 @@ def rows() -> list[Row]:
             f"outer solar system, {SOLAR_STEPS} steps, float64",
         ),
         kepler_row(),
+        *adjoint_rows(),
     ]
 
 

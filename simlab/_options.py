@@ -16,7 +16,7 @@ import jax.numpy as jnp
 
 from ._misc import Integer, as_count, is_concrete, is_real_number
 from .integrate._registry import integrator_names, runs_anywhere
-from .integrate._solvers import ADJOINTS, SOLVERS, solver_name
+from .integrate._solvers import ADJOINT_NAMES, SOLVERS, solver_name
 
 DEFAULT_MAX_STEPS = 16_384
 # Default (rtol, atol) by the precision of the state. In float32 (machine epsilon 1.2e-7),
@@ -46,7 +46,7 @@ class SolveOptions:
     - `adaptive`: adapt the step to meet `rtol`/`atol`, or take fixed steps of `dt0`.
     - `max_steps`: the most steps before the solve reports failure.
     - `adjoint`: `None` (reverse mode), `"forward"`, `"checkpoint"`, `"direct"`,
-      `"backsolve"` or a Diffrax adjoint.
+      `"backsolve"`, `"reversible"` (symmetric symplectic solvers) or a Diffrax adjoint.
     - `integrator`: `"auto"` (the lean loop for explicit Runge–Kutta solvers, simlab's
       stiff loop for `"rodas5p"` and `"radau5"`, Diffrax for the rest), `"lean"` or
       `"diffrax"`.
@@ -198,9 +198,9 @@ def _check_tolerance(name: str, value: Any, *, upper: float) -> None:
 def _check_adjoint(adjoint: Any) -> None:
     if adjoint is None or isinstance(adjoint, dfx.AbstractAdjoint):
         return
-    if not (isinstance(adjoint, str) and adjoint in ADJOINTS):
+    if not (isinstance(adjoint, str) and adjoint in ADJOINT_NAMES):
         raise ValueError(
-            f"unknown adjoint {adjoint!r}; use one of {sorted(ADJOINTS)} or a diffrax adjoint."
+            f"unknown adjoint {adjoint!r}; use one of {sorted(ADJOINT_NAMES)} or a diffrax adjoint."
         )
 
 

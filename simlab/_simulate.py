@@ -95,7 +95,10 @@ def simulate(
       `None` is Diffrax's checkpointed reverse mode. `"forward"` is for forward mode
       (`jax.jvp`, `jax.jacfwd`; by sensitivities on the lean loop): forward mode through
       a solve that differentiates in reverse mode only raises a ValueError that says so.
-      `"checkpoint"` asks for reverse mode through the loop whatever the count; also
+      `"checkpoint"` asks for reverse mode through the loop whatever the count;
+      `"reversible"`, for the symmetric symplectic solvers (`"verlet"`, `"forest_ruth"`,
+      `"yoshida6"`), rebuilds each state on the backward pass by a step backwards instead
+      of storing it (memory independent of the number of steps; reverse mode only); also
       `"direct"`, `"backsolve"`, or a Diffrax adjoint.
     - `throw`: raise on a failed solve: a `simlab.SimulationError` that starts with the
       status message, at top level and under `jax.vmap` or `jax.grad` outside `jit`. Inside
@@ -232,10 +235,13 @@ def _solve(integrator: AbstractIntegrator, problem: Problem) -> Solution:
     except TypeError as error:
         if FORWARD_MODE_REFUSAL not in str(error):
             raise
+        # Integrators without a forward adjoint differentiate forward through their loop.
+        takes_forward = integrator.adjoints is None or "forward" in integrator.adjoints
+        forward = "forward" if takes_forward else None
         raise ValueError(
             f"jax.jvp and jax.jacfwd (forward mode) cannot differentiate this solve: with "
             f"adjoint={problem.adjoint!r} the {integrator.name} integrator differentiates in "
-            "reverse mode only (jax.grad). For forward mode pass adjoint='forward' (to "
+            f"reverse mode only (jax.grad). For forward mode pass adjoint={forward!r} (to "
             "simulate, or in the simlab.SolveOptions of a sweep or fit)."
         ) from error
 

@@ -26,7 +26,8 @@ class Problem(eqx.Module):
     - `dt0`: the first step (adaptive) or the largest fixed step; `None` where not given.
     - `rtol`, `atol`: tolerances, as arrays (new values never recompile a solve).
     - `max_steps`: the most steps in all.
-    - `adjoint`: `None`, a name of `simlab.integrate.ADJOINTS` or a Diffrax adjoint.
+    - `adjoint`: `None`, a name of `simlab.integrate.ADJOINTS`, `"reversible"` (simlab's
+      symplectic loop only) or a Diffrax adjoint.
     - `event`: a `simlab.Event` or `None`.
     - `key`: the JAX key a stochastic model's Brownian increments are drawn from, or `None`.
     """

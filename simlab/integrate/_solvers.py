@@ -156,6 +156,9 @@ ADJOINTS: dict[str, Callable[[], dfx.AbstractAdjoint]] = {
     "direct": dfx.DirectAdjoint,
     "backsolve": dfx.BacksolveAdjoint,
 }
+# Adjoints that only simlab's own loops run: Diffrax 0.7 has no counterpart.
+REVERSIBLE_ADJOINT = "reversible"  # the symmetric symplectic solvers, states rebuilt backwards
+ADJOINT_NAMES = (*ADJOINTS, REVERSIBLE_ADJOINT)
 
 
 def resolve_solver(
@@ -267,8 +270,14 @@ def resolve_adjoint(adjoint: Any) -> dfx.AbstractAdjoint:
         return adjoint
     if isinstance(adjoint, str) and adjoint in ADJOINTS:
         return ADJOINTS[adjoint]()
+    if adjoint == REVERSIBLE_ADJOINT:
+        raise ValueError(
+            "adjoint='reversible' runs on the symmetric symplectic solvers only ('verlet', "
+            "'forest_ruth', 'yoshida6', with adaptive=False); pass adjoint=None here."
+        )
     raise ValueError(
-        f"unknown adjoint {adjoint!r}; use one of {sorted(ADJOINTS)} or a diffrax adjoint instance."
+        f"unknown adjoint {adjoint!r}; use one of {sorted(ADJOINT_NAMES)} or a diffrax adjoint "
+        "instance."
     )
 
 

@@ -192,7 +192,50 @@ class Yoshida6(AbstractSymplecticSolver):
     drifts, kicks = verlet_composition((*_YOSHIDA_6[::-1], _YOSHIDA_6_CENTRE, *_YOSHIDA_6))
 
 
-@eqx.filter_jit  # one compilation per model structure, method and step counts
+def _steps(solver: AbstractSymplecticSolver, model, y: Array, h: Array, args, count) -> Array:
+    """`count` steps of size `h` from `y` in a plain loop (no stored states)."""
+    return lax.fori_loop(0, count, lambda _, y: solver.step(model, y, h, args), y)
+
+
+@eqx.filter_custom_vjp
+def reversible_steps(inputs, solver: AbstractSymplecticSolver, count) -> Array:
+    """`count` steps of a symmetric `solver` from `inputs = (y, model, args, h)`, whose
+    reverse mode rebuilds each step's input by a step of `-h` (the exact inverse of a
+    symmetric method, up to round-off) instead of storing it: memory independent of
+    `count`, at the price of one more step per step on the backward pass."""
+    y, model, args, h = inputs
+    return _steps(solver, model, y, h, args, count)
+
+
+@reversible_steps.def_fwd
+def _reversible_forward(perturbed, inputs, solver, count):
+    end = reversible_steps.fn(inputs, solver, count)
+    return end, end
+
+
+@reversible_steps.def_bwd
+def _reversible_backward(end, cotangent, perturbed, inputs, solver, count):
+    _, model, args, h = inputs
+
+    def step(inputs):
+        y, model, args, h = inputs
+        return solver.step(model, y, h, args)
+
+    def back(_, carry):
+        # `gradients` holds the cotangent of the state, then those summed over the steps
+        # so far of the model, `args` and `h`.
+        y, gradients = carry
+        before = solver.step(model, y, -h, args)
+        _, vjp = eqx.filter_vjp(step, (before, model, args, h))
+        ((cotangent, *parameters),) = vjp(gradients[0])
+        return before, (cotangent, *jax.tree.map(jnp.add, gradients[1:], tuple(parameters)))
+
+    zeros = jax.tree.map(jnp.zeros_like, eqx.filter((model, args, h), eqx.is_inexact_array))
+    _, gradients = lax.fori_loop(0, count, back, (end, (cotangent, *zeros)))
+    return gradients
+
+
+@eqx.filter_jit  # one compilation per model structure, method, step counts and adjoint
 def symplectic_solve(
     model: HamiltonianSystem,
     solver: AbstractSymplecticSolver,
@@ -202,32 +245,44 @@ def symplectic_solve(
     *,
     steps_per_interval: Any,
     max_steps: int,
+    reversible: bool = False,
 ) -> Array:
     """The states at `ts` of a fixed-step symplectic solve, taking `steps_per_interval`
     equal steps in each save interval (`fixed_steps_per_interval`: a Python int, or one
-    count per interval), so every save time lies on the grid."""
+    count per interval), so every save time lies on the grid. `reversible`: reverse mode
+    rebuilds the states backwards from each saved one (`reversible_steps`) instead of
+    storing or checkpointing them."""
     counts = jnp.broadcast_to(jnp.asarray(steps_per_interval), (ts.shape[0] - 1,))
+    static = isinstance(steps_per_interval, int)
 
     def interval(y, bounds):
         t_start, t_end, count = bounds
         h = (t_end - t_start) / count.astype(ts.dtype)
-        static = isinstance(steps_per_interval, int)
-        y = repeat_step(
-            lambda _, y: solver.step(model, y, h, args),
-            steps_per_interval if static else count,
-            y,
-            max_steps=max_steps,
-            kind="checkpointed",
-        )
+        count = steps_per_interval if static else count
+
+        def step(_, y):
+            return solver.step(model, y, h, args)
+
+        if reversible:
+            y = reversible_steps((y, model, args, h), solver, count)
+        else:
+            y = repeat_step(step, count, y, max_steps=max_steps, kind="checkpointed")
         return y, y
 
     _, ys = lax.scan(interval, y0, (ts[:-1], ts[1:], counts))
     return jnp.concatenate([y0[None], ys])
 
 
-def check_symplectic_inputs(model: Any, solver: AbstractSymplecticSolver) -> None:
-    """A ValueError, naming what to do, unless `model` is a separable Hamiltonian system."""
+def check_symplectic_inputs(model: Any, solver: AbstractSymplecticSolver, adjoint: Any) -> None:
+    """A ValueError, naming what to do, unless `model` is a separable Hamiltonian system
+    (and, for `adjoint="reversible"`, `solver` is symmetric)."""
     name, method = type(model).__name__, type(solver).__name__
+    if adjoint == "reversible" and not solver.symmetric:
+        raise ValueError(
+            f"adjoint='reversible' rebuilds states by stepping backwards, which only a "
+            f"symmetric method does exactly; {method} is not symmetric: pass "
+            "solver='verlet', 'forest_ruth' or 'yoshida6', or adjoint=None."
+        )
     if not is_hamiltonian(model):
         raise ValueError(
             f"{method} integrates Hamiltonian models (kinetic and potential energies, e.g. a "
@@ -252,13 +307,13 @@ class SymplecticIntegrator(AbstractIntegrator):
     )
     exclusive = True
     adaptive_steps = False
-    adjoints = (None, "checkpoint")
+    adjoints = (None, "checkpoint", "reversible")
 
     def accepts_solver(self, solver: Any) -> bool:
         return isinstance(solver, AbstractSymplecticSolver)
 
     def solve(self, problem: Problem) -> Solution:
-        check_symplectic_inputs(problem.model, problem.solver)
+        check_symplectic_inputs(problem.model, problem.solver, problem.adjoint)
         counts = fixed_steps_per_interval(problem.ts, problem.dt0)
         ys = symplectic_solve(
             problem.model,
@@ -268,6 +323,7 @@ class SymplecticIntegrator(AbstractIntegrator):
             problem.args,
             steps_per_interval=counts,
             max_steps=problem.max_steps,
+            reversible=problem.adjoint == "reversible",
         )
         num_steps = jnp.sum(jnp.broadcast_to(jnp.asarray(counts), (problem.ts.shape[0] - 1,)))
         return Solution(ys, RESULTS.successful, {"num_steps": num_steps})
