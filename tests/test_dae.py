@@ -330,3 +330,21 @@ def test_unknown_algebraic_names_are_refused():
 
     with pytest.raises(ValueError, match=r"algebraic_names \['w'\] are not state components"):
         simlab.simulate(Misnamed(), jnp.ones(2), jnp.array([0.0, 1.0]))
+
+
+def test_transistor_amplifier_mass_matrix_is_the_test_sets():
+    # The test set stores M by bands (one above, one below the diagonal): dfddy(i - j + 2, j)
+    # = M(i, j), 1-based, with these entries in its meval routine.
+    c1, c2, c3, c4, c5 = 1e-6, 2e-6, 3e-6, 4e-6, 5e-6
+    bands = {
+        (1, 2): c1, (1, 5): c3, (1, 8): c5,
+        (2, 1): -c1, (2, 2): -c1, (2, 3): -c2, (2, 4): -c3, (2, 5): -c3, (2, 6): -c4,
+        (2, 7): -c5, (2, 8): -c5,
+        (3, 1): c1, (3, 4): c3, (3, 7): c5,
+    }  # fmt: skip
+    expected = np.zeros((8, 8))
+    for (band, column), value in bands.items():
+        expected[band + column - 3, column - 1] = value
+    model = TransistorAmplifier()
+    np.testing.assert_array_equal(np.asarray(model.mass_matrix), expected)
+    assert np.linalg.matrix_rank(expected) == 5
