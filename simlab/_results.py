@@ -48,8 +48,9 @@ class RESULTS(dfx.RESULTS):
     )
     singular_jacobian = (
         "The implicit solver's iteration matrix I/(h*gamma) - J (M/(h*gamma) - J with a mass "
-        "matrix M) was singular or not finite (J is the Jacobian of the vector field). Check the model for NaN or infinite "
-        "derivatives at the state reached (e.g. sqrt or log at zero) or rescale the problem."
+        "matrix M) was singular or not finite (J is the Jacobian of the vector field). Check "
+        "the model for NaN or infinite derivatives at the state reached (e.g. sqrt or log at "
+        "zero) or rescale the problem."
     )
     inconsistent_initial_state = (
         "The initial state y0 is not consistent with the algebraic equations of M y' = f(t, y) "
