@@ -283,6 +283,20 @@ def test_vmap_over_parameters_equals_a_loop():
     np.testing.assert_allclose(np.asarray(batched), np.asarray(looped), rtol=1e-12, atol=1e-14)
 
 
+def test_sweep_over_a_dae_parameter_matches_the_exact_solutions():
+    resistances = np.array([0.5, 1.0, 2.0])
+    ts = jnp.linspace(0.0, 1.5, 4)
+    result = simlab.sweep(RLC, {"resistance": resistances}, jnp.zeros(3), ts)
+    assert bool(np.all(result.succeeded))
+    for member, resistance in enumerate(resistances):
+        model = RLCCircuit(resistance=resistance, inductance=0.5, capacitance=0.25, voltage=2.0)
+        np.testing.assert_allclose(
+            np.asarray(result.observables["trajectory"][member]),
+            np.asarray(rlc_exact(model, ts)),
+            atol=1e-5,
+        )
+
+
 def test_matrix_free_rodas_agrees_with_dense():
     solver = Rodas5P(linear_solver=lx.GMRES(rtol=1e-12, atol=1e-14))
     trajectory = simlab.simulate(

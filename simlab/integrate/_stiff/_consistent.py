@@ -18,14 +18,13 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import optimistix as optx
 from jaxtyping import Array, Bool
 
 from ..._results import RESULTS
 
 # The algebraic block is taken as singular below this many roundoffs of its largest value.
 SINGULAR_ROUNDOFFS = 1e4
-NEWTON_MAX_STEPS = 64
+NEWTON_MAX_STEPS = 64  # Newton iterations; a consistent state takes a handful
 
 
 class AlgebraicSplit(NamedTuple):
@@ -100,15 +99,37 @@ def consistent_initial_state(
 
 
 def _newton(vector_field, t0, y0, split: AlgebraicSplit, rtol, atol) -> Array:
-    """Newton's method on the algebraic equations with the differential part held;
-    `NaN` where it does not converge."""
+    r"""Newton's method on the algebraic equations with the differential part held;
+    `NaN` where it does not converge.
 
-    def residual(y, _):
+    The iterations run on values (no derivative flows through them); one more Newton step
+    from the converged state then carries the derivative of the implicit function
+    theorem, $-(\partial R/\partial y)^{-1} \partial R/\partial \theta$, as the residual
+    vanishes there. Written with `jnp` rather than Optimistix, whose linear solves compare
+    the operator's structure with its sharding, which `simlab.sweep`'s `shard_map` adds.
+    """
+
+    def residual(y):
         algebraic = split.left.T @ vector_field(t0, y)
         differential = split.right_t @ (y - y0)
         return jnp.where(split.algebraic, algebraic, differential)
 
-    newton = optx.Newton(rtol=rtol, atol=atol)
-    solution = optx.root_find(residual, newton, y0, throw=False, max_steps=NEWTON_MAX_STEPS)
-    converged = solution.result == optx.RESULTS.successful
-    return jnp.where(converged, solution.value, jnp.nan)
+    def newton_step(y):
+        return y - jnp.linalg.solve(jax.jacfwd(residual)(y), residual(y))
+
+    def running(carry):
+        _, change, iterations = carry
+        return (iterations < NEWTON_MAX_STEPS) & (change > 1.0)  # NaN: stop
+
+    def iterate(carry):
+        y, _, iterations = carry
+        y_new = newton_step(y)
+        scale = atol + rtol * jnp.maximum(jnp.abs(y), jnp.abs(y_new))
+        change = jnp.max(jnp.abs(y_new - y) / scale)
+        return y_new, change, iterations + 1
+
+    start = (jax.lax.stop_gradient(y0), jnp.array(jnp.inf, y0.dtype), jnp.array(0))
+    converged_y, change, _ = jax.lax.while_loop(running, iterate, start)
+    converged = change <= 1.0
+    y = newton_step(jax.lax.stop_gradient(converged_y))
+    return jnp.where(converged, y, jnp.nan)
