@@ -47,9 +47,24 @@ class RESULTS(dfx.RESULTS):
         "parameter_bounds()); under jax.vmap or jax.jit the range is checked per member."
     )
     singular_jacobian = (
-        "The implicit solver's iteration matrix I/(h*gamma) - J was singular or not finite "
-        "(J is the Jacobian of the vector field). Check the model for NaN or infinite "
-        "derivatives at the state reached (e.g. sqrt or log at zero) or rescale the problem."
+        "The implicit solver's iteration matrix I/(h*gamma) - J (M/(h*gamma) - J with a mass "
+        "matrix M) was singular or not finite (J is the Jacobian of the vector field). Check "
+        "the model for NaN or infinite derivatives at the state reached (e.g. sqrt or log at "
+        "zero) or rescale the problem."
+    )
+    inconsistent_initial_state = (
+        "The initial state y0 is not consistent with the algebraic equations of M y' = f(t, y) "
+        "(Trajectory.stats['initial_residual'] holds their largest residual), and Newton's "
+        "method on the algebraic components, with the differential ones held, found no "
+        "consistent state. Pass a y0 closer to one that satisfies the algebraic equations."
+    )
+    singular_algebraic_jacobian = (
+        "The Jacobian of the algebraic equations of M y' = f(t, y) with respect to the "
+        "algebraic components is singular at t0, so the system is not of index 1: most "
+        "likely a constraint that does not involve the algebraic unknowns (index 2 or 3, as "
+        "a pendulum's position constraint with its Lagrange multiplier). Rodas5P and Radau5 "
+        "solve index-1 systems: differentiate the constraint until it involves the algebraic "
+        "unknowns (the docs' DAE page shows this for the pendulum)."
     )
     unstable_step = (
         "The fixed step dt0 is above the largest stable step of the explicit solver for this "

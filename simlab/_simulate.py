@@ -22,10 +22,17 @@ from ._results import RESULTS, SimulationError, Trajectory, quoted_status
 from .integrate._events import Event, check_event
 from .integrate._interface import AbstractIntegrator, Problem, Solution
 from .integrate._loops import grid_slack
+from .integrate._mass import refuse_mass_matrix
 from .integrate._registry import select_integrator
 from .integrate._sde import checked_stochastic_inputs
 from .integrate._selection import default_solver
-from .integrate._solvers import has_error_estimate, is_implicit, resolve_solver, solver_name
+from .integrate._solvers import (
+    has_error_estimate,
+    is_implicit,
+    is_stiff_solver,
+    resolve_solver,
+    solver_name,
+)
 from .models._base import AbstractModel
 
 # How the lean loop differentiates for each adjoint it runs (see `lean_solve`).
@@ -171,6 +178,8 @@ def simulate(
     rtol, atol = tolerances(options, y0.dtype)
     chosen, choice = _solver(model, y0, ts, options, rtol, atol)
     key = checked_stochastic_inputs(model, chosen, y0, key, args, adaptive=options.adaptive)
+    if not is_stiff_solver(chosen):
+        refuse_mass_matrix(model, f"the solver {solver_name(chosen)!r}")
     if options.adaptive and not has_error_estimate(chosen):
         raise ValueError(
             f"{type(chosen).__name__} has no error estimate for adaptive steps; pass "
@@ -211,7 +220,8 @@ def simulate(
     result, nonfinite_time = _checked_result(solution, inputs, ts, unreached)
     ys = solution.ys
     if throw:
-        ys = _raise_on_failure(ys, result, nonfinite_time, _failure_hint(chosen))
+        residual = solution.stats.get("initial_residual")
+        ys = _raise_on_failure(ys, result, nonfinite_time, _failure_hint(chosen), residual)
     return Trajectory(
         ts=ts,
         ys=ys,
@@ -497,7 +507,9 @@ def _failure_hint(solver: Any) -> str:
     )
 
 
-def _raise_on_failure(ys: Array, result: RESULTS, nonfinite_time: Array, hint: str) -> Array:
+def _raise_on_failure(
+    ys: Array, result: RESULTS, nonfinite_time: Array, hint: str, residual: Array | None = None
+) -> Array:
     """Raises `SimulationError` for a failed solve. At top level the status is read after
     the compiled call returns, so no executable holds a host callback (and JAX's persistent
     compilation cache can keep it); inside `jit`/`vmap`/`grad` Equinox's `error_if` does it.
@@ -505,7 +517,7 @@ def _raise_on_failure(ys: Array, result: RESULTS, nonfinite_time: Array, hint: s
     here, and is raised again as a `SimulationError` that starts with the status message."""
     if _is_known(result):
         if result != RESULTS.successful:
-            raise SimulationError(_failure_message(result, hint, nonfinite_time))
+            raise SimulationError(_failure_message(result, hint, nonfinite_time, residual))
         return ys
     try:
         return result.error_if(ys, result != RESULTS.successful)
@@ -516,11 +528,21 @@ def _raise_on_failure(ys: Array, result: RESULTS, nonfinite_time: Array, hint: s
         raise SimulationError(_failure_message(status, hint)) from None
 
 
-def _failure_message(result: RESULTS, hint: str, nonfinite_time: Array | None = None) -> str:
+def _failure_message(
+    result: RESULTS,
+    hint: str,
+    nonfinite_time: Array | None = None,
+    residual: Array | None = None,
+) -> str:
     """The status message of a failure, with the numbers behind it where they are known."""
     if result == RESULTS.nonfinite_state and nonfinite_time is not None:
         time = float(nonfinite_time)
         return f"{RESULTS[result]} Here the first NaN or inf came at t = {time:.10g}."
+    if result == RESULTS.inconsistent_initial_state and residual is not None:
+        return (
+            f"{RESULTS[result]} Here the largest residual of the algebraic equations at y0 is "
+            f"{float(residual):.3g}."
+        )
     return RESULTS[result] + (hint if _ran_out_of_steps(result) else "")
 
 

@@ -5,6 +5,7 @@ explicit solver (`max_stable_step(solver, y0)`, from its eigenvalue bound and th
 solver's stability region, as grid models do). Where the span takes more than
 `EXPLICIT_STEP_LIMIT` such steps, an explicit solve would spend them all on stability and
 not on accuracy (a diffusion run to steady state), so the stiff default is chosen.
+A model with a mass matrix ($M y' = f(t, y)$) gets Rodas5P: only the stiff solvers take one.
 """
 
 import math
@@ -16,8 +17,9 @@ import numpy as np
 from jaxtyping import Array
 
 from .._misc import is_concrete
+from ._mass import has_mass_matrix
 from ._sde import default_stochastic_solver, is_stochastic
-from ._solvers import DEFAULT_SOLVER, SOLVERS, resolve_solver
+from ._solvers import DEFAULT_SOLVER, DEFAULT_STIFF_SOLVER, SOLVERS, resolve_solver
 
 EXPLICIT_STEP_LIMIT = 10_000
 
@@ -43,6 +45,9 @@ def default_solver(model: Any, y0: Array, ts: Array, *, rtol: Any, atol: Any) ->
     """The solver `simulate(solver=None)` runs, and why: `(solver, reason)`."""
     if is_stochastic(model):
         return default_stochastic_solver(model), None
+    if has_mass_matrix(model):  # whatever its size: only the stiff solvers take M
+        reason = "the model declares a mass matrix (M y' = f(t, y))"
+        return SOLVERS[DEFAULT_STIFF_SOLVER].build(), reason
     estimate = explicit_step_estimate(model, y0, ts)
     if getattr(model, "is_stiff", False):
         reason = "the model declares itself stiff"

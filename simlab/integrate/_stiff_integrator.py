@@ -6,13 +6,15 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from ._interface import AbstractIntegrator, Problem, Solution
+from ._mass import mass_matrix_of
 from ._solvers import resolve_adjoint
 from ._stiff import AbstractStiffSolver
 from ._stiff._loop import integrate
 
 
 class StiffIntegrator(AbstractIntegrator):
-    """Runs `Rodas5P` and `Radau5` (dense Jacobians, one LU per step), adaptive or fixed."""
+    """Runs `Rodas5P` and `Radau5` (dense Jacobians, one LU per step), adaptive or fixed,
+    on $y' = f(t, y)$ or, for a model with a `mass_matrix`, on $M y' = f(t, y)$."""
 
     name = "stiff"
     runs = "simlab's stiff solvers ('rodas5p', 'radau5')"
@@ -34,13 +36,14 @@ class StiffIntegrator(AbstractIntegrator):
             max_steps=problem.max_steps,
             adjoint=resolve_adjoint(problem.adjoint),
             adaptive=problem.adaptive,
+            mass=mass_matrix_of(problem.model, problem.y0.size),
         )
         return Solution(ys, status, stats, nonfinite_time=nonfinite_time)
 
 
 @eqx.filter_jit
 def _stiff_solve(
-    model, solver, ts, y0, args, *, rtol, atol, dt0, max_steps: int, adjoint, adaptive: bool
+    model, solver, ts, y0, args, *, rtol, atol, dt0, max_steps: int, adjoint, adaptive: bool, mass
 ):
     """Solves with the stiff loop, compiled once per structure: `(ys, status, stats)` and
     the time where adaptive steps got stuck at NaN or inf."""
@@ -48,4 +51,6 @@ def _stiff_solve(
     def vector_field(t, y):
         return jnp.asarray(model(t, y, args), dtype=y.dtype)
 
-    return integrate(solver, vector_field, ts, y0, rtol, atol, dt0, max_steps, adjoint, adaptive)
+    return integrate(
+        solver, vector_field, ts, y0, rtol, atol, dt0, max_steps, adjoint, adaptive, mass
+    )

@@ -7,6 +7,13 @@ from ._base import (
     Bounds as Bounds,
     parameter as parameter,
 )
+from ._dae import (
+    AbstractDAEModel as AbstractDAEModel,
+    PendulumDAE as PendulumDAE,
+    RLCCircuit as RLCCircuit,
+    RobertsonDAE as RobertsonDAE,
+    TransistorAmplifier as TransistorAmplifier,
+)
 from ._driven import BoundaryDriven as BoundaryDriven
 from ._flow import (
     NavierStokes2D as NavierStokes2D,

@@ -118,6 +118,14 @@ class AbstractModel(eqx.Module):
         `dt0=None`.
         """
 
+    @property
+    def mass_matrix(self) -> Array | None:
+        r"""The constant mass matrix $M$ of $M \dot y = f(t, y)$: its diagonal (1-D) or the
+        full matrix (2-D) for the flattened state; `None` (the default) is the identity.
+        A singular $M$ makes the model differential-algebraic (see
+        [`simlab.models.AbstractDAEModel`][]); only `rodas5p` and `radau5` take one."""
+        return None
+
     @classmethod
     def parameter_names(cls) -> tuple[str, ...]:
         """Names of the physical parameters, in declaration order."""

@@ -20,10 +20,13 @@ from jaxtyping import Array, ArrayLike, Bool, Float, Real
 
 from ..._results import RESULTS
 from .._loops import fixed_steps_per_interval, grid_slack
+from ._consistent import consistent_initial_state
 
 RealScalarLike = float | Real[ArrayLike, ""]
 
 VectorField = Callable[[Array, Array], Array]
+# Consistent initial values are solved this much tighter than the steps.
+NEWTON_TOLERANCE = 1e-3
 
 
 class Tolerances(NamedTuple):
@@ -88,15 +91,27 @@ def controller_factor(
 class AbstractStiffSolver(eqx.Module):
     """An adaptive one-step method for stiff problems, run by the shared time loop of `solve`.
 
-    Subclasses implement `init`, `attempt` and `interpolate` on a flat state vector.
+    Subclasses implement `init`, `attempt` and `interpolate` on a flat state vector. Each
+    takes a constant mass matrix `mass` (`None`: the identity), so that they solve
+    $M y' = f(t, y)$; with one, `consistent_initialization` says whether the algebraic
+    components of `y0` are solved for before the first step (`True`) or trusted as given.
     """
+
+    consistent_initialization: bool = eqx.field(default=True, static=True, kw_only=True)
 
     order: eqx.AbstractClassVar[int]  # of the solution: its global error falls as h^order
     error_order: eqx.AbstractClassVar[int]  # local order of the error estimate, err ~ h^q
     tolerance_exponent: ClassVar[float] = 1.0
 
     @abc.abstractmethod
-    def init(self, vector_field: VectorField, t0: Array, y0: Array, tols: Tolerances) -> Any:
+    def init(
+        self,
+        vector_field: VectorField,
+        t0: Array,
+        y0: Array,
+        tols: Tolerances,
+        mass: Array | None = None,
+    ) -> Any:
         """The solver's state before the first step."""
 
     @abc.abstractmethod
@@ -108,6 +123,7 @@ class AbstractStiffSolver(eqx.Module):
         h: Array,
         state: Any,
         tols: Tolerances,
+        mass: Array | None = None,
     ) -> Attempt:
         """Try one step from `(t, y)` of size `h`."""
 
@@ -131,8 +147,9 @@ class AbstractStiffSolver(eqx.Module):
         max_steps: int = 16_384,
         adjoint: dfx.AbstractAdjoint | None = None,
         adaptive: bool = True,
+        mass_matrix: ArrayLike | None = None,
     ) -> tuple[Array, RESULTS, dict[str, Array]]:
-        r"""Solve $y' = f(t, y)$, $y(t_0) = y_0$, saving at `ts`.
+        r"""Solve $M y' = f(t, y)$, $y(t_0) = y_0$, saving at `ts`.
 
         **Arguments:**
 
@@ -157,16 +174,22 @@ class AbstractStiffSolver(eqx.Module):
           that fail even with a fresh Jacobian) stops the solve with its status. A Newton
           failure on a reused Jacobian is retried once with a fresh one, as a rejected
           attempt.
+        - `mass_matrix`: the constant mass matrix $M$ of a flat state, `(n, n)`; `None` is
+          the identity. A singular $M$ makes the problem differential-algebraic (index 1).
 
         **Returns:**
 
-        `(ys, result, stats)`: `ys` of shape `(len(ts), *y0.shape)` with `ys[0] == y0` and
-        `inf` past a failure; `result` a [`simlab.RESULTS`][] status; `stats` a dict of
-        int32 counters (`num_steps`, `num_accepted_steps`, `num_rejected_steps`, and the
-        solver's own, e.g. `num_jacobians`, `num_lu`).
+        `(ys, result, stats)`: `ys` of shape `(len(ts), *y0.shape)` with `ys[0] == y0` (made
+        consistent with a mass matrix) and `inf` past a failure; `result` a
+        [`simlab.RESULTS`][] status; `stats` a dict of int32 counters (`num_steps`,
+        `num_accepted_steps`, `num_rejected_steps`, and the solver's own, e.g.
+        `num_jacobians`, `num_lu`); with a mass matrix also `initial_correction` (the change
+        made to `y0`) and `initial_residual` (the largest residual of the algebraic equations
+        at `ys[0]`).
         """
+        mass = None if mass_matrix is None else jnp.asarray(mass_matrix)
         ys, result, stats, _ = integrate(
-            self, vector_field, ts, y0, rtol, atol, dt0, max_steps, adjoint, adaptive
+            self, vector_field, ts, y0, rtol, atol, dt0, max_steps, adjoint, adaptive, mass
         )
         return ys, result, stats
 
@@ -187,7 +210,8 @@ def _loop_kinds(adjoint: Any) -> tuple[dict[str, Any], str]:
 def initial_step(
     vector_field: VectorField, t0: Array, y0: Array, f0: Array, tols: Tolerances, order: int
 ) -> Array:
-    """Hairer–Nørsett–Wanner's starting step size (Solving ODEs I, II.4)."""
+    """Hairer–Nørsett–Wanner's starting step size (Solving ODEs I, II.4); `vector_field`
+    returns the derivative $y'$."""
     scale = tols.atol + tols.rtol * jnp.abs(y0)
     d0 = rms_norm(y0, scale)
     d1 = rms_norm(f0, scale)
@@ -214,9 +238,12 @@ class _Carry(eqx.Module):
     nonfinite_at: Array  # adaptive steps: where the latest step that gave NaN or inf started
 
 
-def integrate(solver, vector_field, ts, y0, rtol, atol, dt0, max_steps, adjoint, adaptive):
+def integrate(
+    solver, vector_field, ts, y0, rtol, atol, dt0, max_steps, adjoint, adaptive, mass=None
+):
     """`solver.solve`'s `(ys, result, stats)` and the time where adaptive steps got stuck at
-    NaN or inf (every step tried from there gave NaN or inf; `NaN` where they did not)."""
+    NaN or inf (every step tried from there gave NaN or inf; `NaN` where they did not).
+    `mass` is the constant mass matrix of the flat state, or `None` (the identity)."""
     if not isinstance(max_steps, int) or max_steps < 1:
         raise ValueError(f"max_steps must be a positive integer; got {max_steps!r}.")
     if not adaptive and dt0 is None:
@@ -244,15 +271,30 @@ def integrate(solver, vector_field, ts, y0, rtol, atol, dt0, max_steps, adjoint,
         rtol_internal, atol_internal = rtol_arr, atol_arr
     tols = Tolerances(rtol_internal, atol_internal, newton_kind, bool(adaptive))
     y_flat = jnp.ravel(y0)
-    state = solver.init(flat_field, ts[0], y_flat, tols)
+    initial_stats = {}
+    status = RESULTS.successful
+    if mass is not None:
+        mass = mass.astype(dtype)
+        init = consistent_initial_state(
+            flat_field,
+            ts[0],
+            y_flat,
+            mass,
+            jnp.maximum(rtol_arr * NEWTON_TOLERANCE, 100 * jnp.finfo(dtype).eps),
+            atol_arr * NEWTON_TOLERANCE,
+            solve=solver.consistent_initialization,
+        )
+        y_flat, status = init.y0, init.status
+        initial_stats = dict(
+            initial_correction=init.correction.reshape(shape), initial_residual=init.residual
+        )
+    state = solver.init(flat_field, ts[0], y_flat, tols, mass)
     ys = jnp.full((ts.shape[0], y_flat.shape[0]), jnp.inf, dtype=dtype).at[0].set(y_flat)
     zero = jnp.array(0, dtype=jnp.int32)
     nan = jnp.full((), jnp.nan, dtype)
-    carry = _Carry(
-        ts[0], y_flat, ts[0], ys, zero, zero, zero, RESULTS.successful, state, zero, zero, nan
-    )
+    carry = _Carry(ts[0], y_flat, ts[0], ys, zero, zero, zero, status, state, zero, zero, nan)
     loop = _adaptive_loop if adaptive else _fixed_loop
-    final, unfinished = loop(solver, flat_field, ts, dt0, tols, carry, max_steps, loop_kwargs)
+    final, unfinished = loop(solver, flat_field, ts, dt0, tols, carry, max_steps, loop_kwargs, mass)
     stopped_short = (final.result == RESULTS.successful) & unfinished
     # Stopped where a step just gave NaN or inf, the loop was stuck there: steps short
     # enough to stay finite no longer advance t, and more steps would not help.
@@ -264,16 +306,24 @@ def integrate(solver, vector_field, ts, y0, rtol, atol, dt0, max_steps, adjoint,
         num_accepted_steps=final.num_accepted,
         num_rejected_steps=final.num_rejected,
         **solver.counters(final.state),
+        **initial_stats,
     )
     return final.ys.reshape(ts.shape[0], *shape), result, stats, jnp.where(stuck, final.t, nan)
 
 
-def _adaptive_loop(solver, flat_field, ts, dt0, tols, carry, max_steps, loop_kwargs):
+def _adaptive_loop(solver, flat_field, ts, dt0, tols, carry, max_steps, loop_kwargs, mass):
     """Steps chosen by the error estimate; save times filled from the dense output."""
     t0, t1 = ts[0], ts[-1]
     if dt0 is None:
         y0 = carry.y
-        h0 = initial_step(flat_field, t0, y0, flat_field(t0, y0), tols, solver.order)
+        derivative = flat_field
+        if mass is not None:  # y' where M determines it (least squares), for a step size
+            pseudo_inverse = jnp.linalg.pinv(mass)
+
+            def derivative(t, y):
+                return pseudo_inverse @ flat_field(t, y)
+
+        h0 = initial_step(derivative, t0, y0, derivative(t0, y0), tols, solver.order)
     else:
         h0 = jnp.asarray(dt0, dtype=ts.dtype)
     carry = eqx.tree_at(lambda c: c.h, carry, jnp.minimum(h0, t1 - t0))
@@ -284,7 +334,7 @@ def _adaptive_loop(solver, flat_field, ts, dt0, tols, carry, max_steps, loop_kwa
     def body_fn(c):
         h = jnp.minimum(c.h, t1 - c.t)
         last = c.t + h >= t1
-        att = solver.attempt(flat_field, c.t, c.y, h, c.state, tols)
+        att = solver.attempt(flat_field, c.t, c.y, h, c.state, tols, mass)
         accepted = att.accepted & (att.result == RESULTS.successful)
         t_new = jnp.where(last, t1, c.t + h)
         fill = (ts > c.t) & (ts <= t_new) & accepted
@@ -310,7 +360,7 @@ def _adaptive_loop(solver, flat_field, ts, dt0, tols, carry, max_steps, loop_kwa
     return final, final.t < t1
 
 
-def _fixed_loop(solver, flat_field, ts, dt0, tols, carry, max_steps, loop_kwargs):
+def _fixed_loop(solver, flat_field, ts, dt0, tols, carry, max_steps, loop_kwargs, mass):
     """Equal steps of at most `dt0` in each save interval, each accepted, one ending on every
     save time. More steps than `max_steps` in all stop the solve before the first."""
     dtype = ts.dtype
@@ -333,7 +383,7 @@ def _fixed_loop(solver, flat_field, ts, dt0, tols, carry, max_steps, loop_kwargs
         h = (t_end - t_start) / num_steps.astype(dtype)
         t = t_start + c.step.astype(dtype) * h
         last = c.step + 1 >= num_steps
-        att = solver.attempt(flat_field, t, c.y, h, c.state, tols)
+        att = solver.attempt(flat_field, t, c.y, h, c.state, tols, mass)
         accepted = att.accepted & (att.result == RESULTS.successful)
         saved = jnp.where(accepted & last, att.y1, c.ys[i + 1])
         return _Carry(

@@ -76,13 +76,13 @@ class _RadauState(eqx.Module):
     num_newton: Array
 
 
-def _factor(jac: Array, h: Array):
+def _factor(jac: Array, h: Array, mass: Array | None):
     n = jac.shape[0]
-    eye = jnp.eye(n, dtype=jac.dtype)
-    lu_real, ok_real = lu_or_status((GAMMA / h) * eye - jac)
+    mass = jnp.eye(n, dtype=jac.dtype) if mass is None else mass
+    lu_real, ok_real = lu_or_status((GAMMA / h) * mass - jac)
     complex_dtype = jnp.complex128 if jac.dtype == jnp.float64 else jnp.complex64
     shift = lax.complex(ALPHA / h, BETA / h)  # (alpha + i beta) / h, without mixing dtypes
-    complex_matrix = shift * eye.astype(complex_dtype) - jac.astype(complex_dtype)
+    complex_matrix = shift * mass.astype(complex_dtype) - jac.astype(complex_dtype)
     lu_complex, ok_complex = lu_or_status(complex_matrix)
     return lu_real, lu_complex, ok_real & ok_complex
 
@@ -90,15 +90,17 @@ def _factor(jac: Array, h: Array):
 class Radau5(AbstractStiffSolver):
     r"""Radau IIA of order 5 (three stages), as in Hairer and Wanner's RADAU5.
 
-    The stage increments $Z = (Y_i - y)_i$ solve $Z = h (A \otimes I) F(Z)$. With
+    The stage increments $Z = (Y_i - y)_i$ solve $(I \otimes M) Z = h (A \otimes I) F(Z)$,
+    with $M = I$ for an ODE and a constant, possibly singular, mass matrix for
+    $M y' = f(t, y)$ (index 1; Hairer–Wanner, Solving ODEs II, VI.4 and IV.8). With
     $T^{-1} A^{-1} T = \mathrm{diag}(\gamma, [\begin{smallmatrix}\alpha & -\beta\\ \beta &
     \alpha\end{smallmatrix}])$, simplified Newton iterations on $W = (T^{-1}\otimes I) Z$
-    solve one real system with $\gamma/h\, I - J$ and one complex system with
-    $(\alpha + i\beta)/h\, I - J$, each factorised once per step size. The Jacobian is kept
+    solve one real system with $\gamma/h\, M - J$ and one complex system with
+    $(\alpha + i\beta)/h\, M - J$, each factorised once per step size. The Jacobian is kept
     across steps while the iterations contract fast (rate $\theta \le 10^{-3}$), and the step
     size (hence the factorisation) is kept when the controller asks for a ratio in
     $[1, 1.2]$. The error estimate is Hairer's
-    $(\gamma/h\, I - J)^{-1}\big(f(y) + \sum_i d_i Z_i / h\big)$, re-filtered through one more
+    $(\gamma/h\, M - J)^{-1}\big(f(y) + M \sum_i d_i Z_i / h\big)$, re-filtered through one more
     solve after a rejection; the step size follows Gustafsson's predictive controller.
     Tolerances are transformed as RADAU5 does ($r' = 0.1\, r^{2/3}$) so that the user's
     tolerance roughly matches the global error. Dense output is the collocation polynomial
@@ -113,12 +115,12 @@ class Radau5(AbstractStiffSolver):
     error_order: ClassVar[int] = 4  # Hairer's order-3 estimate: local error ~ h^4
     tolerance_exponent: ClassVar[float] = 2.0 / 3.0
 
-    def init(self, vector_field, t0, y0, tols: Tolerances):
+    def init(self, vector_field, t0, y0, tols: Tolerances, mass=None):
         n = y0.shape[0]
         dtype = y0.dtype
         zero = jnp.array(0, dtype=jnp.int32)
         jac = jnp.zeros((n, n), dtype)
-        lu_real, lu_complex, _ = _factor(jnp.zeros((n, n), dtype), jnp.array(1.0, dtype))
+        lu_real, lu_complex, _ = _factor(jac, jnp.array(1.0, dtype), mass)
         return _RadauState(
             jac=jac,
             lu_real=lu_real,
@@ -148,7 +150,7 @@ class Radau5(AbstractStiffSolver):
             num_newton_iterations=state.num_newton,
         )
 
-    def attempt(self, vector_field, t, y, h, state, tols):
+    def attempt(self, vector_field, t, y, h, state, tols, mass=None):
         n = y.shape[0]
         jac = jax.lax.cond(
             state.need_jacobian,
@@ -159,7 +161,7 @@ class Radau5(AbstractStiffSolver):
         refactor = state.need_jacobian | (h != state.h_lu)
         lu_real, lu_complex, lu_ok = jax.lax.cond(
             refactor,
-            lambda: _factor(jac, h),
+            lambda: _factor(jac, h, mass),
             lambda: (state.lu_real, state.lu_complex, state.lu_ok),
         )
         scale = tols.atol + tols.rtol * jnp.abs(y)
@@ -185,9 +187,10 @@ class Radau5(AbstractStiffSolver):
             z, w, newt, dynold, thqold, theta, faccon, status = carry
             f = jax.vmap(lambda ci, zi: vector_field(t + ci * h, y + zi))(nodes, z)
             tf = ti @ f
-            rhs1 = tf[0] - fac1 * w[0]
-            rhs2 = tf[1] - alphn * w[1] + betan * w[2]
-            rhs3 = tf[2] - betan * w[1] - alphn * w[2]
+            mw = w if mass is None else w @ mass.T  # M applied to each stage
+            rhs1 = tf[0] - fac1 * mw[0]
+            rhs2 = tf[1] - alphn * mw[1] + betan * mw[2]
+            rhs3 = tf[2] - betan * mw[1] - alphn * mw[2]
             dw1 = jsl.lu_solve(lu_real, rhs1)
             dw23 = jsl.lu_solve(lu_complex, lax.complex(rhs2, rhs3))
             dw = jnp.stack([dw1, dw23.real, dw23.imag])
@@ -240,7 +243,7 @@ class Radau5(AbstractStiffSolver):
         converged = (status == 1) & lu_ok
 
         if tols.adaptive:
-            err = self._error(vector_field, t, y, h, z, state, lu_real, scale, converged)
+            err = self._error(vector_field, t, y, h, z, state, lu_real, scale, converged, mass)
             accepted = converged & (err < 1)
         else:  # fixed steps: no error test, every converged step is taken
             err = jnp.where(converged, 1e-10, jnp.inf).astype(dtype)
@@ -306,10 +309,12 @@ class Radau5(AbstractStiffSolver):
             result = RESULTS.where(failed, newton_failure, result)
         return Attempt(y1, accepted, h * factor, cont, new_state, result)
 
-    def _error(self, vector_field, t, y, h, z, state, lu_real, scale, converged):
+    def _error(self, vector_field, t, y, h, z, state, lu_real, scale, converged, mass):
         """Hairer's scaled error estimate, re-filtered after a rejection (`inf` where the
-        Newton iterations did not converge)."""
+        Newton iterations did not converge). Algebraic components enter unscaled, as in
+        RADAU5 for index 1 (it scales only declared index-2 and index-3 components)."""
         f2 = (jnp.asarray(DD, y.dtype) / h) @ z
+        f2 = f2 if mass is None else mass @ f2
         err_vec = jsl.lu_solve(lu_real, state.f0 + f2)
         err = rms_norm(err_vec, scale)
 

@@ -15,11 +15,12 @@ from ..._results import RESULTS
 from ._loop import AbstractStiffSolver, Attempt, Tolerances, controller_factor, rms_norm
 
 # Coefficients of Rodas5P in the W-transformed form (Hairer–Wanner, Solving ODEs II, IV.7:
-# stage increments k_i solve (I/(h*gamma) - J) k_i = f(t + c_i h, y + sum_j a_ij k_j)
-# + sum_j (C_ij / h) k_j + h d_i df/dt). Values from G. Steinebach, "Construction of
-# Rosenbrock-Wanner method Rodas5P and numerical benchmarks within the Julia Differential
-# Equations package", BIT Numer. Math. 63 (2023), as tabulated in OrdinaryDiffEq.jl
-# (OrdinaryDiffEqRosenbrock, `Rodas5PTableau`), including the dense-output matrix H.
+# stage increments k_i solve (M/(h*gamma) - J) k_i = f(t + c_i h, y + sum_j a_ij k_j)
+# + M sum_j (C_ij / h) k_j + h d_i df/dt, with M = I for an ODE; VI.4 for the mass matrix).
+# Values from G. Steinebach, "Construction of Rosenbrock-Wanner method Rodas5P and numerical
+# benchmarks within the Julia Differential Equations package", BIT Numer. Math. 63 (2023), as
+# tabulated in OrdinaryDiffEq.jl (OrdinaryDiffEqRosenbrock, `Rodas5PTableau`), including the
+# dense-output matrix H.
 GAMMA = 0.21193756319429014
 A = np.zeros((8, 8))
 A[1, :1] = [3.0]
@@ -104,10 +105,14 @@ class Rodas5P(AbstractStiffSolver):
 
     Each step computes the Jacobian $J = \partial f/\partial y$ (by `jax.jacfwd`) and the
     time derivative $\partial f/\partial t$ (by `jax.jvp`), factorises
-    $I/(h\gamma) - J$ once, and solves eight linear systems
+    $M/(h\gamma) - J$ once, and solves eight linear systems
 
-    $$\Big(\tfrac{1}{h\gamma} I - J\Big) k_i = f\Big(t + c_i h,\ y + \sum_{j<i} a_{ij} k_j\Big)
-      + \sum_{j<i} \frac{C_{ij}}{h} k_j + h\, d_i\, \frac{\partial f}{\partial t}.$$
+    $$\Big(\tfrac{1}{h\gamma} M - J\Big) k_i = f\Big(t + c_i h,\ y + \sum_{j<i} a_{ij} k_j\Big)
+      + M \sum_{j<i} \frac{C_{ij}}{h} k_j + h\, d_i\, \frac{\partial f}{\partial t},$$
+
+    with $M = I$ for an ODE and a constant, possibly singular, mass matrix for
+    $M y' = f(t, y)$ (Hairer–Wanner, Solving ODEs II, VI.4): the method is stiffly
+    accurate, so it solves index-1 differential-algebraic equations to full order.
 
     The new state is $y + \sum_{j<6} a_{6j} k_j + k_6 + k_7 + k_8$ and $k_8$ is the embedded
     error estimate (order 4). A dense output of order 4 fills the save times, which
@@ -141,8 +146,8 @@ class Rodas5P(AbstractStiffSolver):
     order: ClassVar[int] = 5
     error_order: ClassVar[int] = 5  # the embedded order-4 solution's local error
 
-    def init(self, vector_field, t0, y0, tols: Tolerances):
-        del vector_field, y0, tols
+    def init(self, vector_field, t0, y0, tols: Tolerances, mass=None):
+        del vector_field, y0, tols, mass
         dtype = jnp.result_type(t0)
         zero = jnp.array(0, dtype=jnp.int32)
         return _RodasState(
@@ -157,9 +162,9 @@ class Rodas5P(AbstractStiffSolver):
     def counters(self, state):
         return dict(num_jacobians=state.num_jacobians, num_lu=state.num_lu)
 
-    def attempt(self, vector_field, t, y, h, state, tols):
+    def attempt(self, vector_field, t, y, h, state, tols, mass=None):
         f0, dfdt = jax.jvp(lambda s: vector_field(s, y), (t,), (jnp.ones_like(t),))
-        solve, ok = self._stage_solver(vector_field, t, y, h)
+        solve, ok = self._stage_solver(vector_field, t, y, h, mass)
         stage_status = RESULTS.successful
         stages = []
         # The coefficients enter as Python floats, which take the state's precision.
@@ -170,7 +175,10 @@ class Rodas5P(AbstractStiffSolver):
             else:
                 u = y + sum(a[i][j] * stages[j] for j in range(i) if a[i][j] != 0)
                 f_i = vector_field(t + nodes[i] * h, u)
-            rhs = f_i + sum((c[i][j] / h) * stages[j] for j in range(i))
+            rhs = f_i
+            if i > 0:
+                history = sum((c[i][j] / h) * stages[j] for j in range(i))
+                rhs = rhs + (history if mass is None else mass @ history)
             if d[i] != 0:
                 rhs = rhs + (h * d[i]) * dfdt
             stage, status = solve(rhs)
@@ -208,19 +216,22 @@ class Rodas5P(AbstractStiffSolver):
             result = RESULTS.where(result == RESULTS.successful, stage_status, result)
         return Attempt(y1, accepted, h * factor, dense, new_state, result)
 
-    def _stage_solver(self, vector_field, t, y, h):
-        """`(solve, ok)`: `solve(b) -> (x, status)` for (I/(h gamma) - J) x = b, and whether
+    def _stage_solver(self, vector_field, t, y, h, mass):
+        """`(solve, ok)`: `solve(b) -> (x, status)` for (M/(h gamma) - J) x = b, and whether
         the matrix is usable. `status` is the linear solver's, or `RESULTS.singular` where
         it returned non-finite values."""
         inv = 1 / (h * GAMMA)
         if self.linear_solver is None:
             jac = jax.jacfwd(lambda z: vector_field(t, z))(y)
-            factors, ok = lu_or_status(inv * jnp.eye(y.shape[0], dtype=y.dtype) - jac)
+            identity = jnp.eye(y.shape[0], dtype=y.dtype)
+            factors, ok = lu_or_status(inv * (identity if mass is None else mass) - jac)
             return (lambda b: (jsl.lu_solve(factors, b), RESULTS.successful)), ok
         _, jvp_fn = jax.linearize(lambda z: vector_field(t, z), y)
-        operator = lx.FunctionLinearOperator(
-            lambda v: inv * v - jvp_fn(v), jax.ShapeDtypeStruct(y.shape, y.dtype)
-        )
+
+        def apply(v):
+            return inv * (v if mass is None else mass @ v) - jvp_fn(v)
+
+        operator = lx.FunctionLinearOperator(apply, jax.ShapeDtypeStruct(y.shape, y.dtype))
 
         def solve(b):
             sol = lx.linear_solve(operator, b, self.linear_solver, throw=False)
