@@ -389,6 +389,16 @@ def test_an_sde_ensemble_exports_with_its_keys():
     _export(ensemble, jax.random.split(jax.random.key(0), 8), jnp.array(0.3))
 
 
+def test_a_dae_solve_with_its_consistent_initialisation_exports():
+    def robertson(k1):
+        model = simlab.models.RobertsonDAE(k1=k1)
+        return simlab.simulate(
+            model, jnp.array([1.0, 0.0, 0.0]), jnp.array([0.0, 1.0, 10.0]), solver="rodas5p"
+        ).ys
+
+    _export(robertson, jnp.array(0.04))
+
+
 def test_a_symplectic_solve_and_its_gradient_export():
     y0 = jnp.array([0.4, 0.0, 0.0, 2.0])  # Kepler, e = 0.6
     ts = jnp.linspace(0.0, 2.0, 5)
