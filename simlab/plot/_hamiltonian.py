@@ -14,6 +14,7 @@ from ._trajectory import _with_unit
 AXIS_NAMES = "xyz"
 SCALES = ("linear", "log")
 NEWTON_ITERATIONS = 8
+DEFAULT_MODES = 4
 
 
 def orbits(model, trajectory, *, plane=(0, 1), length_unit: str = "", ax=None):
@@ -45,7 +46,7 @@ def orbits(model, trajectory, *, plane=(0, 1), length_unit: str = "", ax=None):
         ax = simlab.plot.orbits(planets, path, length_unit="AU")
         ```
     """
-    dimension = _body_dimension(model)
+    dimension = body_dimension(model)
     positions = np.asarray(model.positions(jnp.asarray(trajectory.ys)))
     bodies = positions.reshape(len(positions), -1, dimension)
     first, second = _checked_plane(plane, dimension)
@@ -65,7 +66,7 @@ def orbits(model, trajectory, *, plane=(0, 1), length_unit: str = "", ax=None):
     return ax
 
 
-def _body_dimension(model) -> int:
+def body_dimension(model) -> int:
     """How many coordinates each body has: the model's `dimension`, else all its positions
     as one point (two or three of them)."""
     dimension = getattr(model, "dimension", None)
@@ -271,7 +272,7 @@ def _hermite_slope(s, y0, dy0, y1, dy1):
 
 
 def mode_energies(
-    model, trajectory, *, modes: int = 4, yscale="linear", time_label="time", ax=None
+    model, trajectory, *, modes: int | None = None, yscale="linear", time_label="time", ax=None
 ):
     r"""Plots the harmonic energy $E_k = \tfrac12(P_k^2 + \omega_k^2 Q_k^2)$ of the first
     `modes` normal modes of a chain against time: the FPUT recurrence, energy leaving the
@@ -281,7 +282,7 @@ def mode_energies(
 
     - `model`: a model with `mode_energies` (e.g. [`simlab.models.FPUTChain`][]).
     - `trajectory`: its [`simlab.Trajectory`][].
-    - `modes`: how many modes, from the lowest.
+    - `modes`: how many modes, from the lowest (default: four, or all of fewer).
     - `yscale`: `"linear"` or `"log"` (which shows the small energies of the higher modes).
     - `time_label`: the time axis label.
     - `ax`: the Axes to draw on; `None` makes a new figure.
@@ -304,6 +305,7 @@ def mode_energies(
             f"{type(model).__name__} has none."
         )
     energies = np.asarray(model.mode_energies(jnp.asarray(trajectory.ys)))
+    modes = min(DEFAULT_MODES, energies.shape[1]) if modes is None else modes
     if not 1 <= modes <= energies.shape[1]:
         raise ValueError(f"modes must be between 1 and {energies.shape[1]}; got {modes}.")
     if yscale not in SCALES:
