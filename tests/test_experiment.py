@@ -16,10 +16,12 @@ from simlab.experiment._folder import StoredRun, to_toml
 from simlab.experiment._run import Outcome
 
 SHIPPED = (
+    "fput_recurrence",
     "gray_scott_patterns",
     "heat_inverse",
     "kuramoto_sivashinsky",
     "lynx_hare",
+    "outer_solar_system",
     "pendulum_sweep",
     "sir_sensitivity",
 )
@@ -324,7 +326,8 @@ def test_plot_checks_an_edited_config(tmp_path, monkeypatch):
 
 
 def _stored(tmp_path, **arrays) -> StoredRun:
-    config = {"model": {"name": "LotkaVolterra"}}
+    rates = {"alpha": 0.5, "beta": 0.02, "gamma": 0.8, "delta": 0.02}
+    config = {"model": {"name": "LotkaVolterra", "parameters": rates}}
     return StoredRun(tmp_path, config, metrics={}, provenance={}, arrays=arrays)
 
 

@@ -26,6 +26,9 @@ CHOSEN = {
     "sir_sensitivity": [("peak_time_indices.png", "experiment_sir_peak_time_indices.png"),
                         ("peak_time_map.png", "experiment_sir_peak_time_map.png")],
     "kuramoto_sivashinsky": [("space_time.png", "experiment_kuramoto_sivashinsky.png")],
+    "outer_solar_system": [("orbits.png", "experiment_outer_solar_system_orbits.png"),
+                           ("energy_error.png", "experiment_outer_solar_system_energy.png")],
+    "fput_recurrence": [("mode_energies.png", "experiment_fput_recurrence.png")],
 }  # fmt: skip
 
 

@@ -1,5 +1,6 @@
-"""Makes the figures of docs/hamiltonian.md: the energy error of symplectic and Runge–Kutta
-methods on an eccentric Kepler orbit, and a Poincaré section of the Hénon–Heiles system.
+"""Makes the figures of docs/hamiltonian.md with `simlab.plot`: the energy error of
+symplectic and Runge–Kutta methods on an eccentric Kepler orbit, and a Poincaré section of
+the Hénon–Heiles system.
 
 Run from the repository root: `python docs/scripts/hamiltonian_figures.py`.
 """
@@ -16,7 +17,6 @@ import numpy as np  # noqa: E402
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
 
 import simlab  # noqa: E402
 import simlab.plot  # noqa: E402
@@ -35,24 +35,22 @@ def kepler_energy_error():
         "Tsit5, rtol = 1e-8": dict(solver="tsit5", rtol=1e-8, atol=1e-10),
         "RK4, dt = 0.01": dict(solver="rk4", adaptive=False, dt0=0.01),
     }
-    with simlab.plot.style():
-        figure, ax = plt.subplots(figsize=(8, 4))
-        for label, settings in runs.items():
-            ys = simlab.simulate(model, y0, ts, max_steps=10**7, **settings).ys
-            # The largest error so far: the envelope of the oscillation within each orbit.
-            error = np.maximum.accumulate(np.abs(np.asarray(model.energy(ys) - model.energy(y0))))
-            ax.loglog(ts[1:], error[1:], label=label)
-            print(f"{label}: max |H - H0| up to t = {float(ts[-1]):g}: {error[-1]:.2e}")
-        ax.set_xlabel("time (one orbit is 2π)")
-        ax.set_ylabel("largest |H − H₀| so far")
-        ax.set_title("Kepler orbit, e = 0.6: energy error")
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
-        figure.savefig(FIGURES / "hamiltonian_kepler_energy.png")
+    paths = {
+        label: simlab.simulate(model, y0, ts, max_steps=10**7, **settings)
+        for label, settings in runs.items()
+    }
+    for label, path in paths.items():
+        error = simlab.plot._hamiltonian.relative_energy_error(model, path).max()
+        print(f"{label}: max |H - H0| / |H0| up to t = {float(ts[-1]):g}: {error:.2e}")
+    # The largest error so far: the envelope of the oscillation within each orbit.
+    ax = simlab.plot.energy_error(model, paths, envelope=True, time_label="time (one orbit is 2π)")
+    ax.set_title("Kepler orbit, e = 0.6: relative energy error")
+    save(ax.figure, "hamiltonian_kepler_energy.png")
 
 
-def henon_heiles_section(energy=1 / 8, end=3000.0, spacing=0.02):
-    """Crossings of x = 0 with p_x > 0, as (y, p_y), linearly interpolated between saves,
-    of orbits started on the section along p_y = 0 and along y = 0."""
+def henon_heiles_section(energy=1 / 8, end=3000.0, spacing=0.05):
+    """Crossings of x = 0 with p_x > 0, in (y, p_y), of orbits started on the section along
+    p_y = 0 and along y = 0."""
     model = simlab.models.HenonHeiles()
     seeds = [(y, 0.0) for y in np.linspace(-0.35, 0.6, 20)]
     seeds += [(0.0, py) for py in np.linspace(-0.45, 0.45, 10)]
@@ -64,30 +62,25 @@ def henon_heiles_section(energy=1 / 8, end=3000.0, spacing=0.02):
     ts = jnp.arange(0.0, end, spacing)
 
     @jax.jit
-    def orbits(starts, ts):
+    def orbits(starts):
         def orbit(y0):
             return simlab.simulate(
                 model, y0, ts, solver="yoshida6", adaptive=False, dt0=spacing, max_steps=10**6
-            ).ys
+            )
 
         return jax.vmap(orbit)(starts)
 
-    paths = np.asarray(orbits(jnp.asarray(starts), ts))
+    ax = simlab.plot.poincare_section(model, orbits(jnp.asarray(starts)))
+    ax.grid(False)
+    ax.set_aspect("equal")
+    ax.set_title(f"Hénon–Heiles Poincaré section, H = {energy:g}, x = 0, p_x > 0")
+    save(ax.figure, "hamiltonian_henon_heiles_section.png")
+
+
+def save(figure, name: str) -> None:
     with simlab.plot.style():
-        figure, ax = plt.subplots(figsize=(6, 5.5))
-        colours = plt.cm.viridis(np.linspace(0, 1, len(paths)))
-        for path, colour in zip(paths, colours, strict=True):
-            x = path[:, 0]
-            crossing = np.flatnonzero((x[:-1] < 0) & (x[1:] >= 0))
-            weight = (-x[crossing] / (x[crossing + 1] - x[crossing]))[:, None]
-            points = path[crossing] + weight * (path[crossing + 1] - path[crossing])
-            ax.plot(points[:, 1], points[:, 3], ".", ms=0.8, color=colour, rasterized=True)
-        ax.grid(False)
-        ax.set_aspect("equal")
-        ax.set_xlabel("y")
-        ax.set_ylabel("p_y")
-        ax.set_title(f"Hénon–Heiles Poincaré section, H = {energy:g}, x = 0, p_x > 0")
-        figure.savefig(FIGURES / "hamiltonian_henon_heiles_section.png", dpi=150)
+        figure.savefig(FIGURES / name)
+    print(f"wrote {FIGURES / name}")
 
 
 if __name__ == "__main__":

@@ -112,3 +112,17 @@ class Checker:
                 f"folder, so keep it to {MAX_FILE_STEM} characters.",
             )
         return value
+
+
+FLOAT_BYTES = 8
+MEMORY_LIMIT = 8 * 2**30  # the arrays one run may hold; more is refused at --check
+
+
+def check_memory(check: Checker, key: str, what: str, num_bytes: int | float) -> None:
+    """Refuses a size whose arrays would need more than `MEMORY_LIMIT` bytes."""
+    if num_bytes > MEMORY_LIMIT:
+        raise check.fail(
+            key,
+            f"is too large: {what} would need {num_bytes / 2**30:.3g} GiB of memory, above the "
+            f"{MEMORY_LIMIT / 2**30:g} GiB a run may use; reduce it.",
+        )

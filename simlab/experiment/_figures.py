@@ -12,10 +12,11 @@ import numpy as np
 from .._results import RESULTS, Trajectory
 from .._sweep import SweepResult
 from ..io import atomic_write
-from ..models import AbstractGridModel, AbstractModel
+from ..models import AbstractGridModel, AbstractHamiltonianModel, AbstractModel
 from ._check import Checker, ExperimentError
 from ._fields import model_classes, observable_names
 from ._folder import CONFIG, PROFILE_ARRAYS, StoredRun, inside_run
+from ._model import built_model
 
 VECTOR_FORMAT = "svg"
 NEEDS = {
@@ -27,9 +28,20 @@ NEEDS = {
     "sensitivity": "a [sensitivity] table",
     "continuation": "a [continuation] table",
 }
-SUITS = {"grid": "grid models", "ode": "models with named states (ODEs)", "any": "any model"}
+SUITS = {  # what each `suits` says, and which models it admits
+    "grid": ("grid models", lambda model: isinstance(model, AbstractGridModel)),
+    "ode": (
+        "models with named states (ODEs)",
+        lambda model: not isinstance(model, AbstractGridModel),
+    ),
+    "hamiltonian": (
+        "Hamiltonian models",
+        lambda model: isinstance(model, AbstractHamiltonianModel),
+    ),
+    "any": ("any model", lambda model: True),
+}
 STRING_OPTIONS = ("title", "label", "xlabel", "ylabel", "variable")
-INTEGER_OPTIONS = {"channel": 0, "every": 1}  # each with its smallest value
+INTEGER_OPTIONS = {"channel": 0, "every": 1, "modes": 1}  # each with its smallest value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,7 +54,8 @@ class FigureKind:
     - `needs`: what the experiment must have for it: tables (`"fit"`, `"sweep"`,
       `"fit.profiles"`, `"fit.sampling"`, `"sensitivity"`, `"continuation"`) or
       `"fit.starts"` (a multi-start fit).
-    - `suits`: the models it is drawn for: `"grid"`, `"ode"` (named states) or `"any"`.
+    - `suits`: the models it is drawn for: `"grid"`, `"ode"` (named states),
+      `"hamiltonian"` or `"any"`.
     - `options`: the keys it accepts besides `kind` and `name`; any other key is refused.
     - `check_options`: further checks, `check(checker, entry, where, model, spec)`, run
       after the needs and the model are known to fit; `spec` is the spec of the first table
@@ -64,10 +77,11 @@ class FigureKind:
         for table in self.needs:
             if tables[table] is None:
                 raise check.fail(f"{where}.kind", f"{self.name!r} needs {NEEDS[table]}.")
-        if self.suits != "any" and (self.suits == "grid") != isinstance(model, AbstractGridModel):
+        description, admits = SUITS[self.suits]
+        if not admits(model):
             raise check.fail(
                 f"{where}.kind",
-                f"{self.name!r} is a figure for {SUITS[self.suits]}, not {type(model).__name__}.",
+                f"{self.name!r} is a figure for {description}, not {type(model).__name__}.",
             )
         spec = tables[self.needs[0] if self.needs else "sweep"]
         for check_option in self.check_options:
@@ -147,8 +161,19 @@ def _model_class(run: StoredRun):
     return model_classes()[run.config["model"]["name"]]
 
 
+def _model(run: StoredRun) -> AbstractModel:
+    """The model that ran, rebuilt from the stored config with the fitted parameters, if any:
+    its state names and energies are an instance's, not its class's."""
+    fitted = run.metrics.get("fit", {}).get("parameters", {})
+    values = {  # JSON keeps a non-finite fit as None
+        name: np.nan if record["value"] is None else record["value"]
+        for name, record in fitted.items()
+    }
+    return built_model(run.config, run.folder / CONFIG, values)
+
+
 def _state_names(run: StoredRun) -> tuple[str, ...]:
-    return tuple(_model_class(run).state_names)
+    return tuple(_model(run).state_names)
 
 
 def _trajectory(run: StoredRun, ys_name: str = "simulation_ys") -> Trajectory:
@@ -644,6 +669,63 @@ def _state_component(check: Checker, entry: dict, where: str, model, spec) -> No
     check.string(entry, "variable", where, default=None, choices=model.state_names)
 
 
+# The figures of a Hamiltonian simulation.
+
+
+def _model_and_path(plot: str, *passed: str):
+    """A drawer of `simlab.plot.<plot>(model, trajectory, ...)` for the run that ran, with
+    the entry's keys `passed` as options and its axis labels."""
+
+    def draw(run: StoredRun, entry: dict):
+        import simlab.plot
+
+        options = {key: entry[key] for key in passed if key in entry}
+        ax = getattr(simlab.plot, plot)(_model(run), _trajectory(run), **options)
+        _axis_labels(ax, entry)
+        return ax.figure
+
+    return draw
+
+
+def _energy_error(run: StoredRun, entry: dict):
+    import simlab.plot
+
+    solver = run.config.get("solver", {})
+    steps = f", dt = {solver['dt0']:g}" if "dt0" in solver else ""
+    label = f"{solver.get('name', 'default solver')}{steps}"
+    ax = simlab.plot.energy_error(_model(run), {label: _trajectory(run)})
+    _axis_labels(ax, entry)
+    return ax.figure
+
+
+def _bodies_in_a_plane(check: Checker, entry: dict, where: str, model, spec) -> None:
+    from simlab.plot._hamiltonian import body_dimension
+
+    try:
+        body_dimension(model)
+    except ValueError as error:
+        raise check.fail(f"{where}.kind", str(error)) from None
+
+
+def _two_degrees_of_freedom(check: Checker, entry: dict, where: str, model, spec) -> None:
+    if len(model.state_names) != 4:
+        raise check.fail(
+            f"{where}.kind",
+            f"a Poincaré section needs two degrees of freedom; {type(model).__name__} has "
+            f"{len(model.state_names) // 2}.",
+        )
+
+
+def _normal_modes(check: Checker, entry: dict, where: str, model, spec) -> None:
+    if not hasattr(model, "mode_energies"):
+        raise check.fail(
+            f"{where}.kind", f"{type(model).__name__} has no normal modes; use an FPUTChain."
+        )
+    num_modes = len(model.state_names) // 2
+    if entry.get("modes", 1) > num_modes:
+        raise check.fail(f"{where}.modes", f"is {entry['modes']}; the chain has {num_modes} modes.")
+
+
 _LABELS = ("title", "xlabel", "ylabel")
 FIGURE_KINDS = {
     kind.name: kind
@@ -715,6 +797,31 @@ FIGURE_KINDS = {
             (*_LABELS, "label", "channel"),
             (_one_dimensional, _existing_channel),
             _still(_space_time),
+        ),
+        FigureKind(
+            "orbits",
+            (),
+            "hamiltonian",
+            _LABELS,
+            (_bodies_in_a_plane,),
+            _still(_model_and_path("orbits")),
+        ),
+        FigureKind("energy_error", (), "hamiltonian", _LABELS, (), _still(_energy_error)),
+        FigureKind(
+            "poincare_section",
+            (),
+            "hamiltonian",
+            _LABELS,
+            (_two_degrees_of_freedom,),
+            _still(_model_and_path("poincare_section")),
+        ),
+        FigureKind(
+            "mode_energies",
+            (),
+            "hamiltonian",
+            (*_LABELS, "modes"),
+            (_normal_modes,),
+            _still(_model_and_path("mode_energies", "modes")),
         ),
         FigureKind(
             "animation",

@@ -17,13 +17,13 @@ from .._fit._fit import METHODS
 from .._fit._noise import NOISE_MODELS, AbstractLeastSquaresNoise
 from .._options import SolveOptions
 from .._sensitivity import METHODS as SENSITIVITY_METHODS, _checked_sizes as check_sensitivity_sizes
-from ..grid import Grid
 from ..integrate._registry import select_integrator
 from ..integrate._solvers import SOLVERS, resolve_solver
 from ..models import AbstractGridModel, AbstractModel, GrayScott
-from ._check import Checker, ExperimentError as ExperimentError
-from ._fields import StateEvent, initial_field, model_classes
+from ._check import FLOAT_BYTES, Checker, ExperimentError as ExperimentError, check_memory
+from ._fields import StateEvent, initial_field
 from ._figures import figure_entries
+from ._model import model_from_config
 
 DATASETS = ("lynx_hare",)
 SWEEP_MODES = ("grid", "zip")
@@ -281,8 +281,8 @@ def parse(
         except ExperimentError as error:
             raise ExperimentError(f"{error} (with the [quick] table applied)") from None
     description = check.string(resolved, "description", "description", default="")
-    model = _model(check, resolved)
-    y0 = _initial_state(check, resolved, model)
+    model, preset_state = model_from_config(check, resolved)
+    y0 = _initial_state(check, resolved, model, preset_state)
     time = _time(check, resolved)
     solver = _solver(check, resolved)
     data = _data(check, resolved, model, named_by_user=data_file is not None)
@@ -313,73 +313,20 @@ def parse(
     )
 
 
-def _model(check: Checker, config: dict) -> AbstractModel:
-    table = check.table(config, "model", "model")
-    check.keys(table, "model", ("name", "parameters", "grid"))
-    classes = model_classes()
-    name = check.string(table, "name", "model")
-    if name not in classes:
-        raise check.fail("model.name", f"unknown model {name!r}; use one of {sorted(classes)}.")
-    cls = classes[name]
-    values = check.table(table, "parameters", "model.parameters", required=False) or {}
-    known = cls.parameter_names()
-    defaults = {f.name for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
-    for key in values:
-        if key not in known:
+def _initial_state(
+    check: Checker, config: dict, model: AbstractModel, preset_state: np.ndarray | None
+) -> np.ndarray:
+    if preset_state is not None:
+        if "initial_state" in config:
             raise check.fail(
-                f"model.parameters.{key}",
-                f"{name} has no parameter {key!r}; its parameters are {list(known)}.",
+                "initial_state", "model.preset gives the initial state; remove [initial_state]."
             )
-    for key in known:
-        if key not in values and key not in defaults:
-            raise check.fail(f"model.parameters.{key}", f"is missing; {name} needs a value for it.")
-    bounds = cls.parameter_bounds()
-    parameters = {}
-    for key in values:
-        value = check.number(values, key, "model.parameters")
-        if not bounds[key].contains(np.asarray(value)):
-            raise check.fail(
-                f"model.parameters.{key}",
-                f"is {value!r}, outside its valid range {bounds[key].describe()}.",
-            )
-        parameters[key] = value
-    settings = {}
-    if issubclass(cls, AbstractGridModel):
-        settings["grid"] = _grid(check, table)
-    elif "grid" in table:
-        raise check.fail("model.grid", f"{name} is not a grid model; remove [model.grid].")
-    try:
-        return cls(**parameters, **settings)
-    except (TypeError, ValueError) as error:
-        raise check.fail("model", f"{name} refused these settings: {error}") from None
-
-
-def _grid(check: Checker, table: dict) -> Grid:
-    grid = check.table(table, "grid", "model.grid")
-    check.keys(grid, "model.grid", ("shape", "extent", "boundary"))
-    shape = grid.get("shape")
-    if (
-        not isinstance(shape, list)
-        or not 1 <= len(shape) <= 3
-        or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 3 for n in shape)
-    ):
-        raise check.fail("model.grid.shape", f"must be a list of 1-3 integers >= 3; got {shape!r}.")
-    _check_memory(check, "model.grid.shape", "one field", math.prod(shape) * FLOAT_BYTES)
-    extent = check.number(grid, "extent", "model.grid", positive=True)
-    boundary = check.string(
-        grid,
-        "boundary",
-        "model.grid",
-        default="periodic",
-        choices=("periodic", "dirichlet", "neumann"),
-    )
-    return Grid(tuple(shape), extent=extent, boundary=boundary)
-
-
-def _initial_state(check: Checker, config: dict, model: AbstractModel) -> np.ndarray:
+        return preset_state
     table = check.table(config, "initial_state", "initial_state")
     if isinstance(model, AbstractGridModel):
         return _grid_field(check, table, model)
+    if "mode" in table and hasattr(model, "mode_shapes"):
+        return _normal_mode(check, table, model)
     names = model.state_names
     check.keys(table, "initial_state", names)
     missing = [name for name in names if name not in table]
@@ -389,6 +336,20 @@ def _initial_state(check: Checker, config: dict, model: AbstractModel) -> np.nda
             f"is missing; give a number for each state component {list(names)}.",
         )
     return np.array([check.number(table, name, "initial_state") for name in names])
+
+
+def _normal_mode(check: Checker, table: dict, model) -> np.ndarray:
+    """`mode = k`, `amplitude = A`: a chain at rest with only its k-th normal mode excited,
+    to the amplitude $Q_k = A$ (positions $A$ times the mode's shape)."""
+    check.keys(table, "initial_state", ("mode", "amplitude"))
+    shapes = np.asarray(model.mode_shapes())  # symmetric: row k is mode k's shape
+    mode = check.integer(table, "mode", "initial_state")
+    if mode > len(shapes):
+        raise check.fail(
+            "initial_state.mode", f"is {mode}; {type(model).__name__} has {len(shapes)} modes."
+        )
+    amplitude = check.number(table, "amplitude", "initial_state")
+    return np.concatenate([amplitude * shapes[mode - 1], np.zeros(len(shapes))])
 
 
 def _grid_field(check: Checker, table: dict, model: AbstractGridModel) -> np.ndarray:
@@ -587,23 +548,12 @@ def _check_inside_project(check: Checker, path: pathlib.Path) -> None:
         )
 
 
-FLOAT_BYTES = 8
-MEMORY_LIMIT = 8 * 2**30  # the arrays one run may hold; more is refused at --check
 MAX_STEPS_LIMIT = 10**7
-
-
-def _check_memory(check: Checker, key: str, what: str, num_bytes: int | float) -> None:
-    if num_bytes > MEMORY_LIMIT:
-        raise check.fail(
-            key,
-            f"is too large: {what} would need {num_bytes / 2**30:.3g} GiB of memory, above the "
-            f"{MEMORY_LIMIT / 2**30:g} GiB a run may use; reduce it.",
-        )
 
 
 def _check_sizes(check: Checker, y0: np.ndarray, time, sweep, fit, solver) -> None:
     """Refuses sizes a run could not hold, naming the memory they would need."""
-    _check_memory(
+    check_memory(
         check, "time.num_points", "the saved trajectory", time.num_points * y0.size * FLOAT_BYTES
     )
     for key, steps in (
@@ -615,7 +565,7 @@ def _check_sizes(check: Checker, y0: np.ndarray, time, sweep, fit, solver) -> No
     if sweep is not None:
         nums = [axis["num"] for axis in sweep.axes.values()]
         members = math.prod(nums) if sweep.mode == "grid" else max(nums)
-        _check_memory(
+        check_memory(
             check,
             "sweep.parameters",
             f"{members:.3g} members' results",
@@ -1109,7 +1059,7 @@ def _sensitivity(check: Checker, config: dict, model: AbstractModel, y0, event):
         )
     except ValueError as error:
         raise check.fail("sensitivity", str(error)) from None
-    _check_memory(
+    check_memory(
         check,
         "sensitivity.num_samples",
         "the design's runs",

@@ -90,10 +90,13 @@ class AbstractModel(eqx.Module):
     that `jax.grad` and `jax.vmap` see them as arrays and their valid ranges are known.
     Every member below that is abstract is answered from static information (the class and
     its static fields), so `simulate` decides the same way directly, under `jit` and `vmap`.
-    `step_limit` says in words what bounds `max_stable_step`, for error messages.
+    `step_limit` says in words what bounds `max_stable_step`, for error messages;
+    `presets` names the class methods that return a ready `(model, y0)` (e.g.
+    `NBody.outer_solar_system`), which an experiment may start from.
     """
 
     step_limit: ClassVar[str] = "diffusion-number/CFL limit"
+    presets: ClassVar[tuple[str, ...]] = ()
 
     @abc.abstractmethod
     def __call__(self, t: Any, y: PyTree[Array], args: Any) -> PyTree[Array]:

@@ -355,6 +355,8 @@ class NBody(AbstractHamiltonianModel):
     dimension: int = eqx.field(static=True, default=3)
     names: tuple[str, ...] | None = eqx.field(static=True, default=None)
 
+    presets: ClassVar[tuple[str, ...]] = ("outer_solar_system",)
+
     def __check_init__(self):
         if self.dimension not in (1, 2, 3):
             raise ValueError(f"NBody: dimension must be 1, 2 or 3; got {self.dimension}.")

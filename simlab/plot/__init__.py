@@ -19,6 +19,12 @@ from ._flow import (
     flow_field as flow_field,
 )
 from ._gallery import animate as animate, sweep_gallery as sweep_gallery
+from ._hamiltonian import (
+    energy_error as energy_error,
+    mode_energies as mode_energies,
+    orbits as orbits,
+    poincare_section as poincare_section,
+)
 from ._likelihood import corner as corner, profiles as profiles, waterfall as waterfall
 from ._loss import loss_curve as loss_curve
 from ._paths import fan_chart as fan_chart, terminal_histogram as terminal_histogram
