@@ -159,20 +159,25 @@ def counts_per_cell_step(kernel: Kernel) -> tuple[float, float]:
     return analysis.get("flops", 0.0) / cells, analysis.get("transcendentals", 0.0) / cells
 
 
+def target_tiles(kernel: Kernel, target: str):
+    """The tiles `target`'s table gives `kernel` at the benchmark's size."""
+    return fit_tiles(
+        target,
+        kernel.table_key,
+        kernel.interior,
+        None,
+        width=kernel.width,
+        num_channels=kernel.reads,
+        itemsize=WORD,
+    )
+
+
 def bytes_per_cell_step(kernel: Kernel, target: str | None) -> float:
     """Bytes moved per cell and step: each input once (`target=None`), or each program's
     window from memory as `target`'s tiles lay it out."""
     read_factor = 1.0
     if target is not None:
-        tiles = fit_tiles(
-            target,
-            kernel.table_key,
-            kernel.interior,
-            None,
-            width=kernel.width,
-            num_channels=kernel.reads,
-            itemsize=WORD,
-        )
+        tiles = target_tiles(kernel, target)
         read_factor = math.prod(tiles.window) / math.prod(tiles.block)
     return WORD * (kernel.reads * read_factor + kernel.writes) / kernel.steps
 
@@ -228,15 +233,7 @@ def report() -> list[str]:
         minimum = bytes_per_cell_step(kernel, None)
         for chip in CHIPS:
             for target in chip.targets:
-                tiles = fit_tiles(
-                    target,
-                    kernel.table_key,
-                    kernel.interior,
-                    None,
-                    width=kernel.width,
-                    num_channels=kernel.reads,
-                    itemsize=WORD,
-                )
+                tiles = target_tiles(kernel, target)
                 lines.append(
                     f"{kernel.label:<22} {flops:>9.1f} {minimum:>10.2f} {target:<11} "
                     f"{'x'.join(map(str, tiles.block)):<14} "
