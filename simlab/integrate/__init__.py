@@ -6,7 +6,7 @@ and an integrator, hands the integrator a `Problem` and wraps its `Solution`. A 
 of integrator is a new module with an `AbstractIntegrator` subclass, registered with one
 line in `INTEGRATORS` (or by `register_integrator`). Integrators ask models only through
 small protocols (`SplitVectorField`, `FourierSplitVectorField`, `HamiltonianSystem`,
-`max_stable_step`); they never import a model class.
+`LangevinSystem`, `max_stable_step`); they never import a model class.
 """
 
 from ._brownian import brownian_path as brownian_path
@@ -19,6 +19,7 @@ from ._interface import (
     Problem as Problem,
     Solution as Solution,
 )
+from ._langevin import BAOAB as BAOAB, LangevinSystem as LangevinSystem
 from ._lean import LeanIntegrator as LeanIntegrator
 from ._registry import (
     INTEGRATORS as INTEGRATORS,

@@ -26,6 +26,7 @@ from .._results import RESULTS
 from ._brownian import Increment, checked_key, increment, step_grid
 from ._interface import AbstractIntegrator, Problem, Solution
 from ._loops import repeat_step
+from ._symplectic import is_hamiltonian
 
 NOISE_KINDS = ("diagonal", "scalar", "general")
 
@@ -192,10 +193,10 @@ def sde_solve(problem: Problem) -> Array:
 
 
 class SDEIntegrator(AbstractIntegrator):
-    """Fixed-step Euler–Maruyama, Milstein and SRA1 on stochastic models, with keys."""
+    """Fixed-step Euler–Maruyama, Milstein, SRA1 and BAOAB on stochastic models, with keys."""
 
     name = "sde"
-    runs = "stochastic solvers ('euler_maruyama', 'milstein', 'sra1')"
+    runs = "stochastic solvers ('euler_maruyama', 'milstein', 'sra1', 'baoab')"
     exclusive = True
     adaptive_steps = False
     adjoints = tuple(LOOP_KINDS)
@@ -217,15 +218,15 @@ def checked_stochastic_inputs(
     after checking that model, solver and key belong together; errors name the argument."""
     name = type(model).__name__
     if not is_stochastic(model):
-        if key is not None:
-            raise ValueError(
-                f"key is for stochastic models (with drift and diffusion); {name} is "
-                "deterministic: leave key out."
-            )
         if isinstance(solver, AbstractSDESolver):
             raise ValueError(
                 f"{type(solver).__name__} solves stochastic models; {name} is deterministic: "
-                "use an ODE solver such as solver='tsit5'."
+                "use an ODE solver such as solver='tsit5'" + _thermostat_hint(model) + "."
+            )
+        if key is not None:
+            raise ValueError(
+                f"key is for stochastic models (with drift and diffusion); {name} is "
+                "deterministic: leave key out" + _thermostat_hint(model) + "."
             )
         return None
     if key is None:
@@ -236,7 +237,8 @@ def checked_stochastic_inputs(
     if not isinstance(solver, AbstractSDESolver):
         raise ValueError(
             f"{name} is stochastic; {type(solver).__name__} solves ODEs: use "
-            "solver='euler_maruyama', 'milstein' or 'sra1'."
+            "solver='euler_maruyama', 'milstein', 'sra1' or, for simlab.models.Langevin, "
+            "'baoab'."
         )
     if adaptive:
         raise ValueError(
@@ -247,6 +249,16 @@ def checked_stochastic_inputs(
     if reason is not None:
         raise ValueError(reason)
     return checked_key(key)
+
+
+def _thermostat_hint(model: Any) -> str:
+    """For a Hamiltonian model, how to run its Langevin dynamics instead."""
+    if not is_hamiltonian(model):
+        return ""
+    return (
+        "; for its Langevin dynamics at a temperature, solve "
+        "simlab.models.Langevin(model, friction=..., temperature=...) with solver='baoab'"
+    )
 
 
 def default_stochastic_solver(model: Any) -> AbstractSDESolver:

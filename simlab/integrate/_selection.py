@@ -17,6 +17,7 @@ import numpy as np
 from jaxtyping import Array
 
 from .._misc import is_concrete
+from ._langevin import BAOAB, is_langevin
 from ._mass import has_mass_matrix
 from ._sde import default_stochastic_solver, is_stochastic
 from ._solvers import DEFAULT_SOLVER, DEFAULT_STIFF_SOLVER, SOLVERS, resolve_solver
@@ -43,6 +44,8 @@ def explicit_step_estimate(model: Any, y0: Array, ts: Array) -> float | None:
 
 def default_solver(model: Any, y0: Array, ts: Array, *, rtol: Any, atol: Any) -> Any:
     """The solver `simulate(solver=None)` runs, and why: `(solver, reason)`."""
+    if is_langevin(model):
+        return BAOAB(), None
     if is_stochastic(model):
         return default_stochastic_solver(model), None
     if has_mass_matrix(model):  # whatever its size: only the stiff solvers take M

@@ -26,6 +26,7 @@ from jaxtyping import Array, ArrayLike
 
 from ..grid._stability import as_complex
 from ._exponential import ETDRK4
+from ._langevin import BAOAB
 from ._sde import SRA1, AbstractSDESolver, EulerMaruyama, Milstein
 from ._stiff import AbstractStiffSolver, Radau5, Rodas5P
 from ._symplectic import ForestRuth, McLachlan4, SymplecticEuler, Verlet, Yoshida6
@@ -135,6 +136,7 @@ SOLVERS: dict[str, SolverSpec] = {
         SolverSpec("euler_maruyama", EulerMaruyama),
         SolverSpec("milstein", Milstein),
         SolverSpec("sra1", SRA1),
+        SolverSpec("baoab", BAOAB),
         SolverSpec("symplectic_euler", SymplecticEuler),
         SolverSpec("verlet", Verlet),
         SolverSpec("forest_ruth", ForestRuth),

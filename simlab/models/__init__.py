@@ -32,6 +32,7 @@ from ._hamiltonian import (
     Pendulum as Pendulum,
 )
 from ._hybrid import HybridModel as HybridModel
+from ._langevin import Langevin as Langevin
 from ._ode import (
     SIR as SIR,
     Brusselator as Brusselator,
