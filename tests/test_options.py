@@ -83,6 +83,7 @@ def test_every_registered_solver_states_its_published_orders():
         "euler_maruyama": (0.5, None),  # strong orders (Kloeden & Platen; Rössler 2010)
         "milstein": (1.0, None),
         "sra1": (1.5, None),
+        "baoab": (1.0, None),  # additive noise; measured in tests/test_langevin.py
         "symplectic_euler": (1, None),  # Hairer, Lubich & Wanner, GNI, Sect. II.4-5
         "verlet": (2, None),
         "forest_ruth": (4, None),  # Forest & Ruth 1990; Yoshida 1990
