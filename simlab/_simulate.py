@@ -134,7 +134,8 @@ def simulate(
       for stochastic models, refused for deterministic ones. Stochastic models take fixed
       steps (`adaptive=False`, `dt0=...`) with `"sra1"` (additive noise, strong order
       1.5), `"milstein"` (diagonal or scalar noise, order 1) or `"euler_maruyama"` (any
-      noise, order 1/2); `solver=None` picks the first the noise allows. See the SDE page.
+      noise, order 1/2); `solver=None` picks the first the noise allows, and `"baoab"` for
+      a Langevin thermostat ([`simlab.models.Langevin`][]). See the SDE page.
 
     Hamiltonian models ([`simlab.models.AbstractHamiltonianModel`][]) run on any ODE solver,
     and with fixed steps on the symplectic splitting methods `"verlet"`,
