@@ -20,7 +20,7 @@ Models are asked only through the `LangevinSystem` protocol; the loop, the keys 
 step grid are those of the stochastic integrator (`simlab.integrate._sde`).
 """
 
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import jax
 import jax.numpy as jnp
@@ -72,7 +72,6 @@ class BAOAB(AbstractSDESolver):
     strong_order = 1.0
     weak_order = 2.0
     needs = "langevin"
-    stability_interval: ClassVar[float] = 2.0
 
     def refusal(self, model: Any) -> str | None:
         if is_langevin(model):
