@@ -215,3 +215,37 @@ def test_predict_draws_the_fitted_path_from_the_key_with_delta_method_errors(ou_
 def test_predict_of_a_path_fit_needs_a_key_and_a_step(ou_fit, settings, message):
     with pytest.raises(ValueError, match=message):
         ou_fit.predict(TS[:5], **settings)
+
+
+FHN = simlab.models.StochasticFitzHughNagumo(
+    current=0.3, a=0.7, b=0.8, epsilon=0.08, noise_strength=0.2
+)
+SIR = simlab.models.StochasticSIR(beta=0.3, gamma=0.1, population=1000.0)
+
+
+@pytest.mark.parametrize(
+    ("model", "params", "transition", "message"),
+    [
+        (
+            OrnsteinUhlenbeck(theta=1.0, mu=0.0, sigma=0.0),
+            ["theta", "mu"],
+            "euler_maruyama",
+            r"Euler–Maruyama .* degenerate: its diffusion vanishes in \['x'\].*\['sigma'\]",
+        ),
+        (FHN, ["a"], "euler_maruyama", r"vanishes in \['w'\].*transition_log_density"),
+        (SIR, ["beta"], "euler_maruyama", r"G G\^T is singular"),
+        (
+            OrnsteinUhlenbeck(theta=1.0, mu=0.0, sigma=0.0),
+            ["theta", "mu"],
+            None,
+            "zero likelihood under the exact transition density",
+        ),
+    ],
+)
+def test_noise_that_misses_a_component_is_refused(model, params, transition, message):
+    """Without noise in some direction a transition density is a point mass: any observed
+    path off the drift has zero likelihood, so the fit is refused, naming why."""
+    size = len(model.state_names)
+    paths = 100.0 + np.arange(5.0 * size).reshape(5, size)
+    with pytest.raises(ValueError, match=message):
+        simlab.fit(model, TS[:5], paths, params=params, transition=transition)

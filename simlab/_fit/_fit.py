@@ -30,7 +30,7 @@ from ._noise import (
     noise_model,
 )
 from ._problem import FitProblem, Layout, check_start_means, get_path, make_problem
-from ._transition import checked_transition, first_states
+from ._transition import check_noise_everywhere, checked_transition, first_states
 from ._uncertainty import (
     covariance,
     covariance_labels,
@@ -374,6 +374,7 @@ def fit(
     if is_stochastic(model):
         transition, method = _checked_path_fit(
             model,
+            ts,
             observations,
             transition,
             method,
@@ -446,7 +447,7 @@ def fit(
     return result
 
 
-def _checked_path_fit(model, observations, transition, method, **unused) -> tuple[str, str]:
+def _checked_path_fit(model, ts, observations, transition, method, **unused) -> tuple[str, str]:
     """The transition density and method of a fit to observed paths, after refusing the
     arguments that only fits of deterministic models take (`unused`, by name)."""
     given = [
@@ -476,7 +477,10 @@ def _checked_path_fit(model, observations, transition, method, **unused) -> tupl
                 "hold NaN or inf."
             )
     state_size = int(np.prod(model.state_shape))
-    return checked_transition(model, transition, state_size), method or "quasi_newton"
+    transition = checked_transition(model, transition, state_size)
+    if transition == "euler_maruyama":
+        check_noise_everywhere(model, ts, observations)
+    return transition, method or "quasi_newton"
 
 
 def _checked_fit_noise(fit_noise, noise: AbstractNoise, noise_scale) -> bool:
