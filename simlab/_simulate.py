@@ -21,7 +21,7 @@ from ._options import DEFAULT_MAX_STEPS, SolveOptions, merged_options, tolerance
 from ._results import RESULTS, SimulationError, Trajectory, quoted_status
 from .integrate._events import Event, check_event
 from .integrate._interface import AbstractIntegrator, Problem, Solution
-from .integrate._loops import grid_slack
+from .integrate._loops import fixed_steps_per_interval
 from .integrate._mass import refuse_mass_matrix
 from .integrate._registry import select_integrator
 from .integrate._sde import checked_stochastic_inputs
@@ -377,7 +377,9 @@ def _fixed_step(model: Any, solver: Any, y0: Array, ts: Array, options: SolveOpt
     else:
         dt0 = jnp.asarray(options.dt0, ts.dtype)
         _check_span(dt0, ts)
-    num_steps = jnp.ceil(span / dt0 * (1 - grid_slack(ts.dtype)))
+    # Every save interval takes at least one step: save times closer than dt0 add steps.
+    per_interval = jnp.asarray(fixed_steps_per_interval(ts, dt0))
+    num_steps = jnp.sum(jnp.broadcast_to(per_interval, (ts.shape[0] - 1,)))
     status = RESULTS.where(
         num_steps > options.max_steps, RESULTS.max_steps_reached, RESULTS.successful
     )

@@ -176,3 +176,76 @@ def test_the_profile_interval_of_theta_agrees_with_its_standard_error(ou_fit):
     theta, error = float(ou_fit.params["theta"]), float(ou_fit.stderr["theta"])
     assert float(profile.lower) == pytest.approx(theta - 1.96 * error, abs=0.25 * error)
     assert float(profile.upper) == pytest.approx(theta + 1.96 * error, abs=0.25 * error)
+
+
+def test_predict_draws_the_fitted_path_from_the_key_with_delta_method_errors(ou_fit, ou_paths):
+    """The prediction is the path `simulate` draws for the fitted model from the first
+    observed state with the same key and step; its standard errors are the delta method
+    with that path's parameter derivatives from central differences (same key: common
+    random numbers), in float64."""
+    ts, key, dt0 = jnp.asarray(TS[:21]), jax.random.key(5), 0.01
+    path, stderr = ou_fit.predict(ts, key=key, dt0=dt0)
+    y0 = jnp.asarray(ou_paths[0, 0])
+
+    @jax.jit
+    @jax.vmap
+    def simulated(theta):
+        model = OrnsteinUhlenbeck(*theta)
+        return simlab.simulate(model, y0, ts, key=key, adaptive=False, dt0=dt0).ys
+
+    assert ou_fit.covariance_labels == ("theta", "mu", "sigma")
+    theta = np.array([float(ou_fit.params[name]) for name in ou_fit.covariance_labels])
+    steps = np.diag(1e-6 * np.abs(theta))
+    paths = np.asarray(
+        simulated(jnp.asarray(np.concatenate([theta[None], theta + steps, theta - steps])))
+    )
+    np.testing.assert_allclose(path, paths[0], rtol=1e-12)
+    jacobian = np.stack((paths[1:4] - paths[4:]) / (2 * np.diag(steps))[:, None, None], axis=-1)
+    variance = np.einsum("tkp,pq,tkq->tk", jacobian, np.asarray(ou_fit.covariance), jacobian)
+    np.testing.assert_allclose(stderr, np.sqrt(variance), rtol=1e-6, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        (dict(dt0=0.01), r"stochastic: predict draws one path.*pass key=jax\.random\.key"),
+        (dict(key=jax.random.key(0)), r"takes fixed steps: pass dt0=\.\.\. to predict"),
+    ],
+)
+def test_predict_of_a_path_fit_needs_a_key_and_a_step(ou_fit, settings, message):
+    with pytest.raises(ValueError, match=message):
+        ou_fit.predict(TS[:5], **settings)
+
+
+FHN = simlab.models.StochasticFitzHughNagumo(
+    current=0.3, a=0.7, b=0.8, epsilon=0.08, noise_strength=0.2
+)
+SIR = simlab.models.StochasticSIR(beta=0.3, gamma=0.1, population=1000.0)
+
+
+@pytest.mark.parametrize(
+    ("model", "params", "transition", "message"),
+    [
+        (
+            OrnsteinUhlenbeck(theta=1.0, mu=0.0, sigma=0.0),
+            ["theta", "mu"],
+            "euler_maruyama",
+            r"Euler–Maruyama .* degenerate: its diffusion vanishes in \['x'\].*\['sigma'\]",
+        ),
+        (FHN, ["a"], "euler_maruyama", r"vanishes in \['w'\].*transition_log_density"),
+        (SIR, ["beta"], "euler_maruyama", r"G G\^T is singular"),
+        (
+            OrnsteinUhlenbeck(theta=1.0, mu=0.0, sigma=0.0),
+            ["theta", "mu"],
+            None,
+            "zero likelihood under the exact transition density",
+        ),
+    ],
+)
+def test_noise_that_misses_a_component_is_refused(model, params, transition, message):
+    """Without noise in some direction a transition density is a point mass: any observed
+    path off the drift has zero likelihood, so the fit is refused, naming why."""
+    size = len(model.state_names)
+    paths = 100.0 + np.arange(5.0 * size).reshape(5, size)
+    with pytest.raises(ValueError, match=message):
+        simlab.fit(model, TS[:5], paths, params=params, transition=transition)

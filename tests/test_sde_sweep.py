@@ -167,3 +167,38 @@ def test_bad_paths_keys_and_quantiles_are_refused(model, settings, message):
     y0 = Y0 if model is OU else jnp.array([10.0, 5.0])
     with pytest.raises(ValueError, match=message):
         simlab.sweep(model, {model.parameter_names()[0]: THETAS}, y0, TS, **SOLVE, **settings)
+
+
+def test_paths_that_need_more_than_max_steps_fail_as_in_an_ode_sweep():
+    """Save times every 0.02 with steps of at most 0.05 take one step per save interval,
+    100 in all: with max_steps=99 every path (kept, or reduced to its point's statistics)
+    reports max_steps_reached and gives NaN, as the members of an ODE sweep do; with
+    max_steps=100 all succeed."""
+    ts = jnp.linspace(0.0, 2.0, 101)
+    settings = dict(adaptive=False, dt0=0.05, progress=False)
+
+    def ou(max_steps, keep_paths):
+        return simlab.sweep(
+            OU,
+            {"theta": THETAS},
+            Y0,
+            ts,
+            paths=4,
+            key=KEY,
+            keep_paths=keep_paths,
+            observable=final_x,
+            max_steps=max_steps,
+            **settings,
+        )
+
+    lotka_volterra = simlab.models.LotkaVolterra(alpha=0.5, beta=0.02, gamma=0.8, delta=0.02)
+    ode = simlab.sweep(
+        lotka_volterra, {"alpha": THETAS}, jnp.array([10.0, 5.0]), ts, max_steps=99, **settings
+    )
+    kept, reduced = ou(99, keep_paths=True), ou(99, keep_paths=False)
+    for result, name in [(ode, "trajectory"), (kept, "x"), (reduced, "x_mean")]:
+        failures = [failure["status"] for failure in result.failures()]
+        assert failures == ["max_steps_reached"] * result.num_members
+        assert np.isnan(result.observables[name]).all()
+    enough = ou(100, keep_paths=False)
+    assert enough.num_failed == 0 and np.all(enough.observables["x_count"] == 4)

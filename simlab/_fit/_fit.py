@@ -30,7 +30,7 @@ from ._noise import (
     noise_model,
 )
 from ._problem import FitProblem, Layout, check_start_means, get_path, make_problem
-from ._transition import checked_transition, first_states
+from ._transition import check_noise_everywhere, checked_transition, first_states
 from ._uncertainty import (
     covariance,
     covariance_labels,
@@ -146,7 +146,15 @@ class FitResult(eqx.Module):
         found = profiles(self, names, level=level, num_points=num_points, span=span)
         return found[name] if isinstance(name, str) else found
 
-    def predict(self, ts: ArrayLike, *, data_set: int = 0, member: int = 0):
+    def predict(
+        self,
+        ts: ArrayLike,
+        *,
+        data_set: int = 0,
+        member: int = 0,
+        key: Any = None,
+        dt0: RealNumber | None = None,
+    ):
         r"""The fitted model's observed quantities at `ts`, and their standard errors.
 
         The standard errors come from the delta method, $\operatorname{Var} h(t) \approx
@@ -157,12 +165,25 @@ class FitResult(eqx.Module):
 
         - `ts`: save times, from the data's first time (or from `t0` when the fit had one).
         - `data_set`, `member`: which data set (for fits to several) and which member of a
-          batch of experiments supplies the initial state.
+          batch of experiments (for a stochastic model: which observed path) supplies the
+          initial state.
+        - `key`, `dt0`: for a fit of a stochastic model, the JAX key of the predicted path
+          and its fixed step (default: the `dt0` of the fit's `simulate_options`), as
+          [`simlab.simulate`][] takes them. The prediction is then the path the fitted
+          model draws from `key`, and its standard errors the spread of that same path
+          (the same Brownian increments) from the parameters' uncertainty alone.
 
         **Returns:** `(prediction, stderr)`, each of shape `(len(ts), k)`.
+
+        !!! example
+
+            ```python
+            path, stderr = result.predict(ts, key=jax.random.key(0), dt0=0.01)
+            ```
         """
         ts = jnp.asarray(ts, dtype=float)
         problem, model = self.problem, self.model
+        path_settings = _path_settings(model, problem, key, dt0)
         y0s = tuple(e.y0 for e in problem.experiments)
         skip = problem.experiments[data_set].skip
         if skip:  # the simulation starts at t0, before the first time asked for
@@ -171,13 +192,40 @@ class FitResult(eqx.Module):
         def predicted(theta):
             fitted_model, fitted_y0s = with_natural_values(problem, model, y0s, theta)
             y0 = fitted_y0s[data_set][member]
-            return problem.predict(fitted_model, y0, ts, "forward")[0][skip:]
+            return problem.predict(fitted_model, y0, ts, "forward", **path_settings)[0][skip:]
 
         theta = natural_values(problem, model, y0s)
-        jacobian = jax.jacfwd(predicted)(theta)
+        # One compiled program for the values and their derivatives.
+        with_values = lambda theta: (predicted(theta), predicted(theta))  # noqa: E731
+        jacobian, prediction = jax.jit(jax.jacfwd(with_values, has_aux=True))(theta)
         cov = self.covariance[: theta.size, : theta.size]
         variance = jnp.einsum("tkp,pq,tkq->tk", jacobian, cov, jacobian)
-        return predicted(theta), jnp.sqrt(variance)
+        return prediction, jnp.sqrt(variance)
+
+
+def _path_settings(model: Any, problem: FitProblem, key: Any, dt0: Any) -> dict[str, Any]:
+    """The `key` and fixed step `dt0` of a predicted path of a stochastic model (none for a
+    deterministic one), or a clear error naming the one missing or misplaced."""
+    name = type(model).__name__
+    if not is_stochastic(model):
+        if key is not None or dt0 is not None:
+            raise ValueError(
+                f"key and dt0 are for fits of stochastic models; {name} is deterministic: "
+                "leave them out (the fit's simulate_options set its solve)."
+            )
+        return {}
+    if key is None:
+        raise ValueError(
+            f"{name} is stochastic: predict draws one path of the fitted model, so pass "
+            "key=jax.random.key(seed) (the same key gives the same Brownian path)."
+        )
+    dt0 = problem.simulate_options.dt0 if dt0 is None else dt0
+    if dt0 is None:
+        raise ValueError(
+            f"{name} is stochastic and takes fixed steps: pass dt0=... to predict (or "
+            "simulate_options=dict(dt0=...) to fit)."
+        )
+    return {"key": key, "dt0": dt0}
 
 
 def fit(
@@ -326,6 +374,7 @@ def fit(
     if is_stochastic(model):
         transition, method = _checked_path_fit(
             model,
+            ts,
             observations,
             transition,
             method,
@@ -398,7 +447,7 @@ def fit(
     return result
 
 
-def _checked_path_fit(model, observations, transition, method, **unused) -> tuple[str, str]:
+def _checked_path_fit(model, ts, observations, transition, method, **unused) -> tuple[str, str]:
     """The transition density and method of a fit to observed paths, after refusing the
     arguments that only fits of deterministic models take (`unused`, by name)."""
     given = [
@@ -428,7 +477,10 @@ def _checked_path_fit(model, observations, transition, method, **unused) -> tupl
                 "hold NaN or inf."
             )
     state_size = int(np.prod(model.state_shape))
-    return checked_transition(model, transition, state_size), method or "quasi_newton"
+    transition = checked_transition(model, transition, state_size)
+    if transition == "euler_maruyama":
+        check_noise_everywhere(model, ts, observations)
+    return transition, method or "quasi_newton"
 
 
 def _checked_fit_noise(fit_noise, noise: AbstractNoise, noise_scale) -> bool:

@@ -317,6 +317,22 @@ def advance(problem: FitProblem, stepper: AbstractStepper, carry: Carry, stop_st
     return jax.lax.while_loop(keep_going, one_step, carry)
 
 
+def _failed_start_message(problem) -> str:
+    if problem.transition is not None:  # no solve: the paths' own likelihood is zero
+        return (
+            f"the observed paths have zero likelihood under the {problem.transition} "
+            f"transition density of {type(problem.model).__name__} at the starting "
+            "parameters (an infinite loss): a noise parameter at zero, or an observed state "
+            "the density excludes (e.g. a non-positive price); start from values that give "
+            "every observed transition a positive density."
+        )
+    return (
+        "the model cannot be simulated at the starting parameters and y0 (the solve "
+        "fails); start from values that simulate, or relax simulate_options "
+        "(max_steps, solver)."
+    )
+
+
 def run(problem, stepper, *, max_steps, traced, progress, checkpoint, checkpoint_every):
     """Runs the loop to the end; returns the final carry."""
     carry = None
@@ -328,11 +344,7 @@ def run(problem, stepper, *, max_steps, traced, progress, checkpoint, checkpoint
     if carry is None:
         carry = start(problem, stepper, max_steps)
         if not traced and float(carry.best_loss) >= 0.5 * FAILED_RESIDUAL**2:
-            raise ValueError(
-                "the model cannot be simulated at the starting parameters and y0 (the solve "
-                "fails); start from values that simulate, or relax simulate_options "
-                "(max_steps, solver)."
-            )
+            raise ValueError(_failed_start_message(problem))
     if traced:
         return advance(problem, stepper, carry, jnp.asarray(max_steps))
     chunk = max(1, min(checkpoint_every, 25 if progress else max_steps))

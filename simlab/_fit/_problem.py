@@ -255,10 +255,13 @@ class FitProblem(eqx.Module):
         model, y0s = self.build(u)
         return self.negative_log_likelihood_at(model, y0s, self.noise_at(u), adjoint)
 
-    def predict(self, model, y0, ts, adjoint):
-        """Observed quantities along one trajectory, and whether its solve succeeded."""
+    def predict(self, model, y0, ts, adjoint, key=None, dt0=None):
+        """Observed quantities along one trajectory, and whether its solve succeeded; for a
+        stochastic model, along the path drawn from `key` in fixed steps of `dt0`."""
         options = self.simulate_options.replace(adjoint=adjoint)
-        trajectory = simulate(model, y0, ts, throw=False, options=options)
+        if key is not None:
+            options = options.replace(adaptive=False, dt0=dt0)
+        trajectory = simulate(model, y0, ts, throw=False, options=options, key=key)
         return jax.vmap(self.observe)(trajectory.ys), trajectory.succeeded
 
     def _experiment_predictions(self, model, experiment, y0, adjoint):

@@ -9,10 +9,14 @@ exact as the intervals shrink, biased by $O(\Delta)$ in the drift otherwise.
 
 from typing import Any
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.scipy.stats import multivariate_normal, norm
 from jaxtyping import Array
+
+from .._misc import is_concrete
 
 TRANSITIONS = ("exact", "euler_maruyama")
 
@@ -40,6 +44,76 @@ def checked_transition(model: Any, transition: str | None, state_size: int) -> s
             "Give the model a transition_log_density."
         )
     return transition
+
+
+def check_noise_everywhere(model: Any, ts: Any, observations: Any) -> None:
+    """Refuses the Euler–Maruyama density where the model's noise misses a component (or,
+    for general noise, a direction: $G G^\top$ singular) at an observed state. That density
+    is then a point mass: every observed path off the drift has zero likelihood, an
+    infinite loss. The error names the parameters at zero that the diffusion depends on."""
+    data_sets = [(ts, observations)]
+    if isinstance(ts, list | tuple) and any(np.ndim(t) > 0 for t in ts):
+        data_sets = list(zip(ts, observations, strict=True))
+    for times, data in data_sets:
+        if not (is_concrete(times) and is_concrete(data)):
+            continue
+        data = np.asarray(data, float)
+        paths_and_times = data.shape[: data.ndim - len(model.state_shape)]  # (T,), (batch, T)
+        times = np.broadcast_to(np.asarray(times, float), paths_and_times).ravel()
+        states = data.reshape(-1, *model.state_shape)
+        where = _first_degenerate(model, times, states)
+        if where is not None:
+            raise ValueError(_degenerate_message(model, times[where], states[where]))
+
+
+def _first_degenerate(model, times, states) -> int | None:
+    """The index of the first state where the noise misses a direction, or None."""
+    g = np.asarray(jax.vmap(lambda t, y: model.diffusion(t, y, None))(times, states))
+    if model.noise == "general":
+        rank = np.linalg.matrix_rank(g.reshape(g.shape[0], states[0].size, -1))
+        degenerate = rank < states[0].size
+    else:
+        degenerate = np.any(g.reshape(g.shape[0], -1) == 0, axis=1)
+    hits = np.flatnonzero(degenerate)
+    return int(hits[0]) if hits.size else None
+
+
+def _degenerate_message(model, t, y) -> str:
+    name = type(model).__name__
+    g = np.asarray(model.diffusion(t, jnp.asarray(y), None))
+    if model.noise == "general":
+        what = "its noise covariance G G^T is singular (some direction gets no noise)"
+    else:
+        names = getattr(model, "state_names", None) or [str(i) for i in range(y.size)]
+        silent = [names[i] for i in np.flatnonzero(g.ravel() == 0)]
+        what = f"its diffusion vanishes in {silent}"
+    zero = [p for p in _parameters_of_the_noise(model, t, y) if float(getattr(model, p)) == 0]
+    fix = (
+        f"Noise parameters at zero: {zero}; start them above zero (fit them, or fix them at "
+        "a positive value)."
+        if zero
+        else "Give the model a transition_log_density (an exact density need not be "
+        "degenerate), or observe a state where the noise reaches every component."
+    )
+    return (
+        f"the Euler–Maruyama transition density of {name} is degenerate: {what} at "
+        f"t = {float(t):g}, state {np.asarray(y).tolist()}, so every observed path off the "
+        f"drift has zero likelihood (an infinite loss). {fix}"
+    )
+
+
+def _parameters_of_the_noise(model, t, y) -> list[str]:
+    """The scalar parameters that the diffusion at `(t, y)` changes with."""
+    names = [
+        p for p in getattr(model, "parameter_names", list)() if np.ndim(getattr(model, p)) == 0
+    ]
+    base = np.asarray(model.diffusion(t, jnp.asarray(y), None))
+    changed = []
+    for p in names:
+        moved = eqx.tree_at(lambda m, p=p: getattr(m, p), model, jnp.asarray(getattr(model, p)) + 1)
+        if not np.array_equal(np.asarray(moved.diffusion(t, jnp.asarray(y), None)), base):
+            changed.append(p)
+    return changed
 
 
 def euler_maruyama_log_density(model, t, y, t_next, y_next, args) -> Array:
