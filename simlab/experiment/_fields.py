@@ -36,8 +36,8 @@ def initial_field(
       smooth and periodic: on $L = 32\\pi$ it is Kassam and Trefethen's
       $\\cos(x/16)(1 + \\sin(x/16))$ start for Kuramoto–Sivashinsky (SIAM J. Sci. Comput. 26,
       2005).
-    - `"taylor_green"`: the vorticity $\omega = (|\mathbf k|^2 A / k_y)\sin(k_x x)\sin(k_y y)$,
-      $k_i = 2\pi / L_i$, of the Taylor–Green vortex of peak speed $A$
+    - `"taylor_green"`: the vorticity $\\omega = (|\\mathbf k|^2 A / k_y)\\sin(k_x x)\\sin(k_y y)$,
+      $k_i = 2\\pi / L_i$, of the Taylor–Green vortex of peak speed $A$
       ([`simlab.models.taylor_green_vorticity`][]), for `NavierStokes2D`.
 
     `noise` adds uniform noise of that amplitude (drawn with NumPy's generator from `seed`).
