@@ -29,6 +29,7 @@ from ..grid._spectral import (
 )
 from ..grid._vorticity import (
     _check_plane,
+    courant_number,
     energy_spectrum,
     kinetic_energy,
     spectral_shells,
@@ -211,6 +212,19 @@ class NavierStokes2D(AbstractSpectralGridModel):
         rate = jnp.max(jnp.abs(u) * largest_kept[0] + jnp.abs(v) * largest_kept[1])
         return jnp.where(
             rate > 0, _RK4_IMAGINARY_AXIS_LIMIT / jnp.where(rate > 0, rate, 1.0), jnp.inf
+        )
+
+    def describe_blow_up(self, solver, y, dt0):
+        vorticity = y[0] if self.passive_scalar else y
+        courant = float(courant_number(vorticity, self.grid, dt0))
+        text = f"the Courant number dt0·max(|u|/h_x + |v|/h_y) was {courant:.3g}"
+        limit = self.max_stable_step(solver, y)
+        if limit is None or not float(limit) < float(dt0):
+            return text + "."
+        return (
+            f"{text}, and the largest stable step of that flow {float(limit):.3g}, below "
+            f"dt0={float(dt0):g}: the flow sped up past the CFL limit of its initial state. "
+            f"Pass a smaller dt0, e.g. simlab.grid.cfl_step of the fastest flow expected."
         )
 
     def _initial_velocity(self, y0: Array) -> Array:
