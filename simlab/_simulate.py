@@ -222,7 +222,8 @@ def simulate(
     ys = solution.ys
     if throw:
         residual = solution.stats.get("initial_residual")
-        ys = _raise_on_failure(ys, result, nonfinite_time, _failure_hint(chosen), residual)
+        blow_up = _blow_up_detail(model, chosen, ts, ys, step, result)
+        ys = _raise_on_failure(ys, result, nonfinite_time, _failure_hint(chosen), residual, blow_up)
     return Trajectory(
         ts=ts,
         ys=ys,
@@ -510,8 +511,29 @@ def _failure_hint(solver: Any) -> str:
     )
 
 
+def _blow_up_detail(
+    model: Any, solver: Any, ts: Array, ys: Array, step: _FixedStep | None, result: RESULTS
+) -> str:
+    """The model's account of the last saved state before a blow-up at fixed steps (a
+    flow's Courant number there), where it gives one; known at top level only."""
+    if step is None or not isinstance(model, AbstractModel) or not _is_known(result):
+        return ""
+    if result != RESULTS.nonfinite_state:
+        return ""
+    states = np.asarray(ys)
+    finite = np.all(np.isfinite(states.reshape(len(states), -1)), axis=1)
+    last = int(np.argmin(finite)) - 1  # y0 is finite: the save before the first NaN or inf
+    detail = model.describe_blow_up(solver, jnp.asarray(states[last]), step.dt0)
+    return f" At t = {float(ts[last]):.6g}, the last save before it, {detail}" if detail else ""
+
+
 def _raise_on_failure(
-    ys: Array, result: RESULTS, nonfinite_time: Array, hint: str, residual: Array | None = None
+    ys: Array,
+    result: RESULTS,
+    nonfinite_time: Array,
+    hint: str,
+    residual: Array | None = None,
+    blow_up: str = "",
 ) -> Array:
     """Raises `SimulationError` for a failed solve. At top level the status is read after
     the compiled call returns, so no executable holds a host callback (and JAX's persistent
@@ -520,7 +542,8 @@ def _raise_on_failure(
     here, and is raised again as a `SimulationError` that starts with the status message."""
     if _is_known(result):
         if result != RESULTS.successful:
-            raise SimulationError(_failure_message(result, hint, nonfinite_time, residual))
+            message = _failure_message(result, hint, nonfinite_time, residual)
+            raise SimulationError(message + blow_up)
         return ys
     try:
         return result.error_if(ys, result != RESULTS.successful)

@@ -24,6 +24,7 @@ SHIPPED = (
     "outer_solar_system",
     "pendulum_sweep",
     "sir_sensitivity",
+    "taylor_green_decay",
 )
 
 

@@ -3,7 +3,9 @@
 nonlinear term against NumPy, agreement with Exponax's Kolmogorov solver, gradients."""
 
 import contextlib
+import re
 
+import diffrax
 import equinox as eqx
 import exponax as ex
 import jax
@@ -35,6 +37,7 @@ from simlab.models import (
 
 GRID = simlab.Grid((32, 32), extent=2 * np.pi)
 TURBULENT = random_vorticity(jax.random.PRNGKey(1), GRID, peak_wavenumber=3.0)
+SAVES = 21
 
 
 @eqx.filter_jit
@@ -302,3 +305,77 @@ def test_bad_input_is_refused_with_the_fix():
         random_vorticity(jax.random.PRNGKey(0), GRID, energy=-1.0)
     with pytest.raises(ValueError, match="mode must be an integer"):
         taylor_green_vorticity(GRID, mode=16)
+
+
+def test_etdrk4_limit_is_the_advective_cfl_bound_and_separates_stable_from_blown_up_runs():
+    # Taylor–Green on 32 cells: max(|u| + |v|) = 1, and the largest kept mode is 10 on both
+    # axes (|m| < 32/3), so the bound 2√2 / max(|u| k_x + |v| k_y) is 2√2 / 10.
+    model = NavierStokes2D(grid=GRID, viscosity=0.0)
+    taylor_green_limit = model.max_stable_step(ETDRK4(), taylor_green_vorticity(GRID))
+    np.testing.assert_allclose(taylor_green_limit, 2 * np.sqrt(2) / 10, rtol=1e-13)
+    assert model.max_stable_step(ETDRK4(), jnp.zeros(GRID.shape)) == np.inf  # at rest
+    # On inviscid turbulence the bound, from the initial velocity alone, is where it
+    # matters: 200 steps just inside it stay bounded, steps of twice it blow up.
+    limit = float(model.max_stable_step(ETDRK4(), TURBULENT))
+    inside = _solve(model, TURBULENT, 200 * 0.9 * limit, 0.9 * limit)
+    assert float(jnp.max(jnp.abs(inside))) < 2 * float(jnp.max(jnp.abs(TURBULENT)))
+    _, result = _final_state(model, TURBULENT, jnp.asarray(400 * limit), jnp.asarray(2 * limit))
+    assert result == simlab.RESULTS.nonfinite_state
+
+
+def test_simulate_refuses_a_step_above_the_cfl_limit_naming_dt0_and_the_largest_stable_step():
+    model = NavierStokes2D(grid=GRID, viscosity=1e-3)
+    limit = float(model.max_stable_step(ETDRK4(), TURBULENT))
+    ts = jnp.linspace(0.0, 2.0, SAVES)  # the blow-up test's shape: one compiled solve
+    expected = rf"dt0={1.1 * limit:g} is above the largest stable step {limit:.6g}.*advective CFL"
+    with pytest.raises(simlab.SimulationError, match=expected):
+        simlab.simulate(model, TURBULENT, ts, solver="etdrk4", adaptive=False, dt0=1.1 * limit)
+    # Without dt0, 0.9 of the limit: the fewest such steps per save interval.
+    trajectory = simlab.simulate(model, TURBULENT, ts, solver="etdrk4", adaptive=False)
+    per_interval = np.ceil(float(ts[1]) / (0.9 * limit))
+    assert int(trajectory.stats["num_steps"]) == (SAVES - 1) * per_interval
+
+
+def test_explicit_solvers_are_held_to_the_viscous_limit_which_etdrk4_does_not_have():
+    # Forward Euler on -ν|k|², flow at rest: Δt ≤ 2 / (ν max|k|²), the largest |k|² being
+    # that of the corner Nyquist mode, (π/h)² on each axis.
+    viscosity = 0.5
+    model = NavierStokes2D(grid=GRID, viscosity=viscosity)
+    at_rest = jnp.zeros(GRID.shape)
+    largest_k2 = 2 * (np.pi / GRID.spacing[0]) ** 2
+    limit = 2 / (viscosity * largest_k2)
+    np.testing.assert_allclose(model.max_stable_step(diffrax.Euler(), at_rest), limit, rtol=1e-9)
+    assert model.max_stable_step(ETDRK4(), at_rest) == np.inf
+    message = rf"dt0={2 * limit:g} is above the largest stable step {re.escape(f'{limit:.6g}')}"
+    with pytest.raises(simlab.SimulationError, match=message):
+        simlab.simulate(
+            model, at_rest, jnp.array([0.0, 0.1]), solver="euler", adaptive=False, dt0=2 * limit
+        )
+
+
+def test_a_blow_up_is_reported_with_its_time_and_the_courant_number_before_it():
+    # Strong Kolmogorov forcing from near rest: the initial flow allows a long step, the
+    # forced flow (towards U = χ/(ν n²) = 12.5) outgrows it and the solve blows up.
+    grid = GRID
+    w0 = random_vorticity(jax.random.PRNGKey(0), grid, peak_wavenumber=2.0, energy=1e-4)
+    model = NavierStokes2D(grid=grid, viscosity=0.02, forcing_amplitude=4.0)
+    dt, ts = 0.5, jnp.linspace(0.0, 20.0, SAVES)  # two steps a save, as in the test above
+    assert float(model.max_stable_step(ETDRK4(), w0)) > dt
+    solve = dict(solver="etdrk4", adaptive=False, dt0=dt)
+    trajectory = simlab.simulate(model, w0, ts, throw=False, **solve)
+    assert trajectory.result == simlab.RESULTS.nonfinite_state
+    finite = np.all(np.isfinite(np.asarray(trajectory.ys)), axis=(1, 2))
+    last = int(np.argmin(finite)) - 1
+    before = trajectory.ys[last]
+    courant = float(courant_number(before, grid, dt))
+    limit = float(model.max_stable_step(ETDRK4(), before))
+    assert limit < dt  # the flow had sped up past the step's limit
+    with pytest.raises(simlab.SimulationError) as caught:
+        simlab.simulate(model, w0, ts, **solve)
+    message = str(caught.value)
+    assert f"the first NaN or inf came at t = {float(trajectory.nonfinite_time):.10g}" in message
+    assert (
+        f"At t = {float(ts[last]):.6g}, the last save before it, the Courant number "
+        f"dt0·max(|u|/h_x + |v|/h_y) was {courant:.3g}, and the largest stable step of that "
+        f"flow {limit:.3g}, below dt0=0.5"
+    ) in message

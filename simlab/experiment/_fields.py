@@ -36,6 +36,9 @@ def initial_field(
       smooth and periodic: on $L = 32\\pi$ it is Kassam and Trefethen's
       $\\cos(x/16)(1 + \\sin(x/16))$ start for Kuramoto–Sivashinsky (SIAM J. Sci. Comput. 26,
       2005).
+    - `"taylor_green"`: the vorticity $\\omega = (|\\mathbf k|^2 A / k_y)\\sin(k_x x)\\sin(k_y y)$,
+      $k_i = 2\\pi / L_i$, of the Taylor–Green vortex of peak speed $A$
+      ([`simlab.models.taylor_green_vorticity`][]), for `NavierStokes2D`.
 
     `noise` adds uniform noise of that amplitude (drawn with NumPy's generator from `seed`).
     """
@@ -61,6 +64,8 @@ def initial_field(
             for x, x0, extent in zip(coordinates, grid.origin, grid.extent, strict=True)
         ]
         field = amplitude * np.prod([np.cos(p) * (1 + np.sin(p)) for p in phases], axis=0)
+    elif kind == "taylor_green":
+        field = np.asarray(models_module.taylor_green_vorticity(grid, speed=amplitude))
     else:
         inside = np.all(
             [

@@ -12,7 +12,7 @@ import numpy as np
 from .._results import RESULTS, Trajectory
 from .._sweep import SweepResult
 from ..io import atomic_write
-from ..models import AbstractGridModel, AbstractHamiltonianModel, AbstractModel
+from ..models import AbstractGridModel, AbstractHamiltonianModel, AbstractModel, NavierStokes2D
 from ._check import Checker, ExperimentError
 from ._fields import model_classes, observable_names
 from ._folder import CONFIG, PROFILE_ARRAYS, StoredRun, inside_run
@@ -37,6 +37,10 @@ SUITS = {  # what each `suits` says, and which models it admits
     "hamiltonian": (
         "Hamiltonian models",
         lambda model: isinstance(model, AbstractHamiltonianModel),
+    ),
+    "flow": (
+        "two-dimensional flows (NavierStokes2D)",
+        lambda model: isinstance(model, NavierStokes2D),
     ),
     "any": ("any model", lambda model: True),
 }
@@ -534,7 +538,7 @@ def _snapshots(run: StoredRun, entry: dict):
     xs = _coordinates(run)
     ts, ys = run.arrays["simulation_ts"], run.arrays["simulation_ys"]
     data_ts, observations = run.arrays.get("data_ts"), run.arrays.get("data_observations")
-    chosen = np.unique(np.linspace(0, len(ts) - 1, min(4, len(ts))).round().astype(int))
+    chosen = _spread_indices(len(ts))
     with style():
         figure, ax = plt.subplots(figsize=(6, 3.8))
         for position, index in enumerate(chosen):
@@ -549,6 +553,45 @@ def _snapshots(run: StoredRun, entry: dict):
         if "fit" in run.metrics:
             ax.set_title(_parameter_text(run), fontsize=9)
     return figure
+
+
+def _spread_indices(num_times: int, count: int = 4) -> np.ndarray:
+    """Up to `count` save indices spread evenly from the first to the last."""
+    return np.unique(np.linspace(0, num_times - 1, min(count, num_times)).round().astype(int))
+
+
+def _vorticity(run: StoredRun) -> Trajectory:
+    """The vorticity of a stored flow (the first channel, with a passive scalar)."""
+    ys = run.arrays["simulation_ys"]
+    ys = ys[:, 0] if ys.ndim == 4 else ys
+    return Trajectory(ts=run.arrays["simulation_ts"], ys=ys, result=RESULTS.successful, stats={})
+
+
+def _flow_snapshots(run: StoredRun, entry: dict):
+    """The vorticity with streamlines at four times, first to last (sparser streamlines
+    than one large panel's, which also keeps the drawing quick)."""
+    import matplotlib.pyplot as plt
+
+    import simlab.plot
+
+    vorticity, grid = _vorticity(run), _grid(run)
+    chosen = _spread_indices(len(vorticity.ts))
+    figure, axes = plt.subplots(
+        1, len(chosen), figsize=(4.2 * len(chosen), 3.8), layout="constrained", squeeze=False
+    )
+    for ax, index in zip(axes[0], chosen, strict=True):
+        simlab.plot.flow_field(vorticity.ys[index], grid, density=0.8, ax=ax)
+        ax.set_title(f"t = {float(vorticity.ts[index]):.4g}")
+        _axis_labels(ax, entry)
+    return figure
+
+
+def _energy_enstrophy(run: StoredRun, entry: dict):
+    import simlab.plot
+
+    return simlab.plot.energy_enstrophy(
+        _vorticity(run), _grid(run), time_label=entry.get("xlabel", "time")
+    )
 
 
 def _animation(run: StoredRun, entry: dict, stem: pathlib.Path) -> list[pathlib.Path]:
@@ -822,6 +865,10 @@ FIGURE_KINDS = {
             (*_LABELS, "modes"),
             (_normal_modes,),
             _still(_model_and_path("mode_energies", "modes")),
+        ),
+        FigureKind("flow_snapshots", (), "flow", _LABELS, (), _still(_flow_snapshots)),
+        FigureKind(
+            "energy_enstrophy", (), "flow", ("title", "xlabel"), (), _still(_energy_enstrophy)
         ),
         FigureKind(
             "animation",

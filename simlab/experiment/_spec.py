@@ -19,7 +19,7 @@ from .._options import SolveOptions
 from .._sensitivity import METHODS as SENSITIVITY_METHODS, _checked_sizes as check_sensitivity_sizes
 from ..integrate._registry import select_integrator
 from ..integrate._solvers import SOLVERS, resolve_solver
-from ..models import AbstractGridModel, AbstractModel, GrayScott
+from ..models import AbstractGridModel, AbstractModel, GrayScott, NavierStokes2D
 from ._check import FLOAT_BYTES, Checker, ExperimentError as ExperimentError, check_memory
 from ._fields import StateEvent, initial_field
 from ._figures import figure_entries
@@ -31,7 +31,7 @@ OBSERVABLES = ("final_state", "peak", "final_field", "event")
 SENSITIVITY_OBSERVABLES = ("final_state", "peak", "event")
 EVENT_DIRECTIONS = {"rising": 1, "falling": -1, "either": 0}
 EXTREMA = {"maximum": -1, "minimum": 1}  # the direction in which the rate crosses zero
-GRID_FIELDS = ("gaussian", "sine", "gray_scott_seed", "kassam_trefethen")
+GRID_FIELDS = ("gaussian", "sine", "gray_scott_seed", "kassam_trefethen", "taylor_green")
 FIT_KEYS = (
     "parameters",
     "fit_initial_state",
@@ -360,6 +360,13 @@ def _grid_field(check: Checker, table: dict, model: AbstractGridModel) -> np.nda
             "initial_state.field",
             f"{kind!r} does not suit {type(model).__name__}; use 'gray_scott_seed' for "
             "GrayScott and 'gaussian' or 'sine' for single-field models.",
+        )
+    plane_flow = isinstance(model, NavierStokes2D) and not model.passive_scalar
+    if kind == "taylor_green" and not plane_flow:
+        raise check.fail(
+            "initial_state.field",
+            f"'taylor_green' is a vorticity field for NavierStokes2D without a passive scalar, "
+            f"not {type(model).__name__}.",
         )
     options = {
         "amplitude": check.number(table, "amplitude", "initial_state", default=1.0),

@@ -121,6 +121,11 @@ class AbstractModel(eqx.Module):
         `dt0=None`.
         """
 
+    def describe_blow_up(self, solver: Any, y: Array, dt0: Array) -> str:
+        """What the last saved state `y` before a blow-up says of the fixed step `dt0` of
+        `solver`, for the error `simulate` raises (a flow's Courant number); "" for nothing."""
+        return ""
+
     @property
     def mass_matrix(self) -> Array | None:
         r"""The constant mass matrix $M$ of $M \dot y = f(t, y)$: its diagonal (1-D) or the

@@ -29,14 +29,20 @@ from ..grid._spectral import (
 )
 from ..grid._vorticity import (
     _check_plane,
+    courant_number,
     energy_spectrum,
     kinetic_energy,
     spectral_shells,
     velocity_from_spectrum,
     velocity_symbols,
 )
+from ..integrate import ETDRK4
 from ._base import parameter
 from ._split import AbstractSpectralGridModel
+
+# ETDRK4 with the linear part off is classical RK4, stable on the imaginary axis up to
+# |z| = 2√2: the bound on Δt times the fastest rotation rate of a kept mode.
+_RK4_IMAGINARY_AXIS_LIMIT = 2 * np.sqrt(2)
 
 
 class NavierStokes2D(AbstractSpectralGridModel):
@@ -65,6 +71,16 @@ class NavierStokes2D(AbstractSpectralGridModel):
     product truncated by Orszag's 2/3 rule (`dealiasing_fraction`), so the truncated
     system conserves energy and enstrophy exactly when $\nu = \alpha = f = 0$. Solve it
     with `solver="etdrk4"` and a fixed step from [`simlab.grid.cfl_step`][].
+
+    **Step limit.** ETDRK4 integrates viscosity and drag exactly, but advection explicitly:
+    the flow turns a kept mode $\mathbf k$ at the rate $|\mathbf u\cdot\mathbf k| \le
+    |u|\,k_{x,\max} + |v|\,k_{y,\max}$ (the largest kept wavenumbers), and a step is stable
+    when that rate times $\Delta t$ stays within RK4's $2\sqrt2$ on the imaginary axis:
+    $\Delta t \le 2\sqrt2 / \max(|u|\,k_{x,\max} + |v|\,k_{y,\max})$ over the initial
+    velocity (a Courant number $\Delta t\max(|u|/h_x + |v|/h_y)$ of about 1.35 after 2/3
+    dealiasing). `simulate` refuses a larger `dt0`, naming it and the limit, and with
+    `dt0=None` steps at 0.9 times the limit; explicit solvers are bound by the viscous
+    limit too (`max_stable_step`).
 
     **Arguments** (in consistent units, e.g. lengths in $L/2\pi$):
 
@@ -103,6 +119,11 @@ class NavierStokes2D(AbstractSpectralGridModel):
     dealiasing_fraction: float = eqx.field(static=True, default=2 / 3)
 
     impl: ClassVar[str] = "xla"  # spectral: jnp.fft, no stencil kernels
+    step_limit: ClassVar[str] = (
+        "ETDRK4: the advective CFL limit of the initial velocity on the kept wavenumbers; "
+        "explicit solvers: that and the viscous limit. simlab.grid.cfl_step(w0, grid) gives "
+        "a step well inside"
+    )
 
     def _check_fields(self):
         _check_plane(self.grid, "NavierStokes2D")
@@ -178,9 +199,40 @@ class NavierStokes2D(AbstractSpectralGridModel):
             return tendency.at[0].add(forcing)  # the scalar is not forced
         return tendency + forcing
 
-    def linear_eigenvalues(self, y0):
+    def max_stable_step(self, solver, y0):
+        r"""The largest stable fixed step from `y0`: for ETDRK4 the advective CFL limit
+        $2\sqrt2 / \max(|u|\,k_{x,\max} + |v|\,k_{y,\max})$ (infinite for a flow at rest);
+        for explicit Runge–Kutta solvers the limit of `linear_eigenvalues`, viscous and
+        advective; `None` for implicit solvers."""
+        if not isinstance(solver, ETDRK4):
+            return super().max_stable_step(solver, y0)
+        kept = dealiasing_mask(self.grid, self.dealiasing_fraction)
+        largest_kept = [float(np.max(np.abs(k) * kept)) for k in _derivative_wavenumbers(self.grid)]
+        u, v = jax.lax.stop_gradient(self._initial_velocity(jnp.asarray(y0)))
+        rate = jnp.max(jnp.abs(u) * largest_kept[0] + jnp.abs(v) * largest_kept[1])
+        return jnp.where(
+            rate > 0, _RK4_IMAGINARY_AXIS_LIMIT / jnp.where(rate > 0, rate, 1.0), jnp.inf
+        )
+
+    def describe_blow_up(self, solver, y, dt0):
+        vorticity = y[0] if self.passive_scalar else y
+        courant = float(courant_number(vorticity, self.grid, dt0))
+        text = f"the Courant number dt0·max(|u|/h_x + |v|/h_y) was {courant:.3g}"
+        limit = self.max_stable_step(solver, y)
+        if limit is None or not float(limit) < float(dt0):
+            return text + "."
+        return (
+            f"{text}, and the largest stable step of that flow {float(limit):.3g}, below "
+            f"dt0={float(dt0):g}: the flow sped up past the CFL limit of its initial state. "
+            f"Pass a smaller dt0, e.g. simlab.grid.cfl_step of the fastest flow expected."
+        )
+
+    def _initial_velocity(self, y0: Array) -> Array:
         vorticity = y0[0] if self.passive_scalar else y0
-        flow = velocity_from_spectrum(fourier_transform(vorticity, self.grid), self.grid)
+        return velocity_from_spectrum(fourier_transform(vorticity, self.grid), self.grid)
+
+    def linear_eigenvalues(self, y0):
+        flow = self._initial_velocity(y0)
         speed = jnp.max(jnp.sqrt(jnp.sum(flow**2, axis=0)))
         # Advection by the fastest flow turns mode k at the rate |u|max |k|.
         k = np.sqrt(squared_wavenumber(self.grid))
