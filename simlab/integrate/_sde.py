@@ -23,9 +23,9 @@ import jax.numpy as jnp
 from jaxtyping import Array
 
 from .._results import RESULTS
-from ._brownian import Increment, checked_key, increment, step_grid
+from ._brownian import Increment, checked_key, increment
 from ._interface import AbstractIntegrator, Problem, Solution
-from ._loops import repeat_step
+from ._loops import fixed_steps_per_interval, repeat_step
 from ._symplectic import is_hamiltonian
 
 NOISE_KINDS = ("diagonal", "scalar", "general")
@@ -166,13 +166,23 @@ class SRA1(AbstractSDESolver):
 LOOP_KINDS = {None: "checkpointed", "forward": "lax"}
 
 
-def sde_solve(problem: Problem) -> Array:
+def sde_solve(problem: Problem) -> tuple[Array, Array]:
     """The states at `problem.ts` of a fixed-step solve (steps of at most `dt0`, landing on
-    every save time), drawing step `n`'s increments from `fold_in(problem.key, n)`."""
+    every save time), drawing step `n`'s increments from `fold_in(problem.key, n)`, and the
+    number of steps taken.
+
+    The step counts are found here, outside the compiled solve, so that counts known before
+    the call stay static (a scan of known length, which both modes differentiate) and a new
+    key, `y0` or parameter value reuses the compiled solve."""
+    return _compiled_sde_solve(problem, fixed_steps_per_interval(problem.ts, problem.dt0))
+
+
+@eqx.filter_jit
+def _compiled_sde_solve(problem: Problem, counts: Any) -> tuple[Array, Array]:
     model, solver, ts, args = problem.model, problem.solver, problem.ts, problem.args
     shape = noise_shape(model, problem.y0, args)
-    counts, first = step_grid(ts, problem.dt0)
-    per_interval = jnp.broadcast_to(jnp.asarray(counts), first.shape)
+    per_interval = jnp.broadcast_to(jnp.asarray(counts), (ts.shape[0] - 1,))
+    first = jnp.cumsum(per_interval) - per_interval
 
     def interval(y, xs):
         t_start, t_end, count, offset = xs
@@ -189,7 +199,7 @@ def sde_solve(problem: Problem) -> Array:
         return y, y
 
     _, ys = lax.scan(interval, problem.y0, (ts[:-1], ts[1:], per_interval, first))
-    return jnp.concatenate([problem.y0[None], ys])
+    return jnp.concatenate([problem.y0[None], ys]), jnp.sum(per_interval)
 
 
 class SDEIntegrator(AbstractIntegrator):
@@ -205,10 +215,8 @@ class SDEIntegrator(AbstractIntegrator):
         return isinstance(solver, AbstractSDESolver)
 
     def solve(self, problem: Problem) -> Solution:
-        ys = sde_solve(problem)
-        counts, first = step_grid(problem.ts, problem.dt0)
-        stats = {"num_steps": jnp.sum(jnp.broadcast_to(jnp.asarray(counts), first.shape))}
-        return Solution(ys, RESULTS.successful, stats)
+        ys, num_steps = sde_solve(problem)
+        return Solution(ys, RESULTS.successful, {"num_steps": num_steps})
 
 
 def checked_stochastic_inputs(
