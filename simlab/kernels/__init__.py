@@ -25,6 +25,7 @@ from ._cells import (
     cell_pair_forces as cell_pair_forces,
     neighbour_list as neighbour_list,
     neighbour_pair_forces as neighbour_pair_forces,
+    neighbour_squared_distances as neighbour_squared_distances,
 )
 from ._laplacian import (
     laplacian as laplacian,

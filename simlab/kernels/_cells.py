@@ -128,11 +128,28 @@ def _gathered(positions: Array, indices: Array) -> Array:
     return padded[indices]
 
 
-def _minimum_image_squared(positions: Array, indices: Array, box: ArrayLike) -> Array:
+def neighbour_squared_distances(
+    positions: Array, neighbours: Array, box: ArrayLike
+) -> tuple[Array, Array]:
+    """Squared minimum-image distances to each particle's neighbours, `(N, K)`, and which
+    entries are pairs (neither padding nor the particle itself).
+
+    !!! example
+
+        ```python
+        positions = jnp.array([[0.1, 0.1], [3.9, 0.1]])
+        squared, pairs = simlab.kernels.neighbour_squared_distances(
+            positions, jnp.array([[0, 1], [0, 2]]), 4.0
+        )  # squared[0, 1] = 0.04 across the boundary; pairs: [[F, T], [T, F]]
+        ```
+    """
+    positions, neighbours = jnp.asarray(positions), jnp.asarray(neighbours)
     box = jnp.asarray(box, positions.dtype)
-    delta = positions[:, None, :] - _gathered(positions, indices)
+    delta = positions[:, None, :] - _gathered(positions, neighbours)
     delta = delta - box * jnp.floor(delta / box + 0.5)
-    return jnp.sum(delta * delta, axis=-1)
+    own = jnp.arange(positions.shape[0], dtype=neighbours.dtype)[:, None]
+    pairs = (neighbours < positions.shape[0]) & (neighbours != own)
+    return jnp.sum(delta * delta, axis=-1), pairs
 
 
 def neighbour_list(
@@ -151,13 +168,12 @@ def neighbour_list(
         ```
     """
     candidates, cells_overflow = cell_candidates(positions, box, grid)
-    count = candidates.shape[0]
-    squared = _minimum_image_squared(positions, candidates, box)
-    own = candidates == jnp.arange(count, dtype=candidates.dtype)[:, None]
-    near = (squared < radius**2) & ~own & (candidates < count)
+    squared, pairs = neighbour_squared_distances(positions, candidates, box)
+    near = pairs & (squared < radius**2)
     # A stable sort on "not near" brings the near ones to the front, in their order.
     columns = jnp.argsort(~near, axis=1, stable=True)[:, :max_neighbours]
-    packed = jnp.take_along_axis(jnp.where(near, candidates, count), columns, axis=1)
+    padded = jnp.where(near, candidates, candidates.shape[0])
+    packed = jnp.take_along_axis(padded, columns, axis=1)
     row_overflow = jnp.max(jnp.sum(near, axis=1)) > max_neighbours
     return Neighbours(packed, cells_overflow | row_overflow)
 
