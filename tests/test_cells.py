@@ -77,7 +77,12 @@ def test_cell_forces_equal_all_pairs_and_a_double_loop(side, spacing, dims):
     positions = jnp.asarray(_jittered_lattice(side, spacing, dims))
     grid = sk.cell_grid(box, CUTOFF, len(positions), dims)
     assert grid.per_side == int(box // CUTOFF)
-    forces = _cells_jit(positions, box)
+    # Sized from the positions: a quarter more room than the fullest cell needs.
+    edges = np.linspace(0.0, box, grid.per_side + 1)
+    fullest = np.histogramdd(np.asarray(positions), bins=[edges] * dims)[0].max()
+    sized = sk.cell_grid(box, CUTOFF, len(positions), dims, positions=positions)
+    assert sized.capacity == np.ceil(1.25 * fullest) < grid.capacity
+    forces = _cells_jit(positions, box, sized)
     scale = np.abs(forces).max()
     np.testing.assert_allclose(forces, _all_pairs(positions, box), rtol=0, atol=1e-13 * scale)
     expected = _loop_lennard_jones(np.asarray(positions), *LENNARD_JONES, box, CUTOFF)

@@ -20,12 +20,11 @@ import math
 from typing import NamedTuple
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike
 
-from ._pairs import _packed, _pair_sum
+from ._pairs import _packed, _pair_sum, _separation
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,10 +43,18 @@ class CellGrid:
             )
 
 
-def cell_grid(box: float, cutoff: float, num_particles: int, dims: int = 3) -> CellGrid:
-    """The finest grid whose cells are no narrower than `cutoff`, with room for a mean
-    occupancy $m$ plus five Poisson deviations, $m + 5\\sqrt{m} + 4$ (an ideal gas overflows
-    a cell about once in $10^6$; a liquid's occupancies scatter less).
+def cell_grid(
+    box: float,
+    cutoff: float,
+    num_particles: int,
+    dims: int = 3,
+    *,
+    positions: ArrayLike | None = None,
+) -> CellGrid:
+    r"""The finest grid whose cells are no narrower than `cutoff`. Each cell has room for
+    the mean occupancy $m$ plus five Poisson deviations, $m + 5\sqrt{m} + 4$ (an ideal gas
+    overflows a cell about once in $10^6$); or, given `positions`, for a quarter more than
+    the fullest cell holds there (a liquid's occupancies scatter far less than a gas's).
 
     !!! example
 
@@ -58,8 +65,14 @@ def cell_grid(box: float, cutoff: float, num_particles: int, dims: int = 3) -> C
     if not 0 < cutoff <= box:
         raise ValueError(f"cell_grid: cutoff must lie in (0, box]; got {cutoff} for box {box}.")
     per_side = int(box // cutoff)
-    mean = num_particles / per_side**dims
-    return CellGrid(per_side, min(num_particles, math.ceil(mean + 5 * math.sqrt(mean) + 4)))
+    if positions is None:
+        mean = num_particles / per_side**dims
+        capacity = math.ceil(mean + 5 * math.sqrt(mean) + 4)
+    else:
+        cells = np.floor(np.asarray(positions) * (per_side / box)).astype(int) % per_side
+        occupancy = np.unique(cells, axis=0, return_counts=True)[1]
+        capacity = math.ceil(1.25 * occupancy.max())
+    return CellGrid(per_side, min(num_particles, capacity))
 
 
 class Neighbours(NamedTuple):
@@ -122,10 +135,17 @@ def cell_candidates(positions: Array, box: ArrayLike, grid: CellGrid) -> Neighbo
     return Neighbours(indices, jnp.max(rank) >= capacity)
 
 
-def _gathered(positions: Array, indices: Array) -> Array:
-    """`positions[indices]`, with the padding index reading a row of zeros."""
-    padded = jnp.concatenate([positions, jnp.zeros((1, positions.shape[1]), positions.dtype)])
-    return padded[indices]
+def _gathered(positions: Array, indices: Array) -> list[Array]:
+    """Each coordinate of `positions[indices]`, shaped like `indices`, the padding index
+    reading zeros (one gather per coordinate: on a CPU several times faster than one of
+    rows)."""
+    zero = jnp.zeros((1,), positions.dtype)
+    return [jnp.concatenate([positions[:, a], zero])[indices] for a in range(positions.shape[1])]
+
+
+def _pair_entries(neighbours: Array, own: Array, count: int) -> Array:
+    """Which entries of a neighbour array are pairs: neither padding nor the particle."""
+    return (neighbours < count) & (neighbours != own)
 
 
 def neighbour_squared_distances(
@@ -145,11 +165,11 @@ def neighbour_squared_distances(
     """
     positions, neighbours = jnp.asarray(positions), jnp.asarray(neighbours)
     box = jnp.asarray(box, positions.dtype)
-    delta = positions[:, None, :] - _gathered(positions, neighbours)
-    delta = delta - box * jnp.floor(delta / box + 0.5)
+    sources = _gathered(positions, neighbours)
+    deltas = [_separation(positions[:, a, None] - x, box) for a, x in enumerate(sources)]
     own = jnp.arange(positions.shape[0], dtype=neighbours.dtype)[:, None]
-    pairs = (neighbours < positions.shape[0]) & (neighbours != own)
-    return jnp.sum(delta * delta, axis=-1), pairs
+    pairs = _pair_entries(neighbours, own, positions.shape[0])
+    return sum(delta * delta for delta in deltas), pairs
 
 
 def neighbour_list(
@@ -170,11 +190,14 @@ def neighbour_list(
     candidates, cells_overflow = cell_candidates(positions, box, grid)
     squared, pairs = neighbour_squared_distances(positions, candidates, box)
     near = pairs & (squared < radius**2)
-    # A stable sort on "not near" brings the near ones to the front, in their order.
-    columns = jnp.argsort(~near, axis=1, stable=True)[:, :max_neighbours]
-    padded = jnp.where(near, candidates, candidates.shape[0])
-    packed = jnp.take_along_axis(padded, columns, axis=1)
-    row_overflow = jnp.max(jnp.sum(near, axis=1)) > max_neighbours
+    # Each near candidate goes to the column that counts the near ones before it; the rest
+    # (and any beyond max_neighbours) to a column past the end, which is dropped.
+    count = candidates.shape[0]
+    columns = jnp.cumsum(near, axis=1, dtype=jnp.int32) - 1
+    rows = jnp.arange(count, dtype=jnp.int32)[:, None]
+    packed = jnp.full((count, max_neighbours), count, candidates.dtype)
+    packed = packed.at[rows, jnp.where(near, columns, max_neighbours)].set(candidates, mode="drop")
+    row_overflow = jnp.max(columns[:, -1]) >= max_neighbours
     return Neighbours(packed, cells_overflow | row_overflow)
 
 
@@ -214,15 +237,13 @@ def neighbour_pair_forces(
     padded_weights = jnp.concatenate([weights, jnp.zeros((1,), positions.dtype)])
     # Sources along the first axis and targets along the second, as in the all-pairs
     # kernel's tiles, so that both sum the same expression.
-    sources = _gathered(positions, neighbours.T)
-    neighbours = jnp.asarray(neighbours)
-    own = jnp.arange(count, dtype=neighbours.dtype)[None, :]
-    mask = (neighbours.T < count) & (neighbours.T != own)
+    columns = jnp.asarray(neighbours).T
+    own = jnp.arange(count, dtype=columns.dtype)[None, :]
     sums = _pair_sum(
         [positions[None, :, a] for a in range(dims)],
-        [sources[:, :, a] for a in range(dims)],
-        padded_weights[neighbours.T],
-        mask,
+        _gathered(positions, columns),
+        padded_weights[columns],
+        _pair_entries(columns, own, count),
         tuple(_packed(parameters, positions.dtype)),
         pair_scale,
         cutoff,
