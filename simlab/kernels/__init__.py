@@ -17,6 +17,16 @@ zero-padded cotangent; the nonlinear ones have a `jax.custom_jvp` whose tangent 
 linearisation, written with the Laplacian kernel, which JAX transposes for reverse mode.
 """
 
+from ._cells import (
+    CellGrid as CellGrid,
+    Neighbours as Neighbours,
+    cell_candidates as cell_candidates,
+    cell_grid as cell_grid,
+    cell_pair_forces as cell_pair_forces,
+    neighbour_list as neighbour_list,
+    neighbour_pair_forces as neighbour_pair_forces,
+    neighbour_squared_distances as neighbour_squared_distances,
+)
 from ._laplacian import (
     laplacian as laplacian,
     laplacian2d as laplacian2d,

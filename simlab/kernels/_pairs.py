@@ -52,7 +52,7 @@ def lennard_jones_scale(r2: Array, parameters) -> Array:
     return 24.0 * epsilon * (2.0 * inverse6**2 - inverse6) / r2
 
 
-def _separation(delta: Array, box: float | None) -> Array:
+def _separation(delta: Array, box: ArrayLike | None) -> Array:
     """`delta` to the nearest periodic image (unchanged without a box)."""
     # floor(x + 1/2), not round: Triton has no rounding primitive (the two differ only at
     # exactly half a box, where both images are equally near).

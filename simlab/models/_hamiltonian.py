@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .. import kernels
 from .._misc import is_concrete
 from ..integrate._symplectic import AbstractSymplecticSolver
 from ._base import AbstractODEModel, parameter
@@ -422,7 +423,10 @@ class LennardJones(AbstractHamiltonianModel):
 
     with $r_{ij}$ the minimum-image distance. With a `cutoff` $r_c \le$ `box`/2 the pair
     potential is truncated and shifted, $V(r) - V(r_c)$ for $r < r_c$ and 0 beyond, so the
-    energy is continuous; without one every pair's nearest image counts. Positions may leave
+    energy is continuous; without one every pair's nearest image counts. With a cutoff,
+    `cells` ([`simlab.kernels.cell_grid`][]) sums over the pairs found through a cell list,
+    $O(N)$ instead of $O(N^2)$ (a cell fuller than its capacity raises an error at run
+    time). Positions may leave
     the box during a solve (the forces see only minimum images); `state(positions, momenta)`
     builds a starting state and checks that every particle lies inside the box.
 
@@ -444,6 +448,7 @@ class LennardJones(AbstractHamiltonianModel):
     mass: Float[Array, ""] = parameter(lower=0.0, unit="mass", default=1.0)
     cutoff: float | None = eqx.field(static=True, default=None)
     dimension: int = eqx.field(static=True, default=3)
+    cells: kernels.CellGrid | None = eqx.field(static=True, default=None)
 
     def __check_init__(self):
         if self.dimension not in (2, 3):
@@ -452,8 +457,15 @@ class LennardJones(AbstractHamiltonianModel):
             raise ValueError(
                 f"LennardJones: num_particles must be at least 2; got {self.num_particles}."
             )
+        if self.cells is not None and self.cutoff is None:
+            raise ValueError("LennardJones: cells need a cutoff; pass cutoff=... as well.")
         if self.cutoff is None or not is_concrete(self.box):
             return
+        if self.cells is not None and float(self.box) / self.cells.per_side < self.cutoff:
+            raise ValueError(
+                f"LennardJones: cells of side {float(self.box) / self.cells.per_side:g} are "
+                f"narrower than the cutoff {self.cutoff:g}; use simlab.kernels.cell_grid."
+            )
         half_box = float(self.box) / 2
         if not 0 < self.cutoff <= half_box:
             raise ValueError(
@@ -488,12 +500,24 @@ class LennardJones(AbstractHamiltonianModel):
 
     def potential(self, q, args):
         x = q.reshape(self.num_particles, self.dimension)
-        separation = x[:, None, :] - x[None, :, :]
-        separation = separation - self.box * jnp.round(separation / self.box)
-        squared = jnp.sum(separation**2, axis=-1)
-        pairs = _pair_mask(self.num_particles)
+        squared, pairs = self._squared_distances(x)
         energies = self.pair_potential(jnp.where(pairs, squared, 1.0))
         return 0.5 * jnp.sum(jnp.where(pairs, energies, 0.0))
+
+    def _squared_distances(self, x: Array) -> tuple[Array, Array]:
+        """Squared minimum-image distances and which entries are pairs: all pairs, or each
+        particle's candidates from the cell list."""
+        if self.cells is None:
+            separation = x[:, None, :] - x[None, :, :]
+            separation = separation - self.box * jnp.round(separation / self.box)
+            return jnp.sum(separation**2, axis=-1), _pair_mask(self.num_particles)
+        neighbours, overflow = kernels.cell_candidates(x, self.box, self.cells)
+        squared, pairs = kernels.neighbour_squared_distances(x, neighbours, self.box)
+        message = (
+            f"LennardJones: a cell holds more than capacity={self.cells.capacity} particles; "
+            "pass cells with a larger capacity."
+        )
+        return eqx.error_if(squared, overflow, message), pairs
 
     def state(self, positions: Any, momenta: Any) -> Array:
         """The flat state `(q, p)` from `positions` and `momenta` of shape
