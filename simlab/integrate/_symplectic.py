@@ -246,12 +246,15 @@ def symplectic_solve(
     steps_per_interval: Any,
     max_steps: int,
     reversible: bool = False,
+    forward: bool = False,
 ) -> Array:
     """The states at `ts` of a fixed-step symplectic solve, taking `steps_per_interval`
     equal steps in each save interval (`fixed_steps_per_interval`: a Python int, or one
     count per interval), so every save time lies on the grid. `reversible`: reverse mode
     rebuilds the states backwards from each saved one (`reversible_steps`) instead of
-    storing or checkpointing them."""
+    storing or checkpointing them. `forward`: differentiable in forward mode (`jax.jvp`,
+    `jax.jacfwd`) also where the step counts are traced, whose loop is otherwise
+    checkpointed for reverse mode only."""
     counts = jnp.broadcast_to(jnp.asarray(steps_per_interval), (ts.shape[0] - 1,))
     static = isinstance(steps_per_interval, int)
 
@@ -266,7 +269,8 @@ def symplectic_solve(
         if reversible:
             y = reversible_steps((y, model, args, h), solver, count)
         else:
-            y = repeat_step(step, count, y, max_steps=max_steps, kind="checkpointed")
+            kind = "lax" if forward else "checkpointed"
+            y = repeat_step(step, count, y, max_steps=max_steps, kind=kind)
         return y, y
 
     _, ys = lax.scan(interval, y0, (ts[:-1], ts[1:], counts))
@@ -307,7 +311,7 @@ class SymplecticIntegrator(AbstractIntegrator):
     )
     exclusive = True
     adaptive_steps = False
-    adjoints = (None, "checkpoint", "reversible")
+    adjoints = (None, "checkpoint", "forward", "reversible")
 
     def accepts_solver(self, solver: Any) -> bool:
         return isinstance(solver, AbstractSymplecticSolver)
@@ -324,6 +328,7 @@ class SymplecticIntegrator(AbstractIntegrator):
             steps_per_interval=counts,
             max_steps=problem.max_steps,
             reversible=problem.adjoint == "reversible",
+            forward=problem.adjoint == "forward",
         )
         num_steps = jnp.sum(jnp.broadcast_to(jnp.asarray(counts), (problem.ts.shape[0] - 1,)))
         return Solution(ys, RESULTS.successful, {"num_steps": num_steps})
