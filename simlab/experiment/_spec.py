@@ -310,10 +310,10 @@ def parse(
     y0 = _initial_state(check, resolved, model, preset_state)
     time = _time(check, resolved)
     solver = _solver(check, resolved)
+    ensemble = _ensemble(check, resolved, model, y0, time, solver)
     data = _data(check, resolved, model, named_by_user=data_file is not None)
     fit = _fit(check, resolved, model, data, time)
-    event = _event(check, resolved, model, y0, solver)
-    ensemble = _ensemble(check, resolved, model, y0, time, solver, event)
+    event = _event(check, resolved, model, y0, solver, time)
     sweep = _sweep(check, resolved, model, fit, event)
     sensitivity = _sensitivity(check, resolved, model, y0, event)
     continuation = _continuation(check, resolved, model, y0)
@@ -979,7 +979,9 @@ def _figures(
 # -- events, sensitivity, continuation ------------------------------------------------------
 
 
-def _event(check: Checker, config: dict, model: AbstractModel, y0, solver) -> StateEvent | None:
+def _event(
+    check: Checker, config: dict, model: AbstractModel, y0, solver, time: TimeSpan
+) -> StateEvent | None:
     """`[event]`: a named state crossing a `threshold` (in a `direction`), or its
     `extremum`; the time is found by root finding on the solution."""
     table = check.table(config, "event", "event", required=False)
@@ -1025,6 +1027,7 @@ def _event(check: Checker, config: dict, model: AbstractModel, y0, solver) -> St
                 f"{type(model).__name__} is stochastic: its paths are rough, with no rate "
                 "to find an extremum by; give a threshold instead.",
             )
+        _check_saved_steps(check, time, SolveOptions.from_mapping(solver).dt0)
         return event
     try:
         select_integrator(
@@ -1043,10 +1046,10 @@ def _event(check: Checker, config: dict, model: AbstractModel, y0, solver) -> St
 
 
 def _ensemble(
-    check: Checker, config: dict, model: AbstractModel, y0, time: TimeSpan, solver, event
+    check: Checker, config: dict, model: AbstractModel, y0, time: TimeSpan, solver
 ) -> EnsembleSpec | None:
     """`[ensemble]`: the paths and seed a stochastic model needs (refused for deterministic
-    ones), with a fixed-step stochastic `[solver]`; with an `[event]`, every step saved."""
+    ones), with a fixed-step stochastic `[solver]` allowed enough steps."""
     table = check.table(config, "ensemble", "ensemble", required=False)
     name = type(model).__name__
     if not is_stochastic(model):
@@ -1084,16 +1087,27 @@ def _ensemble(
         )
     except ValueError as error:
         raise check.fail("solver", str(error)) from None
+    steps = math.ceil((time.stop - time.start) / options.dt0 * (1 - 1e-9))
+    if steps > options.max_steps:
+        raise check.fail(
+            "solver.max_steps",
+            f"is {options.max_steps}, but {steps} steps of dt0 = {options.dt0:g} span the "
+            f"time; set max_steps = {steps} or more.",
+        )
+    return spec
+
+
+def _check_saved_steps(check: Checker, time: TimeSpan, dt0: float) -> None:
+    """A stochastic path's `[event]` is timed at the save times: every step must be saved."""
     spacing = (time.stop - time.start) / (time.num_points - 1)
-    if event is not None and spacing > options.dt0 * (1 + 1e-9):
-        steps = round((time.stop - time.start) / options.dt0) + 1
+    if spacing > dt0 * (1 + 1e-9):
+        steps = math.ceil((time.stop - time.start) / dt0 * (1 - 1e-9)) + 1
         raise check.fail(
             "time.num_points",
-            f"saves every {spacing:.4g}, more than the step solver.dt0 = {options.dt0:g}; a "
+            f"saves every {spacing:.4g}, more than the step solver.dt0 = {dt0:g}; a "
             "stochastic path's [event] is timed at the save times, so save every step: "
             f"num_points = {steps}.",
         )
-    return spec
 
 
 def _event_needed(check: Checker, key: str, observable: str, event) -> None:

@@ -168,7 +168,7 @@ def escape_rates(
             for (label, times), colour in zip(lines.items(), COLOURS[1:], strict=False):
                 axes[1].plot(dense, times * asymptote, color=colour)
             axes[1].axhline(1.0, ls="--", color="0.3")
-            axes[1].set_ylabel(rf"$\bar T \times$ rate of {asymptote_label}")
+            axes[1].set_ylabel(rf"$\bar T \times$ the rate by {asymptote_label}")
         axes[0].set_yscale("log")
         axes[0].set_ylabel(r"escape rate $1/\bar T$")
         axes[0].legend(frameon=False)
