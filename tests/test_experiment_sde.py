@@ -37,7 +37,8 @@ def exact_mean_passage_time(D: float, start: float, end: float) -> float:
     at $-\\infty$), by adaptive quadrature, shifted by $U(-1)$ against overflow."""
 
     def inner(y):
-        return integrate.quad(lambda z: np.exp(-(potential(z) - potential(-1.0)) / D), -np.inf, y)[0]
+        weight = lambda z: np.exp(-(potential(z) - potential(-1.0)) / D)  # noqa: E731
+        return integrate.quad(weight, -np.inf, y)[0]
 
     def outer(y):
         return np.exp((potential(y) - potential(-1.0)) / D) * inner(y)

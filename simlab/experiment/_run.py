@@ -435,9 +435,7 @@ def _ensemble_statistics(result, ensemble) -> dict[str, Any]:
     finite value, the mean and its standard error of every scalar observable."""
     values = result.values[:: ensemble.paths]
     points = {
-        name: values[:, index].tolist()
-        for index, name in enumerate(result.names)
-        if name != "path"
+        name: values[:, index].tolist() for index, name in enumerate(result.names) if name != "path"
     }
     statistics = {}
     for name, observed in result.observables.items():

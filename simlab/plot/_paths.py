@@ -142,6 +142,20 @@ def escape_rates(
     - `noise_label`, `sample_label`, `asymptote_label`: the axis and legend labels.
 
     **Returns:** the Figure (its two Axes: rates, then times in asymptotic units).
+
+    !!! example
+
+        ```python
+        from simlab.models import DoubleWell
+
+        simlab.plot.escape_rates(
+            [0.1, 0.2],
+            [65.0, 20.4],  # measured mean first-passage times from x = -1 to 1
+            [4.5, 1.4],
+            exact_time=lambda D: DoubleWell(D=D).mean_first_passage_time(-1.0, 1.0),
+            asymptotic_rate=lambda D: DoubleWell(D=D).kramers_rate(),
+        )
+        ```
     """
     import matplotlib.pyplot as plt
 
@@ -149,24 +163,22 @@ def escape_rates(
         np.asarray(v, np.float64) for v in (noise, mean_times, standard_errors)
     )
     dense = np.linspace(noise.min(), noise.max(), 60)
-    lines = {}
-    if exact_time is not None:
-        lines["exact (quadrature)"] = np.array([exact_time(d) for d in dense])
+    exact = None if exact_time is None else np.array([exact_time(d) for d in dense])
     with style():
         rows = 2 if asymptotic_rate is not None else 1
         figure, axes = plt.subplots(rows, 1, sharex=True, figsize=(6, 2.6 + 2.2 * rows))
         axes = np.atleast_1d(axes)
         rate, rate_error = 1 / mean_times, errors / mean_times**2
         axes[0].errorbar(noise, rate, rate_error, fmt="o", color=COLOURS[0], label=sample_label)
-        for (label, times), colour in zip(lines.items(), COLOURS[1:], strict=False):
-            axes[0].plot(dense, 1 / times, color=colour, label=label)
+        if exact is not None:
+            axes[0].plot(dense, 1 / exact, color=COLOURS[1], label="exact (quadrature)")
         if asymptotic_rate is not None:
             asymptote = np.array([asymptotic_rate(d) for d in dense])
             axes[0].plot(dense, asymptote, "--", color="0.3", label=asymptote_label)
             scale = np.array([asymptotic_rate(d) for d in noise])
             axes[1].errorbar(noise, mean_times * scale, errors * scale, fmt="o", color=COLOURS[0])
-            for (label, times), colour in zip(lines.items(), COLOURS[1:], strict=False):
-                axes[1].plot(dense, times * asymptote, color=colour)
+            if exact is not None:
+                axes[1].plot(dense, exact * asymptote, color=COLOURS[1])
             axes[1].axhline(1.0, ls="--", color="0.3")
             axes[1].set_ylabel(rf"$\bar T \times$ the rate by {asymptote_label}")
         axes[0].set_yscale("log")
