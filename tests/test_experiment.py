@@ -19,6 +19,7 @@ SHIPPED = (
     "fput_recurrence",
     "gray_scott_patterns",
     "heat_inverse",
+    "kramers_escape",
     "kuramoto_sivashinsky",
     "lynx_hare",
     "outer_solar_system",

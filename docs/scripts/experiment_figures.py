@@ -29,6 +29,7 @@ CHOSEN = {
     "outer_solar_system": [("orbits.png", "experiment_outer_solar_system_orbits.png"),
                            ("energy_error.png", "experiment_outer_solar_system_energy.png")],
     "fput_recurrence": [("mode_energies.png", "experiment_fput_recurrence.png")],
+    "kramers_escape": [("kramers_escape.png", "experiment_kramers_escape.png")],
     "taylor_green_decay": [("flow_snapshots.png", "experiment_taylor_green_snapshots.png"),
                            ("energy_enstrophy.png", "experiment_taylor_green_energy.png")],
 }  # fmt: skip

@@ -1,7 +1,9 @@
 """The names an experiment file uses: models, initial fields of grid models, the event of
 an `[event]` table, and the observables a sweep or a sensitivity analysis may keep."""
 
+import dataclasses
 import inspect
+from collections.abc import Callable
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -153,3 +155,38 @@ class StateEvent(eqx.Module):
             return y[index] - jnp.asarray(threshold, dtype=y.dtype)
 
         return Event(level, terminate=False, direction=self.direction)
+
+    def first_passage(self, trajectory):
+        """The first crossing of the threshold in the event's direction on the saved path,
+        between two save times and located by linear interpolation there: `(time, state)`,
+        `NaN` where the path never crosses. A stochastic path has no smooth solution to
+        find roots on, so its passage is timed at the save times (save every step)."""
+        ts, ys = trajectory.ts, trajectory.ys
+        level = ys[:, self.index] - jnp.asarray(self.threshold, dtype=ys.dtype)
+        before, after = level[:-1], level[1:]
+        rising, falling = (before < 0) & (after >= 0), (before > 0) & (after <= 0)
+        crossed = {1: rising, -1: falling, 0: rising | falling}[self.direction]
+        k = jnp.argmax(crossed)
+        fraction = before[k] / (before[k] - after[k])
+        time = ts[k] + fraction * (ts[k + 1] - ts[k])
+        state = ys[k] + fraction * (ys[k + 1] - ys[k])
+        found = jnp.any(crossed)
+        return jnp.where(found, time, jnp.nan), jnp.where(found, state, jnp.nan)
+
+
+class PathObservable(eqx.Module):
+    """An observable of a stochastic path, which reads the `[event]` off the saved path
+    (`StateEvent.first_passage`) rather than from the solver; hashable, so equal tables
+    share one compiled sweep."""
+
+    event: StateEvent
+    observable: Callable = eqx.field(static=True)
+
+    def __call__(self, trajectory):
+        return self.observable(with_first_passage(self.event, trajectory))
+
+
+def with_first_passage(event: StateEvent, trajectory):
+    """`trajectory` with its `event_time` and `event_state` read off the saved path."""
+    time, state = event.first_passage(trajectory)
+    return dataclasses.replace(trajectory, event_time=time, event_state=state)

@@ -12,7 +12,13 @@ import numpy as np
 from .._results import RESULTS, Trajectory
 from .._sweep import SweepResult
 from ..io import atomic_write
-from ..models import AbstractGridModel, AbstractHamiltonianModel, AbstractModel, NavierStokes2D
+from ..models import (
+    AbstractGridModel,
+    AbstractHamiltonianModel,
+    AbstractModel,
+    DoubleWell,
+    NavierStokes2D,
+)
 from ._check import Checker, ExperimentError
 from ._fields import model_classes, observable_names
 from ._folder import CONFIG, PROFILE_ARRAYS, StoredRun, inside_run
@@ -27,6 +33,11 @@ NEEDS = {
     "fit.sampling": "a [fit.sampling] table",
     "sensitivity": "a [sensitivity] table",
     "continuation": "a [continuation] table",
+    "ensemble": "an [ensemble] table (a stochastic model)",
+    "first_passage": (
+        "first-passage times: a stochastic model's [ensemble], an [event] threshold and a "
+        "[sweep] with observable = 'event'"
+    ),
 }
 SUITS = {  # what each `suits` says, and which models it admits
     "grid": ("grid models", lambda model: isinstance(model, AbstractGridModel)),
@@ -42,6 +53,7 @@ SUITS = {  # what each `suits` says, and which models it admits
         "two-dimensional flows (NavierStokes2D)",
         lambda model: isinstance(model, NavierStokes2D),
     ),
+    "double_well": ("the double well (DoubleWell)", lambda model: isinstance(model, DoubleWell)),
     "any": ("any model", lambda model: True),
 }
 STRING_OPTIONS = ("title", "label", "xlabel", "ylabel", "variable")
@@ -56,10 +68,11 @@ class FigureKind:
 
     - `name`: the `kind` written in the experiment file.
     - `needs`: what the experiment must have for it: tables (`"fit"`, `"sweep"`,
-      `"fit.profiles"`, `"fit.sampling"`, `"sensitivity"`, `"continuation"`) or
-      `"fit.starts"` (a multi-start fit).
+      `"fit.profiles"`, `"fit.sampling"`, `"sensitivity"`, `"continuation"`,
+      `"ensemble"`), `"fit.starts"` (a multi-start fit) or `"first_passage"` (a sweep of
+      first-passage times over paths).
     - `suits`: the models it is drawn for: `"grid"`, `"ode"` (named states),
-      `"hamiltonian"` or `"any"`.
+      `"hamiltonian"`, `"flow"`, `"double_well"` or `"any"`.
     - `options`: the keys it accepts besides `kind` and `name`; any other key is refused.
     - `check_options`: further checks, `check(checker, entry, where, model, spec)`, run
       after the needs and the model are known to fit; `spec` is the spec of the first table
@@ -712,6 +725,61 @@ def _state_component(check: Checker, entry: dict, where: str, model, spec) -> No
     check.string(entry, "variable", where, default=None, choices=model.state_names)
 
 
+# The figures of stochastic paths.
+
+
+def _escape_over_noise(check: Checker, entry: dict, where: str, model, passage) -> None:
+    """Only the noise strength is swept, and the paths start below the threshold they
+    must rise to (the exact mean first-passage time is for `start < end`)."""
+    if list(passage.sweep.axes) != ["D"]:
+        raise check.fail(
+            f"{where}.kind",
+            f"'escape_rate' draws rates against the noise strength; sweep D alone, not "
+            f"{list(passage.sweep.axes)}.",
+        )
+    start, event = float(passage.y0[0]), passage.event
+    if event.direction == -1 or not start < event.threshold:
+        raise check.fail(
+            "event",
+            f"'escape_rate' times the first rise from x = {start:g} to the threshold; give a "
+            "threshold above the initial state with direction = 'rising'.",
+        )
+
+
+def _escape_rate(run: StoredRun, entry: dict):
+    """Escape rates from the mean first-passage times of the sweep's paths, against the
+    exact rate by quadrature and Kramers' formula."""
+    import simlab.plot
+
+    ensemble = run.metrics["sweep"]["ensemble"]
+    times = ensemble["statistics"]["event_time"]
+    start = float(run.config["initial_state"]["x"])
+    threshold = float(run.config["event"]["threshold"])
+    figure = simlab.plot.escape_rates(
+        ensemble["points"]["D"],
+        [np.nan if v is None else v for v in times["mean"]],
+        [np.nan if v is None else v for v in times["standard_error"]],
+        exact_time=lambda D: DoubleWell(D=D).mean_first_passage_time(start, threshold),
+        asymptotic_rate=lambda D: DoubleWell(D=D).kramers_rate(),
+        sample_label=_paths_label(run, ensemble, times),
+    )
+    _axis_labels(figure.axes[-1], {"xlabel": entry.get("xlabel")})
+    _axis_labels(figure.axes[0], {"ylabel": entry.get("ylabel")})
+    figure.axes[0].set_title(f"first passage from x = {start:g} to x = {threshold:g}", fontsize=9)
+    return figure
+
+
+def _paths_label(run: StoredRun, ensemble: dict, times: dict) -> str:
+    """What the points are: paths per point, the step, and how many never arrived."""
+    step = run.config.get("solver", {}).get("dt0")
+    label = f"simulated: mean of {ensemble['paths']} paths" + (f", dt = {step:g}" if step else "")
+    missing = ensemble["paths"] * len(times["count"]) - int(sum(times["count"]))
+    if missing:
+        horizon = run.config["time"]["stop"]
+        label += f"\n({missing} paths had not arrived by t = {horizon:g}, left out)"
+    return label
+
+
 # The figures of a Hamiltonian simulation.
 
 
@@ -867,6 +935,14 @@ FIGURE_KINDS = {
             _still(_model_and_path("mode_energies", "modes")),
         ),
         FigureKind("flow_snapshots", (), "flow", _LABELS, (), _still(_flow_snapshots)),
+        FigureKind(
+            "escape_rate",
+            ("first_passage",),
+            "double_well",
+            _LABELS,
+            (_escape_over_noise,),
+            _still(_escape_rate),
+        ),
         FigureKind(
             "energy_enstrophy", (), "flow", ("title", "xlabel"), (), _still(_energy_enstrophy)
         ),

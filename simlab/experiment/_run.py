@@ -20,7 +20,7 @@ from .._options import SolveOptions
 from .._results import status_code, status_name
 from ..models import AbstractGridModel
 from ..parallel import member_mesh
-from ._fields import OBSERVABLE_FUNCTIONS
+from ._fields import OBSERVABLE_FUNCTIONS, PathObservable, with_first_passage
 from ._folder import CONTINUATION_ARRAYS, PROFILE_ARRAYS
 from ._spec import DataSpec, Experiment
 
@@ -61,14 +61,20 @@ def compute(
 
     started = time.perf_counter()
     save_ts, skip = simulation_times(experiment)
+    ensemble = experiment.ensemble
+    key = None if ensemble is None else jr.key(ensemble.seed)
     trajectory = _simulate.simulate(
         model,
         y0,
         save_ts,
         throw=False,
         options=SolveOptions.from_mapping(experiment.solver),
-        event=None if experiment.event is None else experiment.event(model),
+        # A stochastic path's event is read off the path; it is the sweep's path 0.
+        event=None if experiment.event is None or key is not None else experiment.event(model),
+        key=None if key is None else jr.fold_in(key, 0),
     )
+    if key is not None and experiment.event is not None:
+        trajectory = with_first_passage(experiment.event, trajectory)
     arrays["simulation_ts"], arrays["simulation_ys"] = (
         np.asarray(ts),
         np.asarray(trajectory.ys)[skip:],
@@ -91,20 +97,29 @@ def compute(
         axes = sweep_axes(experiment, model)
         say(f"sweeping {' x '.join(f'{name} ({len(v)})' for name, v in axes.items())} ...")
         mesh = member_mesh(list(devices)) if devices is not None else None
+        observable = OBSERVABLE_FUNCTIONS[experiment.sweep.observable]
+        paths = {}
+        if ensemble is not None:  # every path's observables kept, events read off the paths
+            paths = dict(paths=ensemble.paths, key=key, keep_paths=True)
+            if experiment.event is not None:
+                observable = PathObservable(experiment.event, observable)
         sweep_result = _sweep.sweep(
             model,
             axes,
             y0,
             save_ts,
             mode=experiment.sweep.mode,
-            observable=OBSERVABLE_FUNCTIONS[experiment.sweep.observable],
+            observable=observable,
             mesh=mesh,
             store=sweep_store,
             progress=not quiet,
             options=SolveOptions.from_mapping(experiment.solver),
-            event=experiment.event,
+            event=None if ensemble is not None else experiment.event,
+            **paths,
         )
         metrics["sweep"] = _sweep_metrics(sweep_result)
+        if ensemble is not None:
+            metrics["sweep"]["ensemble"] = _ensemble_statistics(sweep_result, ensemble)
         wall["sweep"] = time.perf_counter() - started
         say(f"sweep: {sweep_result.summary()}")
 
@@ -412,6 +427,37 @@ def _sweep_metrics(result) -> dict[str, Any]:
         },
         "grid_axes": None if result.grid_axes is None else [a.tolist() for a in result.grid_axes],
         "stats": {key: value for key, value in result.stats.items() if key != "seconds"},
+    }
+
+
+def _ensemble_statistics(result, ensemble) -> dict[str, Any]:
+    """Per swept point (the paths are the last members of each), the count of paths with a
+    finite value, the mean and its standard error of every scalar observable."""
+    values = result.values[:: ensemble.paths]
+    points = {
+        name: values[:, index].tolist() for index, name in enumerate(result.names) if name != "path"
+    }
+    statistics = {}
+    for name, observed in result.observables.items():
+        if observed.ndim != 1:
+            continue
+        per_point = observed.reshape(-1, ensemble.paths)
+        finite = np.isfinite(per_point)
+        count = finite.sum(axis=1)
+        with warnings.catch_warnings():  # a point whose paths all failed: NaN
+            warnings.simplefilter("ignore", RuntimeWarning)
+            mean = np.nanmean(per_point, axis=1)
+            error = np.nanstd(per_point, axis=1, ddof=1) / np.sqrt(count)
+        statistics[name] = {
+            "count": count.tolist(),
+            "mean": [_number(v) for v in mean],
+            "standard_error": [_number(v) for v in error],
+        }
+    return {
+        "paths": ensemble.paths,
+        "seed": ensemble.seed,
+        "points": points,
+        "statistics": statistics,
     }
 
 

@@ -11,6 +11,8 @@ import pathlib
 import tomllib
 from typing import Any
 
+import jax.numpy as jnp
+import jax.random as jr
 import numpy as np
 
 from .._fit._fit import METHODS
@@ -18,6 +20,8 @@ from .._fit._noise import NOISE_MODELS, AbstractLeastSquaresNoise
 from .._options import SolveOptions
 from .._sensitivity import METHODS as SENSITIVITY_METHODS, _checked_sizes as check_sensitivity_sizes
 from ..integrate._registry import select_integrator
+from ..integrate._sde import checked_stochastic_inputs, is_stochastic
+from ..integrate._selection import default_solver
 from ..integrate._solvers import SOLVERS, resolve_solver
 from ..models import AbstractGridModel, AbstractModel, GrayScott, NavierStokes2D
 from ._check import FLOAT_BYTES, Checker, ExperimentError as ExperimentError, check_memory
@@ -61,6 +65,7 @@ TOP_LEVEL_KEYS = (
     "event",
     "sensitivity",
     "continuation",
+    "ensemble",
     "figures",
     "quick",
 )
@@ -176,6 +181,25 @@ class ContinuationSpec:
 
 
 @dataclasses.dataclass(frozen=True)
+class EnsembleSpec:
+    """The `[ensemble]` of a stochastic model: `paths` per swept point, and the `seed` of
+    the key `jax.random.key(seed)`; path `p` draws from `fold_in(key, p)`."""
+
+    paths: int
+    seed: int
+
+
+@dataclasses.dataclass(frozen=True)
+class FirstPassageSweep:
+    """A sweep of first-passage times over the paths of a stochastic model: the `[sweep]`
+    with `observable = "event"`, its `[event]` and the initial state the paths start at."""
+
+    sweep: SweepSpec
+    event: StateEvent
+    y0: np.ndarray
+
+
+@dataclasses.dataclass(frozen=True)
 class FigureSpec:
     kind: str
     options: dict[str, Any]
@@ -192,8 +216,8 @@ class Experiment:
     **Attributes:** `name`, `description`, `path` (the file), `model` (the starting model),
     `y0`, `time`, `solver` (keywords for `simulate`), `data`, `fit`, `sweep`, `figures`,
     `config` (the resolved TOML table, with `quick` overrides applied), `quick`, `event`
-    (the `[event]`, a builder of each member's `simlab.Event`), `sensitivity` and
-    `continuation`.
+    (the `[event]`, a builder of each member's `simlab.Event`), `sensitivity`,
+    `continuation` and `ensemble` (the paths and seed of a stochastic model).
     """
 
     name: str
@@ -212,6 +236,7 @@ class Experiment:
     event: StateEvent | None = None
     sensitivity: SensitivitySpec | None = None
     continuation: ContinuationSpec | None = None
+    ensemble: EnsembleSpec | None = None
 
 
 def deep_merge(base: dict, overrides: dict) -> dict:
@@ -285,14 +310,17 @@ def parse(
     y0 = _initial_state(check, resolved, model, preset_state)
     time = _time(check, resolved)
     solver = _solver(check, resolved)
+    ensemble = _ensemble(check, resolved, model, y0, time, solver)
     data = _data(check, resolved, model, named_by_user=data_file is not None)
     fit = _fit(check, resolved, model, data, time)
-    event = _event(check, resolved, model, y0, solver)
+    event = _event(check, resolved, model, y0, solver, time)
     sweep = _sweep(check, resolved, model, fit, event)
     sensitivity = _sensitivity(check, resolved, model, y0, event)
     continuation = _continuation(check, resolved, model, y0)
-    figures = _figures(check, resolved, model, fit, sweep, sensitivity, continuation)
-    _check_sizes(check, y0, time, sweep, fit, solver)
+    figures = _figures(
+        check, resolved, model, fit, sweep, sensitivity, continuation, ensemble, event, y0
+    )
+    _check_sizes(check, y0, time, sweep, fit, solver, ensemble)
     return Experiment(
         name=path.stem,
         description=description,
@@ -310,6 +338,7 @@ def parse(
         event=event,
         sensitivity=sensitivity,
         continuation=continuation,
+        ensemble=ensemble,
     )
 
 
@@ -558,7 +587,7 @@ def _check_inside_project(check: Checker, path: pathlib.Path) -> None:
 MAX_STEPS_LIMIT = 10**7
 
 
-def _check_sizes(check: Checker, y0: np.ndarray, time, sweep, fit, solver) -> None:
+def _check_sizes(check: Checker, y0: np.ndarray, time, sweep, fit, solver, ensemble) -> None:
     """Refuses sizes a run could not hold, naming the memory they would need."""
     check_memory(
         check, "time.num_points", "the saved trajectory", time.num_points * y0.size * FLOAT_BYTES
@@ -572,6 +601,7 @@ def _check_sizes(check: Checker, y0: np.ndarray, time, sweep, fit, solver) -> No
     if sweep is not None:
         nums = [axis["num"] for axis in sweep.axes.values()]
         members = math.prod(nums) if sweep.mode == "grid" else max(nums)
+        members *= ensemble.paths if ensemble is not None else 1
         check_memory(
             check,
             "sweep.parameters",
@@ -909,10 +939,20 @@ def _sweep_axis(check: Checker, axis: Any, where: str, model, name: str) -> dict
 
 
 def _figures(
-    check: Checker, config: dict, model, fit, sweep, sensitivity, continuation
+    check: Checker,
+    config: dict,
+    model,
+    fit,
+    sweep,
+    sensitivity,
+    continuation,
+    ensemble,
+    event,
+    y0,
 ) -> tuple[FigureSpec, ...]:
     """The `[[figures]]`, each checked against the tables (and their parts) it needs."""
     figures, names = [], set()
+    passages = ensemble is not None and sweep is not None and sweep.observable == "event"
     tables = {
         "fit": fit,
         "sweep": sweep,
@@ -921,6 +961,8 @@ def _figures(
         "fit.sampling": fit and fit.sampling,
         "sensitivity": sensitivity,
         "continuation": continuation,
+        "ensemble": ensemble,
+        "first_passage": FirstPassageSweep(sweep, event, y0) if passages else None,
     }
     for where, entry, kind in figure_entries(check, config):
         kind.check(check, entry, where, model, tables)
@@ -937,7 +979,9 @@ def _figures(
 # -- events, sensitivity, continuation ------------------------------------------------------
 
 
-def _event(check: Checker, config: dict, model: AbstractModel, y0, solver) -> StateEvent | None:
+def _event(
+    check: Checker, config: dict, model: AbstractModel, y0, solver, time: TimeSpan
+) -> StateEvent | None:
     """`[event]`: a named state crossing a `threshold` (in a `direction`), or its
     `extremum`; the time is found by root finding on the solution."""
     table = check.table(config, "event", "event", required=False)
@@ -976,6 +1020,15 @@ def _event(check: Checker, config: dict, model: AbstractModel, y0, solver) -> St
         atol=options.atol,
     )
     event = StateEvent(model.state_names.index(name), threshold, direction)
+    if is_stochastic(model):  # timed on the saved path: StateEvent.first_passage
+        if threshold is None:
+            raise check.fail(
+                "event.extremum",
+                f"{type(model).__name__} is stochastic: its paths are rough, with no rate "
+                "to find an extremum by; give a threshold instead.",
+            )
+        _check_saved_steps(check, time, SolveOptions.from_mapping(solver).dt0)
+        return event
     try:
         select_integrator(
             chosen,
@@ -990,6 +1043,71 @@ def _event(check: Checker, config: dict, model: AbstractModel, y0, solver) -> St
             f"{error} Set solver.name = 'kvaerno5' (stiff) or an explicit solver such as 'tsit5'.",
         ) from error
     return event
+
+
+def _ensemble(
+    check: Checker, config: dict, model: AbstractModel, y0, time: TimeSpan, solver
+) -> EnsembleSpec | None:
+    """`[ensemble]`: the paths and seed a stochastic model needs (refused for deterministic
+    ones), with a fixed-step stochastic `[solver]` allowed enough steps."""
+    table = check.table(config, "ensemble", "ensemble", required=False)
+    name = type(model).__name__
+    if not is_stochastic(model):
+        if table is not None:
+            raise check.fail("ensemble", f"is for stochastic models; {name} is deterministic.")
+        return None
+    if table is None:
+        raise check.fail(
+            "ensemble",
+            f"is missing; {name} is stochastic: add [ensemble] with paths = N (paths per "
+            "swept point) and seed = S (the key jax.random.key(S)).",
+        )
+    for section in ("fit", "sensitivity", "continuation"):
+        if section in config:
+            raise check.fail(
+                section,
+                f"is for deterministic models here; {name} is stochastic (fit its paths from "
+                "Python with simlab.fit, see the SDE page).",
+            )
+    check.keys(table, "ensemble", ("paths", "seed"))
+    spec = EnsembleSpec(
+        paths=check.integer(table, "paths", "ensemble"),
+        seed=check.integer(table, "seed", "ensemble", default=0, minimum=0),
+    )
+    options = SolveOptions.from_mapping(solver)
+    y0 = jnp.asarray(y0)
+    chosen = (
+        default_solver(model, y0, jnp.asarray(time.ts()), rtol=None, atol=None)[0]
+        if options.solver is None
+        else resolve_solver(options.solver, stiff=False, state_size=y0.size)
+    )
+    try:
+        checked_stochastic_inputs(
+            model, chosen, y0, jr.key(spec.seed), None, adaptive=options.adaptive
+        )
+    except ValueError as error:
+        raise check.fail("solver", str(error)) from None
+    steps = math.ceil((time.stop - time.start) / options.dt0 * (1 - 1e-9))
+    if steps > options.max_steps:
+        raise check.fail(
+            "solver.max_steps",
+            f"is {options.max_steps}, but {steps} steps of dt0 = {options.dt0:g} span the "
+            f"time; set max_steps = {steps} or more.",
+        )
+    return spec
+
+
+def _check_saved_steps(check: Checker, time: TimeSpan, dt0: float) -> None:
+    """A stochastic path's `[event]` is timed at the save times: every step must be saved."""
+    spacing = (time.stop - time.start) / (time.num_points - 1)
+    if spacing > dt0 * (1 + 1e-9):
+        steps = math.ceil((time.stop - time.start) / dt0 * (1 - 1e-9)) + 1
+        raise check.fail(
+            "time.num_points",
+            f"saves every {spacing:.4g}, more than the step solver.dt0 = {dt0:g}; a "
+            "stochastic path's [event] is timed at the save times, so save every step: "
+            f"num_points = {steps}.",
+        )
 
 
 def _event_needed(check: Checker, key: str, observable: str, event) -> None:

@@ -27,7 +27,11 @@ from ._hamiltonian import (
 )
 from ._likelihood import corner as corner, profiles as profiles, waterfall as waterfall
 from ._loss import loss_curve as loss_curve
-from ._paths import fan_chart as fan_chart, terminal_histogram as terminal_histogram
+from ._paths import (
+    escape_rates as escape_rates,
+    fan_chart as fan_chart,
+    terminal_histogram as terminal_histogram,
+)
 from ._sensitivity import sensitivity as sensitivity
 from ._style import COLOURS as COLOURS, new_axes as new_axes, style as style
 from ._sweep import sweep_heatmap as sweep_heatmap, sweep_lines as sweep_lines

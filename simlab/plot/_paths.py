@@ -1,4 +1,5 @@
-"""Figures of many stochastic paths: a fan chart over time, a histogram at one time."""
+"""Figures of many stochastic paths: a fan chart over time, a histogram at one time, escape
+rates from mean first-passage times."""
 
 import numbers
 from collections.abc import Callable
@@ -111,3 +112,77 @@ def terminal_histogram(
         ax.set_ylabel("density")
         ax.legend(frameon=False)
     return ax
+
+
+def escape_rates(
+    noise,
+    mean_times,
+    standard_errors,
+    *,
+    exact_time: Callable | None = None,
+    asymptotic_rate: Callable | None = None,
+    noise_label: str = "noise strength D",
+    sample_label: str = "simulated",
+    asymptote_label: str = "Kramers' formula",
+):
+    r"""Draws escape rates $1/\bar T$ measured from mean first-passage times against the
+    noise strength (log scale, error bars of one standard error, $\sigma_T / \bar T^2$),
+    with the exact rate and an asymptotic formula as lines; beneath, each time in units of
+    the asymptotic one, $\bar T\, r_\text{asym}$, which tends to 1 where the formula holds.
+
+    **Arguments:**
+
+    - `noise`: the noise strengths, shape `(n,)`.
+    - `mean_times`, `standard_errors`: the mean first-passage time at each and its
+      standard error.
+    - `exact_time`: the exact mean first-passage time as a function of the noise (drawn
+      as $1/T$), e.g. `lambda D: DoubleWell(D=D).mean_first_passage_time(-1.0, 1.0)`.
+    - `asymptotic_rate`: the asymptotic rate as a function of the noise, e.g.
+      `lambda D: DoubleWell(D=D).kramers_rate()`; needed for the lower panel.
+    - `noise_label`, `sample_label`, `asymptote_label`: the axis and legend labels.
+
+    **Returns:** the Figure (its two Axes: rates, then times in asymptotic units).
+
+    !!! example
+
+        ```python
+        from simlab.models import DoubleWell
+
+        simlab.plot.escape_rates(
+            [0.1, 0.2],
+            [65.0, 20.4],  # measured mean first-passage times from x = -1 to 1
+            [4.5, 1.4],
+            exact_time=lambda D: DoubleWell(D=D).mean_first_passage_time(-1.0, 1.0),
+            asymptotic_rate=lambda D: DoubleWell(D=D).kramers_rate(),
+        )
+        ```
+    """
+    import matplotlib.pyplot as plt
+
+    noise, mean_times, errors = (
+        np.asarray(v, np.float64) for v in (noise, mean_times, standard_errors)
+    )
+    dense = np.linspace(noise.min(), noise.max(), 60)
+    exact = None if exact_time is None else np.array([exact_time(d) for d in dense])
+    with style():
+        rows = 2 if asymptotic_rate is not None else 1
+        figure, axes = plt.subplots(rows, 1, sharex=True, figsize=(6, 2.6 + 2.2 * rows))
+        axes = np.atleast_1d(axes)
+        rate, rate_error = 1 / mean_times, errors / mean_times**2
+        axes[0].errorbar(noise, rate, rate_error, fmt="o", color=COLOURS[0], label=sample_label)
+        if exact is not None:
+            axes[0].plot(dense, 1 / exact, color=COLOURS[1], label="exact (quadrature)")
+        if asymptotic_rate is not None:
+            asymptote = np.array([asymptotic_rate(d) for d in dense])
+            axes[0].plot(dense, asymptote, "--", color="0.3", label=asymptote_label)
+            scale = np.array([asymptotic_rate(d) for d in noise])
+            axes[1].errorbar(noise, mean_times * scale, errors * scale, fmt="o", color=COLOURS[0])
+            if exact is not None:
+                axes[1].plot(dense, exact * asymptote, color=COLOURS[1])
+            axes[1].axhline(1.0, ls="--", color="0.3")
+            axes[1].set_ylabel(rf"$\bar T \times$ the rate by {asymptote_label}")
+        axes[0].set_yscale("log")
+        axes[0].set_ylabel(r"escape rate $1/\bar T$")
+        axes[0].legend(frameon=False)
+        axes[-1].set_xlabel(noise_label)
+    return figure
