@@ -18,8 +18,17 @@ test: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python -m simlab.demo
 
-bench: $(STAMP)
-	$(BIN)/python benchmarks/run.py
+# JAX-MD pulls in flax, orbax and tensorstore: it gets its own environment, on simlab's jax,
+# and the Lennard-Jones benchmark runs it there in a subprocess.
+JAXMD_VENV := .venv-jaxmd
+$(JAXMD_VENV)/.installed: $(STAMP)
+	test -x $(JAXMD_VENV)/bin/python || $(PYTHON) -m venv $(JAXMD_VENV)
+	$(JAXMD_VENV)/bin/python -m pip install --quiet \
+		"$$($(BIN)/python -m pip freeze | grep '^jax==')" jax-md
+	touch $@
+
+bench: $(STAMP) $(JAXMD_VENV)/.installed
+	JAXMD_PYTHON=$(JAXMD_VENV)/bin/python $(BIN)/python benchmarks/run.py
 
 # Mutation testing of the core modules (mutmut); long, and not part of `make test`.
 # MUTATE_BUDGET is the time per module in seconds, MUTATE_STRIDE runs every n-th mutant,
@@ -40,4 +49,4 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 clean:
-	rm -rf $(VENV) site results .pytest_cache
+	rm -rf $(VENV) $(JAXMD_VENV) site results .pytest_cache

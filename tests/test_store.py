@@ -16,6 +16,7 @@ from helpers import LOTKA_VOLTERRA_PARAMETERS
 from jaxtyping import Array, Float
 
 import simlab
+from simlab._results import status_codes
 
 HERE = pathlib.Path(__file__).parent
 
@@ -268,3 +269,23 @@ def test_a_read_names_every_damaged_chunk_not_only_the_first(shared, tmp_path):
     assert all(f"{chunk} does not match its checksum" in str(error.value) for chunk in chunks)
     with pytest.warns(UserWarning, match="recomputing those chunks"):
         assert store.finished_chunks().tolist() == [False, True, False]
+
+
+def test_a_chunk_of_failed_members_reads_back_as_nan(tmp_path):
+    """Every member of a chunk failed: its values are all NaN, the fill value, and must still
+    be written and read back as computed, not reported missing."""
+    layout = simlab.io.StoreLayout(
+        num_members=4,
+        chunk_size=2,
+        variables={"final_state": simlab.io.VariableSpec((2,), np.dtype(float), ("d",))},
+        member_coords={},
+        extra_coords={},
+        units={},
+    )
+    store = simlab.io.SweepStore.open(tmp_path / "sweep.zarr", layout, identity={}, attrs={})
+    failed = status_codes()["max_steps_reached"]
+    for index in (0, 1):
+        store.write_chunk(index, {"final_state": np.full((2, 2), np.nan)}, np.full(2, failed))
+    assert store.finished_chunks().tolist() == [True, True]
+    outputs, status = store.read()
+    assert np.isnan(outputs["final_state"]).all() and status.tolist() == [failed] * 4

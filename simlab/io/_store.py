@@ -145,8 +145,11 @@ class SweepStore:
             for name in self.layout.variables
         }
         blocks[STATUS] = np.asarray(status, np.int16)
-        for name in self.layout.variables:
-            self._group[name][region] = blocks[name]
+        # zarr skips a chunk equal to the fill value, and NaN is the fill: a chunk of failed
+        # members would be missing from disk and read as never computed.
+        with zarr.config.set({"array.write_empty_chunks": True}):
+            for name in self.layout.variables:
+                self._group[name][region] = blocks[name]
         checksums = {name: _checksum(block) for name, block in blocks.items()}
         folder = self.path / CHECKSUMS
         folder.mkdir(exist_ok=True)
