@@ -980,7 +980,7 @@ def _event(check: Checker, config: dict, model: AbstractModel, y0, solver) -> St
     except ValueError as error:
         raise check.fail(
             "event",
-            f"{error} Set solver.name = 'kvaerno5' (stiff) or an explicit solver such as 'tsit5'.",
+            f"{error} Set solver.name = 'rodas5p' (stiff) or an explicit solver such as 'tsit5'.",
         ) from error
     return event
 
