@@ -214,7 +214,8 @@ def pencil_eigenvalues(jacobian: Array, mass: Array) -> Array:
     mu = jnp.linalg.eigvals(inverted)
     roundoff = 100 * mass.shape[0] * jnp.finfo(inverted.dtype).eps * jnp.linalg.norm(inverted)
     infinite = jnp.abs(mu) <= roundoff
-    return jnp.where(infinite, jnp.inf, shift + 1 / jnp.where(infinite, 1, mu))
+    finite = shift.astype(mu.dtype) + 1 / jnp.where(infinite, 1, mu)
+    return jnp.where(infinite, jnp.inf, finite)
 
 
 def residual(y, model_and_args):

@@ -376,7 +376,9 @@ def _tracked(tracker, c: _Carry, accepted, t, h, att: Attempt) -> tuple[Any, Any
     """The event's bracket and bracketing step's dense output after a step attempt."""
     if tracker is None:
         return None, None
-    bracket = advance_bracket(tracker.event, tracker.value_fn, c.bracket, accepted, t, c.y, h, att.y1)
+    bracket = advance_bracket(
+        tracker.event, tracker.value_fn, c.bracket, accepted, t, c.y, h, att.y1
+    )
     first = bracket.fired & ~c.bracket.fired
     dense = jax.tree.map(lambda new, old: jnp.where(first, new, old), att.dense, c.bracket_dense)
     return bracket, dense
@@ -405,9 +407,7 @@ def _located_event(solver, tracker, bracket, dense):
     return locate_on_path(tracker.value_fn, state_at, frozen_state_at, velocity, bracket)
 
 
-def _adaptive_loop(
-    solver, flat_field, ts, dt0, tols, carry, max_steps, loop_kwargs, mass, tracker
-):
+def _adaptive_loop(solver, flat_field, ts, dt0, tols, carry, max_steps, loop_kwargs, mass, tracker):
     """Steps chosen by the error estimate; save times filled from the dense output."""
     t0, t1 = ts[0], ts[-1]
     if dt0 is None:
