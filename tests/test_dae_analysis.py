@@ -1,7 +1,8 @@
 """The rest of simlab on differential-algebraic models: fits recover an RLC circuit's
 parameters, events on the index-1 pendulum agree with the ODE pendulum and the elliptic
 integral, steady states and their pencil eigenvalues against the analytic operating point
-and SciPy's generalised eigensolver, and hybrid models keep the mass matrix."""
+and SciPy's generalised eigensolver, hybrid models keep the mass matrix, and the shipped
+RLC experiment's overshoot against its exact value."""
 
 import jax
 import jax.numpy as jnp
@@ -13,6 +14,8 @@ import scipy.optimize
 import scipy.special
 
 import simlab
+import simlab.experiment as experiments
+from simlab import cli
 from simlab.models import HybridModel, Pendulum, PendulumDAE, RLCCircuit, TransistorAmplifier
 
 GRAVITY = 9.81
@@ -141,3 +144,20 @@ def test_hybrid_of_a_dae_keeps_its_mass_matrix():
     np.testing.assert_allclose(np.asarray(trajectory.ys[:, :2]), exact, atol=1e-8)
     with pytest.raises(ValueError, match="solver='rodas5p' or solver='radau5'"):
         simlab.simulate(hybrid, jnp.zeros(3), ts, solver="tsit5")
+
+
+def test_rlc_experiment_overshoot_against_the_exact_peak(tmp_path):
+    out = tmp_path / "run"
+    assert cli.main(["run", "rlc_overshoot", "--quick", "--quiet", "--out", str(out)]) == 0
+    stored = experiments._folder.read_run(out)
+    assert {"overshoot.png", "peak_time.png", "phase_portrait.png"} <= {
+        path.name for path in (out / "figures").iterdir()
+    }
+    sweep = experiments.load_sweep(stored)
+    assert sweep.num_failed == 0
+    resistance = sweep.parameter("resistance")
+    ell, c, v = 0.5, 0.25, 2.0
+    damped = np.sqrt(1 / (ell * c) - (resistance / (2 * ell)) ** 2)
+    np.testing.assert_allclose(sweep.observables["event_time"], np.pi / damped, rtol=1e-7)
+    peak = v * (1 + np.exp(-np.pi * resistance / (2 * ell * damped)))
+    np.testing.assert_allclose(sweep.observables["event_capacitor_voltage"], peak, rtol=1e-7)

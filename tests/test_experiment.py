@@ -23,6 +23,7 @@ SHIPPED = (
     "lynx_hare",
     "outer_solar_system",
     "pendulum_sweep",
+    "rlc_overshoot",
     "sir_sensitivity",
 )
 
