@@ -35,7 +35,9 @@ ENSEMBLE = 1024
 SCIPY_SAMPLE = 16
 ENSEMBLE_T1 = 0.05  # five periods of the 100 Hz input
 ENSEMBLE_TOL = 1e-6
-NEWTON_ITERATIONS = 6  # from the previous right-hand side's solution: to roundoff
+NEWTON_ITERATIONS = 12  # from the previous right-hand side's solution: to roundoff
+NEWTON_STEP_LIMIT = 0.1  # volts
+NEWTON_RESIDUAL = 1e-12  # amperes: a converged algebraic solve
 
 
 @eqx.filter_jit
@@ -177,7 +179,10 @@ class _ReducedTransamp:
 
         def solved(t, z_d, z_a):
             def newton(_, z):
-                return z - jnp.linalg.solve(jax.jacfwd(algebraic)(z, t, z_d), algebraic(z, t, z_d))
+                step = jnp.linalg.solve(jax.jacfwd(algebraic)(z, t, z_d), algebraic(z, t, z_d))
+                # Limit each step, as circuit simulators do: the diodes' exponentials
+                # send a full Newton step from a poor guess far off.
+                return z - jnp.clip(step, -NEWTON_STEP_LIMIT, NEWTON_STEP_LIMIT)
 
             return jax.lax.fori_loop(0, NEWTON_ITERATIONS, newton, z_a)
 
@@ -188,12 +193,15 @@ class _ReducedTransamp:
         self._rate = jax.jit(rate)
         self._jacobian = jax.jit(jax.jacfwd(rate, argnums=1))
         self._solved = jax.jit(solved)
+        self._residual = jax.jit(algebraic)
         self._v_d, self._v_a = v_d, v_a
         y0 = np.asarray(model.initial_state())
         self.z_d0, self.z_a = v_d.T @ y0, v_a.T @ y0
 
     def field(self, t, z_d):
-        self.z_a = np.asarray(self._solved(t, z_d, self.z_a))
+        z_a = np.asarray(self._solved(t, z_d, self.z_a))
+        if np.max(np.abs(self._residual(z_a, t, z_d))) <= NEWTON_RESIDUAL:
+            self.z_a = z_a  # where Newton failed (a wild trial state) keep the warm start
         return np.asarray(self._rate(t, z_d, self.z_a))
 
     def jacobian(self, t, z_d):

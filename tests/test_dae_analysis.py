@@ -4,6 +4,8 @@ integral, steady states and their pencil eigenvalues against the analytic operat
 and SciPy's generalised eigensolver, hybrid models keep the mass matrix, and the shipped
 RLC experiment's overshoot against its exact value."""
 
+import tomllib
+
 import jax
 import jax.numpy as jnp
 import jax.random as jr
@@ -161,3 +163,11 @@ def test_rlc_experiment_overshoot_against_the_exact_peak(tmp_path):
     np.testing.assert_allclose(sweep.observables["event_time"], np.pi / damped, rtol=1e-7)
     peak = v * (1 + np.exp(-np.pi * resistance / (2 * ell * damped)))
     np.testing.assert_allclose(sweep.observables["event_capacitor_voltage"], peak, rtol=1e-7)
+
+
+def test_an_extremum_of_an_algebraic_component_is_refused(tmp_path):
+    # Where M_ii = 0 the rate f_i is an algebraic residual, not the derivative.
+    config = tomllib.loads(experiments.find("rlc_overshoot").read_text())
+    config["event"] = {"state": "inductor_voltage", "extremum": "maximum"}
+    with pytest.raises(experiments.ExperimentError, match=r"event.extremum.*threshold"):
+        experiments.parse(config, tmp_path / "rlc.toml")
