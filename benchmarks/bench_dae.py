@@ -163,52 +163,71 @@ def _transamp_ensemble(r8):
     return trajectory.ys[-1]
 
 
+def _reduced_transamp_functions():
+    """The reduced ODE's jitted pieces, compiled once for every R8 (an argument)."""
+    mass = np.asarray(simlab.models.TransistorAmplifier().mass_matrix)  # independent of R8
+    u, singular, vt = np.linalg.svd(mass)
+    rank = int(np.sum(singular > singular[0] * 1e-12))
+    u_d, u_a, v_d, v_a = u[:, :rank], u[:, rank:], vt[:rank].T, vt[rank:].T
+
+    def algebraic(z_a, t, z_d, r8):
+        model = simlab.models.TransistorAmplifier(r8=r8)
+        return u_a.T @ model(t, v_d @ z_d + v_a @ z_a, None)
+
+    def solved(t, z_d, z_a, r8):
+        def newton(_, z):
+            jacobian = jax.jacfwd(algebraic)(z, t, z_d, r8)
+            step = jnp.linalg.solve(jacobian, algebraic(z, t, z_d, r8))
+            # Limit each step, as circuit simulators do: the transistors' exponentials
+            # send a full Newton step from a poor guess far off.
+            return z - jnp.clip(step, -NEWTON_STEP_LIMIT, NEWTON_STEP_LIMIT)
+
+        return jax.lax.fori_loop(0, NEWTON_ITERATIONS, newton, z_a)
+
+    def rate(t, z_d, z_a, r8):
+        model = simlab.models.TransistorAmplifier(r8=r8)
+        y = v_d @ z_d + v_a @ solved(t, z_d, z_a, r8)
+        return (u_d.T @ model(t, y, None)) / singular[:rank]
+
+    jitted = {
+        "rate": jax.jit(rate),
+        "jacobian": jax.jit(jax.jacfwd(rate, argnums=1)),
+        "solved": jax.jit(solved),
+        "residual": jax.jit(algebraic),
+    }
+    return jitted, v_d, v_a
+
+
+_REDUCED = None
+
+
 class _ReducedTransamp:
     """transamp as an ODE for SciPy: with M = U S V^T, the coordinates z_d = V_d^T y on
     M's range obey S_d z_d' = U_d^T f(t, y); the algebraic ones z_a = V_a^T y solve
     U_a^T f(t, V_d z_d + V_a z_a) = 0, by Newton's method from the last solution."""
 
     def __init__(self, r8: float):
-        model = simlab.models.TransistorAmplifier(r8=r8)
-        u, singular, vt = np.linalg.svd(np.asarray(model.mass_matrix))
-        rank = int(np.sum(singular > singular[0] * 1e-12))
-        u_d, u_a, v_d, v_a = u[:, :rank], u[:, rank:], vt[:rank].T, vt[rank:].T
-
-        def algebraic(z_a, t, z_d):
-            return u_a.T @ model(t, v_d @ z_d + v_a @ z_a, None)
-
-        def solved(t, z_d, z_a):
-            def newton(_, z):
-                step = jnp.linalg.solve(jax.jacfwd(algebraic)(z, t, z_d), algebraic(z, t, z_d))
-                # Limit each step, as circuit simulators do: the diodes' exponentials
-                # send a full Newton step from a poor guess far off.
-                return z - jnp.clip(step, -NEWTON_STEP_LIMIT, NEWTON_STEP_LIMIT)
-
-            return jax.lax.fori_loop(0, NEWTON_ITERATIONS, newton, z_a)
-
-        def rate(t, z_d, z_a):
-            y = v_d @ z_d + v_a @ solved(t, z_d, z_a)
-            return (u_d.T @ model(t, y, None)) / singular[:rank]
-
-        self._rate = jax.jit(rate)
-        self._jacobian = jax.jit(jax.jacfwd(rate, argnums=1))
-        self._solved = jax.jit(solved)
-        self._residual = jax.jit(algebraic)
-        self._v_d, self._v_a = v_d, v_a
-        y0 = np.asarray(model.initial_state())
-        self.z_d0, self.z_a = v_d.T @ y0, v_a.T @ y0
+        global _REDUCED
+        if _REDUCED is None:
+            _REDUCED = _reduced_transamp_functions()
+        self._fns, self._v_d, self._v_a = _REDUCED
+        self._r8 = jnp.asarray(r8)
+        y0 = np.asarray(simlab.models.TransistorAmplifier(r8=r8).initial_state())
+        self.z_d0, self.z_a = self._v_d.T @ y0, self._v_a.T @ y0
 
     def field(self, t, z_d):
-        z_a = np.asarray(self._solved(t, z_d, self.z_a))
-        if np.max(np.abs(self._residual(z_a, t, z_d))) <= NEWTON_RESIDUAL:
+        z_a = np.asarray(self._fns["solved"](t, z_d, self.z_a, self._r8))
+        residual = self._fns["residual"](z_a, t, z_d, self._r8)
+        if np.max(np.abs(residual)) <= NEWTON_RESIDUAL:
             self.z_a = z_a  # where Newton failed (a wild trial state) keep the warm start
-        return np.asarray(self._rate(t, z_d, self.z_a))
+        return np.asarray(self._fns["rate"](t, z_d, self.z_a, self._r8))
 
     def jacobian(self, t, z_d):
-        return np.asarray(self._jacobian(t, z_d, self.z_a))
+        return np.asarray(self._fns["jacobian"](t, z_d, self.z_a, self._r8))
 
     def state(self, t, z_d):
-        return self._v_d @ z_d + self._v_a @ np.asarray(self._solved(t, z_d, self.z_a))
+        z_a = np.asarray(self._fns["solved"](t, z_d, self.z_a, self._r8))
+        return self._v_d @ z_d + self._v_a @ z_a
 
 
 def _scipy_reduced_transamp(r8) -> np.ndarray:
