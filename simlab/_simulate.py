@@ -126,8 +126,9 @@ def simulate(
     - `event`: a [`simlab.Event`][]: the first time its condition crosses zero is found by
       root finding on the solution and returned as `.event_time` (differentiable), the
       state there as `.event_state`; a terminating event stops the solve there (the save
-      times after it hold `NaN`). Events run on the lean loop and on Diffrax (pass
-      `solver="kvaerno5"` for a stiff model). See the events page.
+      times after it hold `NaN`). Events run on the lean loop, on Diffrax and on the stiff
+      solvers `"rodas5p"` and `"radau5"` (on their dense output; differential-algebraic
+      models included). See the events page.
     - `key`: for a stochastic model ([`simlab.models.AbstractSDEModel`][]), the JAX key
       its Brownian increments are drawn from (`jax.random.key(seed)`): the same key, `ts`
       and `dt0` give the same path (`simlab.integrate.brownian_path` returns it). Required

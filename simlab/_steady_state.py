@@ -13,6 +13,7 @@ from jaxtyping import Array, ArrayLike, Complex, Float
 from ._misc import Integer, RealNumber, as_count
 from ._results import RESULTS
 from ._simulate import checked_y0
+from .integrate._mass import mass_matrix_of
 from .models._base import AbstractModel
 
 
@@ -49,13 +50,16 @@ STABILITY_LABELS = (
 
 
 class SteadyState(eqx.Module):
-    r"""A fixed point $y^\ast$ of $\dot y = f(y)$, from [`simlab.steady_state`][].
+    r"""A fixed point $y^\ast$ of $\dot y = f(y)$ (or $M \dot y = f(y)$), from
+    [`simlab.steady_state`][].
 
     **Attributes:**
 
     - `state`: $y^\ast$ (after a failed solve, the last iterate: read `result`).
     - `jacobian`: $J = \partial f / \partial y$ at `state`, shape `(n, n)`.
-    - `eigenvalues`: the eigenvalues of $J$ (complex), shape `(n,)`.
+    - `eigenvalues`: the eigenvalues of $J$ (complex), shape `(n,)`; for a model with a
+      mass matrix those of the pencil $J v = \lambda M v$, `inf` for each algebraic
+      direction (where $M$ is singular).
     - `stability`: a [`simlab.STABILITY`][] code; `.label` names it.
     - `result`: a [`simlab.RESULTS`][] status; `RESULTS[s.result]` is its message.
     - `num_steps`: Newton iterations taken.
@@ -105,7 +109,11 @@ def steady_state(
     The root is found with an Optimistix root finder (Newton's method by default); the
     eigenvalues $\lambda_i$ of the Jacobian $J = \partial f/\partial y\,(y^\ast)$ decide the
     label: `stable` when every $\operatorname{Re}\lambda_i < 0$, `hopf_pair` when a complex
-    pair sits on the imaginary axis, and so on (see [`simlab.STABILITY`][]). An eigenvalue
+    pair sits on the imaginary axis, and so on (see [`simlab.STABILITY`][]). For a
+    differential-algebraic model ($M \dot y = f(y)$ with a singular mass matrix) the
+    fixed point solves $f(y^\ast) = 0$, algebraic equations included, and the eigenvalues
+    are those of the pencil, $J v = \lambda M v$: one per differential direction, and
+    `inf` for each algebraic one, which takes no part in the label. An eigenvalue
     counts as zero (or real) when its real (or imaginary) part is below
     `eigenvalue_tol` $\cdot \max(1, \max_i|\lambda_i|)$.
 
@@ -156,13 +164,20 @@ def _steady_state(model, y_guess, args, solver, max_steps, eigenvalue_tol) -> St
     state = solution.value
     size = state.size
     jacobian = jax.jacfwd(residual)(state, (model, args)).reshape(size, size)
-    return described(state, jacobian, solution.result, solution.stats["num_steps"], eigenvalue_tol)
+    mass = mass_matrix_of(model, size)
+    return described(
+        state, jacobian, solution.result, solution.stats["num_steps"], eigenvalue_tol, mass
+    )
 
 
-def described(state, jacobian, result, num_steps, eigenvalue_tol) -> SteadyState:
+def described(state, jacobian, result, num_steps, eigenvalue_tol, mass=None) -> SteadyState:
     """The [`SteadyState`][simlab.SteadyState] at `state`, found by a root solve that
-    ended with `result`, from the Jacobian `(n, n)` there."""
-    eigenvalues = jnp.linalg.eigvals(jacobian)
+    ended with `result`, from the Jacobian `(n, n)` there and the mass matrix (`None`:
+    the identity)."""
+    if mass is None:
+        eigenvalues = jnp.linalg.eigvals(jacobian)
+    else:
+        eigenvalues = pencil_eigenvalues(jacobian, mass)
     result = RESULTS.promote(result)
     finite = jnp.all(jnp.isfinite(state)) & jnp.all(jnp.isfinite(jacobian))
     result = RESULTS.where(
@@ -180,6 +195,29 @@ def described(state, jacobian, result, num_steps, eigenvalue_tol) -> SteadyState
     )
 
 
+# The shift of `pencil_eigenvalues`, in units of |J| / |M|: any value that is no
+# eigenvalue will do, and an irrational one is none of the round ones models tend to have.
+PENCIL_SHIFT = 0.5772156649015329
+
+
+def pencil_eigenvalues(jacobian: Array, mass: Array) -> Array:
+    r"""The eigenvalues $\lambda$ of $J v = \lambda M v$, `inf` where $M$ is singular.
+
+    Shift and invert: $\mu = 1 / (\lambda - \sigma)$ are the eigenvalues of
+    $(J - \sigma M)^{-1} M$, and each algebraic direction gives $\mu = 0$ (to
+    roundoff), that is $\lambda = \infty$. JAX has no generalised eigenvalue solver;
+    this needs only `eigvals` and one linear solve.
+    """
+    scale = jnp.linalg.norm(jacobian) / jnp.linalg.norm(mass)
+    shift = PENCIL_SHIFT * jnp.where(scale > 0, scale, 1.0)
+    inverted = jnp.linalg.solve(jacobian - shift * mass, mass)
+    mu = jnp.linalg.eigvals(inverted)
+    roundoff = 100 * mass.shape[0] * jnp.finfo(inverted.dtype).eps * jnp.linalg.norm(inverted)
+    infinite = jnp.abs(mu) <= roundoff
+    finite = shift.astype(mu.dtype) + 1 / jnp.where(infinite, 1, mu)
+    return jnp.where(infinite, jnp.inf, finite)
+
+
 def residual(y, model_and_args):
     """$f(y)$ of an autonomous model: the function whose root is a fixed point."""
     model, args = model_and_args
@@ -188,11 +226,14 @@ def residual(y, model_and_args):
 
 def eigenvalue_kinds(eigenvalues, eigenvalue_tol: float):
     """Which eigenvalues (along the last axis) are complex, have a positive real part, and
-    lie on the imaginary axis, to `eigenvalue_tol` times the largest modulus (or 1)."""
-    largest = jnp.max(jnp.abs(eigenvalues), axis=-1, keepdims=True)
+    lie on the imaginary axis, to `eigenvalue_tol` times the largest finite modulus (or 1).
+    An infinite eigenvalue (an algebraic direction of a DAE) is none of these."""
+    finite = jnp.isfinite(eigenvalues)
+    modulus = jnp.where(finite, jnp.abs(eigenvalues), 0.0)
+    largest = jnp.max(modulus, axis=-1, keepdims=True)
     tol = eigenvalue_tol * jnp.maximum(1.0, largest)
     real, imag = jnp.real(eigenvalues), jnp.abs(jnp.imag(eigenvalues))
-    return imag > tol, real > tol, jnp.abs(real) <= tol
+    return finite & (imag > tol), finite & (real > tol), finite & (jnp.abs(real) <= tol)
 
 
 def classify(eigenvalues: Array, eigenvalue_tol: float) -> STABILITY:

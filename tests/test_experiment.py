@@ -24,6 +24,7 @@ SHIPPED = (
     "lynx_hare",
     "outer_solar_system",
     "pendulum_sweep",
+    "rlc_overshoot",
     "sir_sensitivity",
     "taylor_green_decay",
 )

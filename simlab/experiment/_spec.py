@@ -19,6 +19,7 @@ from .._fit._fit import METHODS
 from .._fit._noise import NOISE_MODELS, AbstractLeastSquaresNoise
 from .._options import SolveOptions
 from .._sensitivity import METHODS as SENSITIVITY_METHODS, _checked_sizes as check_sensitivity_sizes
+from ..integrate._mass import has_mass_matrix, mass_matrix_of
 from ..integrate._registry import select_integrator
 from ..integrate._sde import checked_stochastic_inputs, is_stochastic
 from ..integrate._selection import default_solver
@@ -1011,6 +1012,7 @@ def _event(
         threshold = None
         extremum = check.string(table, "extremum", "event", choices=tuple(EXTREMA))
         direction = EXTREMA[extremum]
+        _check_rate_is_derivative(check, model, name)
     options = SolveOptions.from_mapping(solver)
     chosen = resolve_solver(
         options.solver,
@@ -1040,7 +1042,7 @@ def _event(
     except ValueError as error:
         raise check.fail(
             "event",
-            f"{error} Set solver.name = 'kvaerno5' (stiff) or an explicit solver such as 'tsit5'.",
+            f"{error} Set solver.name = 'rodas5p' (stiff) or an explicit solver such as 'tsit5'.",
         ) from error
     return event
 
@@ -1107,6 +1109,23 @@ def _check_saved_steps(check: Checker, time: TimeSpan, dt0: float) -> None:
             f"saves every {spacing:.4g}, more than the step solver.dt0 = {dt0:g}; a "
             "stochastic path's [event] is timed at the save times, so save every step: "
             f"num_points = {steps}.",
+        )
+
+
+def _check_rate_is_derivative(check: Checker, model: AbstractModel, name: str) -> None:
+    """An extremum is where the rate f_i crosses zero: with a mass matrix that is where
+    y_i' does only for a component whose row of M is a positive diagonal entry alone
+    (M_ii y_i' = f_i)."""
+    if not has_mass_matrix(model):
+        return
+    mass = np.asarray(mass_matrix_of(model, len(model.state_names)))
+    index = model.state_names.index(name)
+    if not (mass[index, index] > 0 and np.all(np.delete(mass[index], index) == 0)):
+        raise check.fail(
+            "event.extremum",
+            f"needs d{name}/dt, which {type(model).__name__}'s mass matrix does not give "
+            f"({name} is algebraic or coupled to other components in M y' = f). Use "
+            "threshold = NUMBER instead.",
         )
 
 

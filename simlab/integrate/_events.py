@@ -278,23 +278,48 @@ def locate_event(
     """
     frozen = jax.tree.map(lax.stop_gradient, bracket)
     frozen_f = vector_field(frozen.t, frozen.y)
+    f_start = vector_field(bracket.t, bracket.y)  # differentiable, unlike frozen_f
+    return locate_on_path(
+        value_fn,
+        lambda offset: step_fn(bracket.t, bracket.y, f_start, offset),
+        lambda offset: step_fn(frozen.t, frozen.y, frozen_f, offset),
+        vector_field,
+        bracket,
+    )
+
+
+def locate_on_path(
+    value_fn: Callable,
+    state_at: Callable,
+    frozen_state_at: Callable,
+    velocity: Callable,
+    bracket: Bracket,
+) -> tuple[Array, Array]:
+    """The event time and state on a path through the bracketing step; `NaN` where nothing
+    fired.
+
+    `state_at(u)` is the solution at `bracket.t + u` (differentiable with respect to the
+    model's parameters), `frozen_state_at(u)` the same under `stop_gradient`, and
+    `velocity(t, y)` the solution's time derivative there (for $M y' = f$ with a singular
+    $M$ that is not $f$: pass the path's own derivative). The root is found on the frozen
+    path; one Newton correction from it carries the derivatives.
+    """
+    frozen = jax.tree.map(lax.stop_gradient, bracket)
 
     def value_at(offset):
-        return value_fn(frozen.t + offset, step_fn(frozen.t, frozen.y, frozen_f, offset))
+        return value_fn(frozen.t + offset, frozen_state_at(offset))
 
     value_start, value_end = value_fn(frozen.t, frozen.y), value_at(frozen.h)
     offset = _illinois_offset(value_at, frozen, value_start, value_end)
     offset = jnp.where(frozen.fired, offset, 0.0)
     root = lax.stop_gradient(frozen.t + offset)
-    f_start = vector_field(bracket.t, bracket.y)  # differentiable, unlike frozen_f
-    state_at_root = step_fn(bracket.t, bracket.y, f_start, root - bracket.t)
-    value = value_fn(root, state_at_root)
-    frozen_state = lax.stop_gradient(state_at_root)
+    value = value_fn(root, state_at(root - bracket.t))
+    frozen_state = frozen_state_at(root - frozen.t)
     _, slope = jax.jvp(
-        value_fn, (root, frozen_state), (jnp.ones_like(root), vector_field(root, frozen_state))
+        value_fn, (root, frozen_state), (jnp.ones_like(root), velocity(root, frozen_state))
     )
     slope = lax.stop_gradient(slope)
     usable = frozen.fired & (slope != 0)
     time = root - jnp.where(usable, value / jnp.where(usable, slope, 1), 0)
-    state = step_fn(bracket.t, bracket.y, f_start, time - bracket.t)
+    state = state_at(time - bracket.t)
     return jnp.where(frozen.fired, time, jnp.nan), jnp.where(frozen.fired, state, jnp.nan)

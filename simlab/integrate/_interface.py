@@ -106,7 +106,7 @@ class AbstractIntegrator(eqx.Module):
         if event is not None and not self.events:
             return (
                 f"simlab's {self.name} integrator does not locate events; for a stiff model "
-                "with an event pass solver='kvaerno5'"
+                "with an event pass solver='rodas5p' (or 'radau5', 'kvaerno5')"
             )
         if adaptive and not self.adaptive_steps:
             return f"simlab's {self.name} integrator takes fixed steps only: pass adaptive=False"

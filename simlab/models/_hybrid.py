@@ -23,6 +23,8 @@ class HybridModel(AbstractModel):
     state to order one before the network sees it, and $c$ (`correction_scale`) sets the
     size of the network's output in the units of $\dot y$. The network's last layer starts
     at zero, so an untrained hybrid model is exactly its physics.
+    A physics with a mass matrix (a differential-algebraic model) keeps it:
+    $M \dot y$ on the left, solved by `rodas5p` or `radau5`.
 
     Fit the physical parameters (named by path, e.g. `"physics.alpha"`) and the network
     (`"correction"`) jointly with `simlab.fit(..., method="gradient")`.
@@ -92,6 +94,11 @@ class HybridModel(AbstractModel):
     @property
     def is_stiff(self) -> bool:
         return self.physics.is_stiff
+
+    @property
+    def mass_matrix(self):
+        """The physics' mass matrix: a hybrid of a differential-algebraic model stays one."""
+        return self.physics.mass_matrix
 
     def max_stable_step(self, solver, y0):
         return None  # the network's contribution has no known stability limit

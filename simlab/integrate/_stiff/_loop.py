@@ -19,6 +19,13 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Bool, Float, Real
 
 from ..._results import RESULTS
+from .._events import (
+    advance_bracket,
+    event_status,
+    locate_on_path,
+    start_bracket,
+    stopped,
+)
 from .._loops import fixed_steps_per_interval, grid_slack
 from ._consistent import consistent_initial_state
 
@@ -188,7 +195,7 @@ class AbstractStiffSolver(eqx.Module):
         at `ys[0]`).
         """
         mass = None if mass_matrix is None else jnp.asarray(mass_matrix)
-        ys, result, stats, _ = integrate(
+        ys, result, stats, _, _ = integrate(
             self, vector_field, ts, y0, rtol, atol, dt0, max_steps, adjoint, adaptive, mass
         )
         return ys, result, stats
@@ -236,14 +243,38 @@ class _Carry(eqx.Module):
     interval: Array  # fixed steps: the save interval being stepped through
     step: Array  # fixed steps: the steps taken in it so far
     nonfinite_at: Array  # adaptive steps: where the latest step that gave NaN or inf started
+    bracket: Any  # with an event: its `Bracket` (of the flat state), else None
+    bracket_dense: Any  # with an event: the dense output of the bracketing step, else None
+
+
+class _EventTracker(NamedTuple):
+    """An event and its condition on the flat state, followed step by step."""
+
+    event: Any
+    value_fn: Callable[[Array, Array], Array]
 
 
 def integrate(
-    solver, vector_field, ts, y0, rtol, atol, dt0, max_steps, adjoint, adaptive, mass=None
+    solver,
+    vector_field,
+    ts,
+    y0,
+    rtol,
+    atol,
+    dt0,
+    max_steps,
+    adjoint,
+    adaptive,
+    mass=None,
+    event=None,
+    args=None,
 ):
-    """`solver.solve`'s `(ys, result, stats)` and the time where adaptive steps got stuck at
-    NaN or inf (every step tried from there gave NaN or inf; `NaN` where they did not).
-    `mass` is the constant mass matrix of the flat state, or `None` (the identity)."""
+    """`solver.solve`'s `(ys, result, stats)`, the time where adaptive steps got stuck at
+    NaN or inf (every step tried from there gave NaN or inf; `NaN` where they did not) and,
+    with a `simlab.Event` (its condition called with `args`), its `(time, state)` (`NaN`
+    where it never fired; else `None`). The event is located on the dense output of the
+    step that brackets it. `mass` is the constant mass matrix of the flat state, or `None`
+    (the identity)."""
     if not isinstance(max_steps, int) or max_steps < 1:
         raise ValueError(f"max_steps must be a positive integer; got {max_steps!r}.")
     if not adaptive and dt0 is None:
@@ -292,9 +323,23 @@ def integrate(
     ys = jnp.full((ts.shape[0], y_flat.shape[0]), jnp.inf, dtype=dtype).at[0].set(y_flat)
     zero = jnp.array(0, dtype=jnp.int32)
     nan = jnp.full((), jnp.nan, dtype)
-    carry = _Carry(ts[0], y_flat, ts[0], ys, zero, zero, zero, status, state, zero, zero, nan)
+    tracker, bracket, bracket_dense = None, None, None
+    if event is not None:
+        tracker = _EventTracker(
+            event, lambda t, y: event.condition(t, y.reshape(shape), args).astype(dtype)
+        )
+        bracket = start_bracket(tracker.value_fn, ts[0], y_flat)
+        bracket_dense = _dense_like(solver, flat_field, ts[0], y_flat, state, tols, mass)
+    carry = _Carry(
+        ts[0], y_flat, ts[0], ys, zero, zero, zero, status, state, zero, zero, nan,
+        bracket, bracket_dense,
+    )  # fmt: skip
     loop = _adaptive_loop if adaptive else _fixed_loop
-    final, unfinished = loop(solver, flat_field, ts, dt0, tols, carry, max_steps, loop_kwargs, mass)
+    final, unfinished = loop(
+        solver, flat_field, ts, dt0, tols, carry, max_steps, loop_kwargs, mass, tracker
+    )
+    if tracker is not None:
+        unfinished = unfinished & ~stopped(event, final.bracket)
     stopped_short = (final.result == RESULTS.successful) & unfinished
     # Stopped where a step just gave NaN or inf, the loop was stuck there: steps short
     # enough to stay finite no longer advance t, and more steps would not help.
@@ -308,10 +353,61 @@ def integrate(
         **solver.counters(final.state),
         **initial_stats,
     )
-    return final.ys.reshape(ts.shape[0], *shape), result, stats, jnp.where(stuck, final.t, nan)
+    ys = final.ys.reshape(ts.shape[0], *shape)
+    found = None
+    if tracker is not None:
+        time, state = _located_event(solver, tracker, final.bracket, final.bracket_dense)
+        result = event_status(final.bracket.undefined, result)
+        found = (time, state.reshape(shape))
+        if event.terminate:  # save times past the event are never reached
+            ys = jnp.where((ts > time).reshape(-1, *(1,) * len(shape)), jnp.nan, ys)
+    return ys, result, stats, jnp.where(stuck, final.t, nan), found
 
 
-def _adaptive_loop(solver, flat_field, ts, dt0, tols, carry, max_steps, loop_kwargs, mass):
+def _dense_like(solver, flat_field, t0, y, state, tols, mass):
+    """Zeros shaped as one step's dense output: the bracketing step's before it is found."""
+    shapes = jax.eval_shape(
+        lambda: solver.attempt(flat_field, t0, y, jnp.ones_like(t0), state, tols, mass).dense
+    )
+    return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+
+
+def _tracked(tracker, c: _Carry, accepted, t, h, att: Attempt) -> tuple[Any, Any]:
+    """The event's bracket and bracketing step's dense output after a step attempt."""
+    if tracker is None:
+        return None, None
+    bracket = advance_bracket(
+        tracker.event, tracker.value_fn, c.bracket, accepted, t, c.y, h, att.y1
+    )
+    first = bracket.fired & ~c.bracket.fired
+    dense = jax.tree.map(lambda new, old: jnp.where(first, new, old), att.dense, c.bracket_dense)
+    return bracket, dense
+
+
+def _running(tracker, c: _Carry) -> Array:
+    """False once a terminating event has fired."""
+    return jnp.asarray(True) if tracker is None else ~stopped(tracker.event, c.bracket)
+
+
+def _located_event(solver, tracker, bracket, dense):
+    """The event's time and flat state, found on the bracketing step's dense output (the
+    solution's own derivative there is the path's: for a DAE it is not $f$)."""
+    frozen_dense = jax.tree.map(jax.lax.stop_gradient, dense)
+    frozen_t, frozen_h = jax.lax.stop_gradient(bracket.t), jax.lax.stop_gradient(bracket.h)
+
+    def state_at(offset):
+        return solver.interpolate(dense, bracket.t, bracket.h, bracket.t + offset)
+
+    def frozen_state_at(offset):
+        return solver.interpolate(frozen_dense, frozen_t, frozen_h, frozen_t + offset)
+
+    def velocity(t, y):
+        return jax.jvp(frozen_state_at, (t - frozen_t,), (jnp.ones_like(t),))[1]
+
+    return locate_on_path(tracker.value_fn, state_at, frozen_state_at, velocity, bracket)
+
+
+def _adaptive_loop(solver, flat_field, ts, dt0, tols, carry, max_steps, loop_kwargs, mass, tracker):
     """Steps chosen by the error estimate; save times filled from the dense output."""
     t0, t1 = ts[0], ts[-1]
     if dt0 is None:
@@ -329,7 +425,8 @@ def _adaptive_loop(solver, flat_field, ts, dt0, tols, carry, max_steps, loop_kwa
     carry = eqx.tree_at(lambda c: c.h, carry, jnp.minimum(h0, t1 - t0))
 
     def cond_fn(c):
-        return (c.t < t1) & (c.num_steps < max_steps) & (c.result == RESULTS.successful)
+        running = (c.t < t1) & (c.num_steps < max_steps) & (c.result == RESULTS.successful)
+        return running & _running(tracker, c)
 
     def body_fn(c):
         h = jnp.minimum(c.h, t1 - c.t)
@@ -341,6 +438,7 @@ def _adaptive_loop(solver, flat_field, ts, dt0, tols, carry, max_steps, loop_kwa
         dense_ys = jax.vmap(lambda s: solver.interpolate(att.dense, c.t, h, s))(ts)
         dense_ys = dense_ys.at[-1].set(jnp.where(last, att.y1, dense_ys[-1]))
         ys = jnp.where(fill[:, None], dense_ys, c.ys)
+        bracket, bracket_dense = _tracked(tracker, c, accepted, c.t, h, att)
         return _Carry(
             t=jnp.where(accepted, t_new, c.t),
             y=jnp.where(accepted, att.y1, c.y),
@@ -354,13 +452,15 @@ def _adaptive_loop(solver, flat_field, ts, dt0, tols, carry, max_steps, loop_kwa
             interval=c.interval,
             step=c.step,
             nonfinite_at=jnp.where(jnp.all(jnp.isfinite(att.y1)), c.nonfinite_at, c.t),
+            bracket=bracket,
+            bracket_dense=bracket_dense,
         )
 
     final = eqxi.while_loop(cond_fn, body_fn, carry, max_steps=max_steps, **loop_kwargs)
     return final, final.t < t1
 
 
-def _fixed_loop(solver, flat_field, ts, dt0, tols, carry, max_steps, loop_kwargs, mass):
+def _fixed_loop(solver, flat_field, ts, dt0, tols, carry, max_steps, loop_kwargs, mass, tracker):
     """Equal steps of at most `dt0` in each save interval, each accepted, one ending on every
     save time. More steps than `max_steps` in all stop the solve before the first."""
     dtype = ts.dtype
@@ -375,7 +475,7 @@ def _fixed_loop(solver, flat_field, ts, dt0, tols, carry, max_steps, loop_kwargs
 
     def cond_fn(c):
         running = (c.interval < num_intervals) & (c.result == RESULTS.successful)
-        return running & (c.num_steps < max_steps) & fits
+        return running & (c.num_steps < max_steps) & fits & _running(tracker, c)
 
     def body_fn(c):
         i = jnp.minimum(c.interval, num_intervals - 1)
@@ -386,6 +486,7 @@ def _fixed_loop(solver, flat_field, ts, dt0, tols, carry, max_steps, loop_kwargs
         att = solver.attempt(flat_field, t, c.y, h, c.state, tols, mass)
         accepted = att.accepted & (att.result == RESULTS.successful)
         saved = jnp.where(accepted & last, att.y1, c.ys[i + 1])
+        bracket, bracket_dense = _tracked(tracker, c, accepted, t, h, att)
         return _Carry(
             t=jnp.where(accepted, jnp.where(last, t_end, t + h), c.t),
             y=jnp.where(accepted, att.y1, c.y),
@@ -399,6 +500,8 @@ def _fixed_loop(solver, flat_field, ts, dt0, tols, carry, max_steps, loop_kwargs
             interval=jnp.where(accepted & last, c.interval + 1, c.interval),
             step=jnp.where(accepted, jnp.where(last, 0, c.step + 1), c.step),
             nonfinite_at=c.nonfinite_at,
+            bracket=bracket,
+            bracket_dense=bracket_dense,
         )
 
     final = eqxi.while_loop(cond_fn, body_fn, carry, max_steps=max_steps, **loop_kwargs)
