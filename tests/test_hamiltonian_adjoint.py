@@ -140,3 +140,27 @@ def test_methods_that_are_not_symmetric_are_refused(solver):
         simlab.simulate(
             Kepler(), Y0, TS, solver=solver, adaptive=False, dt0=0.01, adjoint="reversible"
         )
+
+
+def test_a_traced_step_count_stops_at_max_steps_as_the_stored_loop_does():
+    """Under `jit` the count is traced: 100 steps asked, 40 allowed, on both loops."""
+
+    @eqx.filter_jit
+    def solve(dt0, adjoint):
+        path = simlab.simulate(
+            Kepler(mu=1.2),
+            Y0,
+            jnp.array([0.0, 1.0]),
+            solver="verlet",
+            adaptive=False,
+            dt0=dt0,
+            max_steps=40,
+            adjoint=adjoint,
+            throw=False,
+        )
+        return path.ys[-1], path.result
+
+    reversible, reversible_status = solve(jnp.asarray(0.01), "reversible")
+    stored, stored_status = solve(jnp.asarray(0.01), None)
+    assert reversible_status == stored_status == simlab.RESULTS.max_steps_reached
+    np.testing.assert_allclose(reversible, stored, rtol=1e-13, atol=1e-13)

@@ -267,7 +267,9 @@ def symplectic_solve(
             return solver.step(model, y, h, args)
 
         if reversible:
-            y = reversible_steps((y, model, args, h), solver, count)
+            # A traced count stops at `max_steps`, as the other loops' bound does.
+            bounded = count if static else jnp.minimum(count, max_steps)
+            y = reversible_steps((y, model, args, h), solver, bounded)
         else:
             kind = "lax" if forward else "checkpointed"
             y = repeat_step(step, count, y, max_steps=max_steps, kind=kind)
