@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench docs lint mutate clean
+.PHONY: test slow demo bench docs lint mutate clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -13,7 +13,11 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --durations=15
+	$(BIN)/python -m pytest -n 2 --durations=15 -m "not slow"
+
+# The long cases `make test` leaves out (marked `slow`).
+slow: $(STAMP)
+	$(BIN)/python -m pytest -n 2 --durations=15 -m slow
 
 demo: $(STAMP)
 	$(BIN)/python -m simlab.demo
@@ -27,7 +31,7 @@ $(JAXMD_VENV)/.installed: $(STAMP)
 		"$$($(BIN)/python -m pip freeze | grep '^jax==')" jax-md
 	touch $@
 
-bench: $(STAMP) $(JAXMD_VENV)/.installed
+bench: $(STAMP) $(JAXMD_VENV)/.installed slow
 	JAXMD_PYTHON=$(JAXMD_VENV)/bin/python $(BIN)/python benchmarks/run.py
 
 # Mutation testing of the core modules (mutmut); long, and not part of `make test`.

@@ -5,13 +5,10 @@ import os
 os.environ.setdefault("MPLBACKEND", "Agg")
 # The four simulated devices meet in collectives (ppermute, psum). XLA aborts the whole
 # process when one of them waits more than 40 s for the others, which a loaded two-core
-# machine running two test workers can reach; it has an hour instead. Tests spend most of
-# their time compiling small programs: LLVM's optimisations are left out (results agree to
-# roundoff), for 10-20% less CPU time.
+# machine running two test workers can reach; it has an hour instead.
 os.environ["XLA_FLAGS"] = " ".join(
     (
         os.environ.get("XLA_FLAGS", ""),
-        "--xla_backend_optimization_level=0",
         "--xla_cpu_collective_call_warn_stuck_timeout_seconds=600",
         "--xla_cpu_collective_call_terminate_timeout_seconds=3600",
     )
