@@ -31,8 +31,18 @@ $(JAXMD_VENV)/.installed: $(STAMP)
 		"$$($(BIN)/python -m pip freeze | grep '^jax==')" jax-md
 	touch $@
 
-bench: $(STAMP) $(JAXMD_VENV)/.installed slow
-	JAXMD_PYTHON=$(JAXMD_VENV)/bin/python $(BIN)/python benchmarks/run.py
+# torch is large: torchsde gets its own environment too, and the SDE benchmark runs it there.
+# torch is pinned to the release whose CPU build the configured package sources hold: an
+# unpinned one may resolve to a multi-GB CUDA build.
+TORCHSDE_VENV := .venv-torchsde
+$(TORCHSDE_VENV)/.installed:
+	test -x $(TORCHSDE_VENV)/bin/python || $(PYTHON) -m venv $(TORCHSDE_VENV)
+	$(TORCHSDE_VENV)/bin/python -m pip install --quiet torch==2.13.0 torchsde
+	touch $@
+
+bench: $(STAMP) $(JAXMD_VENV)/.installed $(TORCHSDE_VENV)/.installed slow
+	JAXMD_PYTHON=$(JAXMD_VENV)/bin/python TORCHSDE_PYTHON=$(TORCHSDE_VENV)/bin/python \
+		$(BIN)/python benchmarks/run.py
 
 # Mutation testing of the core modules (mutmut); long, and not part of `make test`.
 # MUTATE_BUDGET is the time per module in seconds, MUTATE_STRIDE runs every n-th mutant,
@@ -53,4 +63,4 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 clean:
-	rm -rf $(VENV) $(JAXMD_VENV) site results .pytest_cache
+	rm -rf $(VENV) $(JAXMD_VENV) $(TORCHSDE_VENV) site results .pytest_cache

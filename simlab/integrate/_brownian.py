@@ -56,16 +56,6 @@ def increment(key: Array, step: Any, h: Array, noise_shape: tuple[int, ...]) -> 
     return Increment(dW, H)
 
 
-def step_grid(ts: Array, dt0: Any) -> tuple[Any, Array]:
-    """For fixed steps of at most `dt0` landing on every save time: how many steps each
-    save interval takes (a Python int when all take the same, see
-    `fixed_steps_per_interval`), and the number of each interval's first step."""
-    counts = fixed_steps_per_interval(ts, dt0)
-    per_interval = jnp.broadcast_to(jnp.asarray(counts), (ts.shape[0] - 1,))
-    first = jnp.cumsum(per_interval) - per_interval
-    return counts, first
-
-
 def brownian_path(key: Any, ts: Any, dt0: Any, noise_shape: tuple[int, ...] = ()) -> Array:
     """The Brownian motion $W$ at the save times `ts` that a fixed-step stochastic solve
     with the same `key`, `ts` and `dt0` drew (`W(ts[0]) = 0`), of shape
@@ -89,13 +79,11 @@ def brownian_path(key: Any, ts: Any, dt0: Any, noise_shape: tuple[int, ...] = ()
     """
     key = checked_key(key)
     ts = jnp.asarray(ts)
-    counts, first = step_grid(ts, dt0)
-    counts = np.broadcast_to(np.asarray(counts), (ts.shape[0] - 1,))
-    steps = []
-    for start, end, count, offset in zip(ts[:-1], ts[1:], counts, first, strict=True):
-        h = (end - start) / int(count)
-        numbers = jnp.arange(int(count)) + offset
-        draws = jax.vmap(lambda n, h=h: increment(key, n, h, noise_shape).dW)(numbers)
-        steps.append(jnp.sum(draws, axis=0))
-    zero = jnp.zeros((1, *noise_shape), ts.dtype)
-    return jnp.concatenate([zero, jnp.cumsum(jnp.stack(steps), axis=0)])
+    counts = np.broadcast_to(fixed_steps_per_interval(ts, dt0), (ts.shape[0] - 1,))
+    total = int(np.sum(counts))
+    # Every step at once: step n of the solve (numbered across intervals) has its
+    # interval's length h; W at each save time sums the steps up to it.
+    h = jnp.repeat(jnp.diff(ts) / jnp.asarray(counts, ts.dtype), counts, total_repeat_length=total)
+    draws = jax.vmap(lambda n, h: increment(key, n, h, noise_shape).dW)(jnp.arange(total), h)
+    W = jnp.cumsum(draws, axis=0)[np.cumsum(counts) - 1]
+    return jnp.concatenate([jnp.zeros((1, *noise_shape), ts.dtype), W])
