@@ -67,8 +67,6 @@ class AbstractStochasticGridModel(AbstractGridModel, AbstractSDEModel):
                 f"{type(self).__name__}: order must be one of {LAPLACIAN_ORDERS}; "
                 f"got {self.order!r}."
             )
-        for name in self.parameter_names():
-            self._check_coefficient(name, allow_field=False)
 
     def _laplacian(self, y: Array) -> Array:
         return laplacian(y, self.grid, order=self.order, impl=self.impl)
