@@ -59,6 +59,11 @@ from ._sde import (
     StochasticLorenz as StochasticLorenz,
     StochasticSIR as StochasticSIR,
 )
+from ._sde_grid import (
+    AbstractStochasticGridModel as AbstractStochasticGridModel,
+    StochasticAllenCahn as StochasticAllenCahn,
+    StochasticHeat as StochasticHeat,
+)
 from ._spectral import (
     KuramotoSivashinsky as KuramotoSivashinsky,
     SwiftHohenberg as SwiftHohenberg,
