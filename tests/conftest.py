@@ -1,5 +1,6 @@
 """Test configuration: float64, strict promotion, four simulated CPU devices, headless plots."""
 
+import gc
 import os
 
 os.environ.setdefault("MPLBACKEND", "Agg")
@@ -36,6 +37,30 @@ def _close_figures():
     plt.close("all")
 
 
+# Each executable XLA compiles holds memory mappings until JAX's caches let it go. A worker
+# that compiles for several hundred tests passes Linux's limit on mappings per process
+# (vm.max_map_count, 65,530 by default), and XLA aborts the process at its next compile.
+# After a test file, a worker above this many mappings clears JAX's caches.
+MAPPINGS_BEFORE_CLEARING = 20_000
+
+
+def memory_mappings() -> int:
+    """How many memory mappings this process holds (0 where /proc does not tell)."""
+    try:
+        with open("/proc/self/maps", "rb") as maps:
+            return sum(1 for _ in maps)
+    except OSError:
+        return 0
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _release_compiled_programs():
+    yield
+    if memory_mappings() > MAPPINGS_BEFORE_CLEARING:
+        jax.clear_caches()
+        gc.collect()
+
+
 _CACHE_SETTINGS = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs")
 
 
@@ -62,7 +87,69 @@ def isolated(tmp_path, monkeypatch):
     return tmp_path
 
 
+# The long cases (each 12 s or more on an idle 2-core machine, most of it compiling), which
+# `make test` leaves to `make slow`: whole files, and single tests by node id.
+LONG_FILES = {"test_experiment_fit.py"}
+LONG_DOCS_PAGES = (
+    "fitting",
+    "events",
+    "hamiltonian",
+    "pde",
+    "flow",
+    "analysis",
+    "decomposition",
+    "sde",
+)
+LONG_TESTS = {
+    *(
+        f"test_docs.py::test_every_python_block_of_the_page_runs[{page}]"
+        for page in LONG_DOCS_PAGES
+    ),
+    "test_experiment.py::test_lynx_hare_fit_sweep_and_figures",
+    "test_readme.py::test_demo_writes_its_figure",
+    "test_faults.py::test_fit_curves_keeps_its_legend_and_its_prediction_band_covers_new_data",
+    "test_faults.py::test_a_checkpoint_of_another_problem_is_refused",
+    "test_faults.py::test_an_underdetermined_fit_warns_instead_of_silent_nan_errors",
+    "test_faults.py::test_float32_defaults_solve_the_stiff_test_problems_and_too_tight_rtol_warns",
+    "test_hybrid.py::test_hybrid_beats_physics_only_on_data_with_a_missing_term",
+    "test_dae.py::test_gradients_match_finite_differences_and_the_exact_derivative",
+    "test_dae_analysis.py::"
+    "test_fit_recovers_the_circuit_parameters_within_their_confidence_intervals",
+    "test_dae_analysis.py::test_dae_pendulum_reaches_the_vertical_with_the_ode_pendulum",
+    "test_integrators.py::test_heat_to_steady_state_picks_the_stiff_default_and_says_why",
+    "test_integrators.py::test_sweeps_and_fits_solve_heat_as_a_direct_call_would",
+    "test_fit_likelihood.py::test_series_at_their_own_times_equal_the_nan_masked_fit",
+    "test_stiff.py::test_gradients_against_central_differences[rodas5p]",
+    "test_stiff.py::test_gradients_against_central_differences[radau5]",
+    "test_fit_profiles.py::test_profile_of_an_unidentifiable_parameter_is_open",
+    "test_fit_profiles.py::test_multi_start_finds_the_optimum_a_single_start_misses",
+    "test_fit_profiles.py::test_profile_intervals_cover_the_truth_95_percent_of_the_time[poisson]",
+    "test_fit.py::test_data_parallel_over_four_devices_equals_one_device",
+    "test_fit_multistart.py::test_gathering_unfinished_starts_changes_no_start",
+    "test_events.py::test_event_time_gradient_matches_finite_differences[reverse-diffrax]",
+    "test_events.py::test_event_time_gradient_matches_finite_differences[forward-diffrax]",
+    "test_experiment_analysis.py::test_continuation_finds_the_brusselator_hopf_point",
+    "test_lowering.py::test_a_vmapped_adaptive_ensemble_exports",
+    "test_sde.py::"
+    "test_strong_order_on_geometric_brownian_motion_against_its_exact_path[euler_maruyama-0.5]",
+    "test_faults_events.py::"
+    "test_every_integrator_puts_the_landing_at_the_same_analytic_time[zero at t0]",
+    "test_faults_events.py::"
+    "test_a_condition_that_turns_nan_fails_the_solve_instead_of_never_firing[stiff]",
+    "test_simulate.py::test_forward_mode_matches_reverse_mode",
+    "test_simulate.py::test_gradient_of_a_loss_matches_central_finite_differences[Robertson]",
+    "test_faults_cli.py::test_a_damaged_cache_is_named_in_one_line",
+    "test_imex.py::test_gradient_through_imex_matches_finite_differences",
+    "test_parallel.py::test_two_processes_equal_one_process",
+    "test_driven_boundaries.py::test_fit_recovers_a_wall_temperature_history_from_interior_sensors",
+}
+
+
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        local_id = item.nodeid.removeprefix("tests/")
+        if item.path.name in LONG_FILES or local_id in LONG_TESTS:
+            item.add_marker(pytest.mark.slow)
     # The documentation pages are the longest tests (each runs a whole tutorial in a fresh
     # interpreter): started first, they do not leave one worker finishing alone.
     items.sort(key=lambda item: item.path.stem != "test_docs")
