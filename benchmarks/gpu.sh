@@ -7,7 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python="${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python )}"
 mkdir -p benchmarks/results
-output="benchmarks/results/gpu$( [[ " $* " == *" --interpret "* ]] && echo _interpret ).txt"
+output=benchmarks/results/gpu.txt
+if [[ " $* " == *" --interpret "* ]]; then output=benchmarks/results/gpu_interpret.txt; fi
 "$python" benchmarks/gpu_kernels.py "$@" 2>&1 | tee "$output.tmp"
 status=${PIPESTATUS[0]}
 mv "$output.tmp" "$output"

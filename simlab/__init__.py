@@ -46,4 +46,7 @@ from .grid import (
 from .integrate._events import Event as Event
 from .integrate._solvers import SOLVERS as SOLVERS
 
-__version__ = importlib.metadata.version("simlab")
+try:
+    __version__ = importlib.metadata.version("simlab")
+except importlib.metadata.PackageNotFoundError:  # imported from a source tree, not installed
+    __version__ = "unknown"
