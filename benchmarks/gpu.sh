@@ -9,8 +9,8 @@ python="${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo py
 mkdir -p benchmarks/results
 output=benchmarks/results/gpu.txt
 if [[ " $* " == *" --interpret "* ]]; then output=benchmarks/results/gpu_interpret.txt; fi
-"$python" benchmarks/gpu_kernels.py "$@" 2>&1 | tee "$output.tmp"
-status=${PIPESTATUS[0]}
+status=0  # a failed check must not lose the output: keep it, then report the failure
+"$python" benchmarks/gpu_kernels.py "$@" 2>&1 | tee "$output.tmp" || status=$?
 mv "$output.tmp" "$output"
 echo "output kept in $output"
 exit "$status"
