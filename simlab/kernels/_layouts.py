@@ -9,9 +9,10 @@ steps, and stores its tile. The layouts:
   launch keeps its state in a per-program scratch buffer in global memory (Triton has no
   shared-memory scratch and cannot shift values in registers) and stores its tile with a
   mask (the tile is not a power of two);
-- `"mosaic_gpu"`: the field stays in global memory; each program copies its window into
-  shared memory (Mosaic GPU pipelines only non-overlapping blocks), reads it at offsets,
-  keeps a stepped state in the same buffer and copies its tile back;
+- `"mosaic_gpu"`: a `plgpu.kernel` over the tiles; the field stays in global memory; each
+  program copies its window into shared memory (Mosaic GPU pipelines only
+  non-overlapping blocks), reads it at offsets, keeps a stepped state in the same buffer
+  and copies its tile back;
 - `"tpu"`: windows rounded up to Mosaic's (8, 128) tiling, reached at an offset by
   rotating the window (`pltpu.roll`) so that every load, store and slice is aligned;
   scalars live in SMEM.
@@ -315,8 +316,8 @@ def _launch_mosaic_gpu(body, batched, params, layout: _Layout, plan: Plan, name)
         plgpu.SMEM((*channel_axes, *tiles.window), batched.dtype),
         plgpu.SMEM((*channel_axes, *tiles.block), batched.dtype),
     ]
-    # The TMA copies windows and tiles but of float64, which it does not take: threads
-    # copy those through registers.
+    # The TMA copies windows and tiles, except float64 ones (which it does not take):
+    # threads copy those through registers.
     if batched.dtype != jnp.float64:
         scratch.append(plgpu.Barrier(num_arrivals=1))
     # Names no device mesh uses: Mosaic GPU reads a name of the enclosing mesh as a
