@@ -11,6 +11,7 @@ and the speed need the devices.
 
 import functools as ft
 import math
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -303,8 +304,8 @@ LAYOUT_DTYPES = {"triton": jnp.float64, "mosaic_gpu": jnp.float64, "tpu": jnp.fl
 TOLERANCE = {jnp.float64: 1e-12, jnp.float32: 1e-5}
 
 
-def _interpreted(target, kernel, interior, width, channels, block):
-    itemsize = jnp.dtype(LAYOUT_DTYPES[target]).itemsize
+def _interpreted(target, kernel, interior, width, channels, block, dtype=None):
+    itemsize = jnp.dtype(dtype or LAYOUT_DTYPES[target]).itemsize
     tiles = fit_tiles(
         target, kernel, interior, block, width=width, num_channels=channels, itemsize=itemsize
     )
@@ -329,30 +330,59 @@ def test_each_targets_layout_computes_the_laplacians(target):
     _close(got, sk.laplacian3d_reference(padded, (0.5, 0.6, 0.7)))
 
 
+DIFFUSIVITIES, SPACING = (0.2, 0.1), (1.0, 1.0)
+_gray_scott_tendency = ft.partial(
+    sk.reaction_diffusion_reference,
+    spacing=SPACING,
+    diffusivities=DIFFUSIVITIES,
+    parameters=RATES,
+    reaction_fn=REACTION,
+)
+
+
+def _gray_scott_launch(state, dt, steps, plan):
+    params = jnp.array([dt, *DIFFUSIVITIES, *RATES], state.dtype)
+    return temporal_module._launch(state, params, SPACING, steps, REACTION, plan)
+
+
+def _euler_steps(state, dt, steps):
+    for _ in range(steps):  # each step one ring smaller
+        state = state[:, 1:-1, 1:-1] + dt * _gray_scott_tendency(state)
+    return state
+
+
 @pytest.mark.parametrize("target", list(LAYOUT_DTYPES))
 def test_each_targets_layout_computes_reaction_diffusion_and_its_steps(target):
     dtype = LAYOUT_DTYPES[target]
     state = jax.random.uniform(jax.random.key(3), (2, 19, 138), dtype)
-    diffusivities, spacing = (0.2, 0.1), (1.0, 1.0)
-    params = jnp.array([*diffusivities, *RATES], dtype)
+    params = jnp.array([*DIFFUSIVITIES, *RATES], dtype)
     plan = _interpreted(target, "reaction_diffusion", (17, 136), 1, 2, (8, 64))
-    got = reaction_diffusion_module._launch(state, params, spacing, REACTION, plan)
-    tendency = ft.partial(
-        sk.reaction_diffusion_reference,
-        spacing=spacing,
-        diffusivities=diffusivities,
-        parameters=RATES,
-        reaction_fn=REACTION,
-    )
-    _close(got, tendency(state))
-    steps, dt = 3, 0.5
-    plan = _interpreted(target, "temporal2d", (13, 132), steps, 2, (8, 64))
-    steps_params = jnp.array([dt, *diffusivities, *RATES], dtype)
-    got = temporal_module._launch(state, steps_params, spacing, steps, REACTION, plan)
-    want = state
-    for _ in range(steps):  # each step one ring smaller
-        want = want[:, 1:-1, 1:-1] + dt * tendency(want)
-    _close(got, want)
+    got = reaction_diffusion_module._launch(state, params, SPACING, REACTION, plan)
+    _close(got, _gray_scott_tendency(state))
+    plan = _interpreted(target, "temporal2d", (13, 132), 3, 2, (8, 64))
+    _close(_gray_scott_launch(state, 0.5, 3, plan), _euler_steps(state, 0.5, 3))
+
+
+def test_mosaic_gpus_tma_copies_run_in_its_interpreter():
+    """Float32 windows and tiles go through the TMA and its barrier (float64 ones, above,
+    through threads): Mosaic GPU's interpreter simulates the copies, here around three
+    temporally blocked Gray–Scott steps kept in shared memory."""
+    state = jax.random.uniform(jax.random.key(4), (2, 19, 138), jnp.float32)
+    plan = _interpreted("mosaic_gpu", "temporal2d", (13, 132), 3, 2, (8, 64), jnp.float32)
+    _close(_gray_scott_launch(state, 0.5, 3, plan), _euler_steps(state, 0.5, 3))
+
+
+def test_mosaic_gpu_kernels_lower_without_deprecated_entry_points():
+    """Mosaic GPU kernels are `plgpu.kernel`s: JAX deprecates `pl.pallas_call` for them
+    (jax 0.11 lowers none)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        text = _lowered(
+            lambda p: sk.laplacian2d(p, (0.5, 0.7), backend="mosaic_gpu"),
+            (70, 134),
+            platforms=("cuda",),
+        )
+    assert CALLS["mosaic_gpu"] in text
 
 
 # The main compiled programs, exported as a whole by `simlab.export` for both platforms.

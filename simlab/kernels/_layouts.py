@@ -9,9 +9,10 @@ steps, and stores its tile. The layouts:
   launch keeps its state in a per-program scratch buffer in global memory (Triton has no
   shared-memory scratch and cannot shift values in registers) and stores its tile with a
   mask (the tile is not a power of two);
-- `"mosaic_gpu"`: the field stays in global memory; each program copies its window into
-  shared memory (Mosaic GPU pipelines only non-overlapping blocks), reads it at offsets,
-  keeps a stepped state in the same buffer and copies its tile back;
+- `"mosaic_gpu"`: a `plgpu.kernel` over the tiles; the field stays in global memory; each
+  program copies its window into shared memory (Mosaic GPU pipelines only
+  non-overlapping blocks), reads it at offsets, keeps a stepped state in the same buffer
+  and copies its tile back;
 - `"tpu"`: windows rounded up to Mosaic's (8, 128) tiling, reached at an offset by
   rotating the window (`pltpu.roll`) so that every load, store and slice is aligned;
   scalars live in SMEM.
@@ -298,9 +299,11 @@ def _triton_stepped_program(window_ref, out_ref, scratch_ref, plan: Plan) -> Pro
 
 
 def _launch_mosaic_gpu(body, batched, params, layout: _Layout, plan: Plan, name):
-    """The Mosaic GPU layout: the padded field stays in global memory; each program
-    copies its window into shared memory (with the TMA), computes its tile into shared
-    memory (a stepped state is kept in the window's buffer) and copies it back."""
+    """The Mosaic GPU layout, a `plgpu.kernel` over the grid: the padded field stays in
+    global memory; each program copies its window into shared memory (with the TMA),
+    computes its tile into shared memory (a stepped state is kept in the window's buffer)
+    and copies it back. The interpreter runs the same kernel in Mosaic GPU's simulator
+    of shared memory, the TMA and barriers."""
     from jax.experimental.pallas import mosaic_gpu as plgpu
 
     tiles, channel_axes = layout.tiles, layout.channel_axes
@@ -313,16 +316,19 @@ def _launch_mosaic_gpu(body, batched, params, layout: _Layout, plan: Plan, name)
         plgpu.SMEM((*channel_axes, *tiles.window), batched.dtype),
         plgpu.SMEM((*channel_axes, *tiles.block), batched.dtype),
     ]
-    # The TMA copies windows and tiles, except in the interpreter (which has none) and
-    # for float64 (which it does not take): there threads copy them through registers.
-    if not plan.interpret and batched.dtype != jnp.float64:
+    # The TMA copies windows and tiles, except float64 ones (which it does not take):
+    # threads copy those through registers.
+    if batched.dtype != jnp.float64:
         scratch.append(plgpu.Barrier(num_arrivals=1))
+    # Names no device mesh uses: Mosaic GPU reads a name of the enclosing mesh as a
+    # device index.
+    grid_names = tuple(f"simlab_tiles_{a}" for a in range(len(layout.grid)))
 
     def kernel(*refs):
         gmem_ref, params_ref, (out_gmem, window, tile, *barrier) = _split_refs(
             refs, params is not None
         )
-        batch, *tile_index = (pl.program_id(a) for a in range(len(layout.grid)))
+        batch, *tile_index = (jax.lax.axis_index(n) for n in grid_names)
         origin = layout.tile_origin(tile_index)
         source = gmem_ref.at[
             (batch, *whole, *(pl.ds(o, n) for o, n in zip(origin, tiles.window, strict=True)))
@@ -343,18 +349,25 @@ def _launch_mosaic_gpu(body, batched, params, layout: _Layout, plan: Plan, name)
         else:
             destination[...] = tile[...]
 
-    gmem = pl.BlockSpec(memory_space=plgpu.GMEM)
-    return pl.pallas_call(
+    return plgpu.kernel(
         kernel,
-        out_shape=layout.out_shape(batched.dtype, layout.rounded()),
+        out_type=layout.out_shape(batched.dtype, layout.rounded()),
+        scratch_types=scratch,
+        # Explicit: jax 0.10 lowers a kernel without them with Triton.
+        compiler_params=plgpu.CompilerParams(),
         grid=layout.grid,
-        in_specs=[gmem] * len(inputs),
-        out_specs=gmem,
-        scratch_shapes=scratch,
-        interpret=plan.interpret,
-        compiler_params=None if plan.interpret else plgpu.CompilerParams(),
-        name=name,
+        grid_names=grid_names,
+        interpret=_mosaic_gpu_interpreter() if plan.interpret else False,
+        kernel_name=name,
     )(*inputs)
+
+
+def _mosaic_gpu_interpreter():
+    """Mosaic GPU's interpreter (`plgpu.InterpretGPUParams` from jax 0.11, only under
+    `jax._src` in 0.10): Pallas's plain interpreter has no grid axis names."""
+    from jax._src.pallas.mosaic_gpu.interpret.params import InterpretGPUParams
+
+    return InterpretGPUParams()
 
 
 def _mosaic_gpu_program(window, tile, tiles: Tiles) -> Program:
