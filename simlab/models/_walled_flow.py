@@ -378,7 +378,7 @@ def poiseuille_velocity(model: WalledNavierStokes2D) -> Array:
 
         ```python
         model, _ = simlab.models.WalledNavierStokes2D.channel()
-        exact = simlab.models.poiseuille_velocity(model)  # peak G/(8 nu) = 1
+        exact = simlab.models.poiseuille_velocity(model)  # u at most G/(8 nu) = 1
         ```
     """
     grid = model.grid
