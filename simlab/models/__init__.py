@@ -72,3 +72,7 @@ from ._split import (
     AbstractSpectralGridModel as AbstractSpectralGridModel,
     AbstractSplitGridModel as AbstractSplitGridModel,
 )
+from ._walled_flow import (
+    WalledNavierStokes2D as WalledNavierStokes2D,
+    poiseuille_velocity as poiseuille_velocity,
+)

@@ -1,0 +1,393 @@
+r"""Incompressible flow in two dimensions with walls: velocity and pressure on a staggered
+(MAC) grid, second order in space, with a projection at every right-hand side.
+
+The vector field of `WalledNavierStokes2D` is the discrete Leray projection of the momentum
+tendency (advection, viscosity, a body force), so it is divergence-free to roundoff and
+any explicit Runge–Kutta solver of `simlab.simulate` is a projection method: every stage
+stays divergence-free. The pressure Poisson equation is solved exactly by fast transforms
+(a DCT-II along walled axes, an FFT along periodic ones), which diagonalise the 5-point
+Laplacian with zero normal derivative at the walls.
+"""
+
+import math
+from typing import Any, ClassVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.fft import dct, idct
+from jaxtyping import Array, ArrayLike, Float
+
+from .._misc import is_concrete
+from ..grid import Dirichlet, Grid, pad_axis
+from ..grid._stability import advection_symbol, as_complex, laplacian_symbol
+from ..grid._vorticity import DEFAULT_COURANT
+from ._base import parameter
+from ._pde import AbstractGridModel
+
+# y0 counts as divergence-free when max|div u| h stays below this many ulps of max|u|.
+_DIVERGENCE_ULPS = 1000
+
+
+class WalledNavierStokes2D(AbstractGridModel):
+    r"""The incompressible Navier–Stokes equations in velocity–pressure form on a rectangle
+    with walls,
+
+    $$
+    \partial_t\mathbf u + \nabla\cdot(\mathbf u\mathbf u) = -\nabla p + \nu\nabla^2\mathbf u
+    + G\,\hat{\mathbf x}, \qquad \nabla\cdot\mathbf u = 0,
+    $$
+
+    discretised by finite volumes on a staggered (MAC) grid: pressure at the cell centres,
+    $u$ on the faces normal to $x$, $v$ on the faces normal to $y$. Advection is the
+    conservative centred (second-order) scheme of Harlow and Welch, viscosity the 5-point
+    Laplacian. The vector field is the projected tendency $P\,F(\mathbf u)$, with
+    $P = I - \nabla L^{-1}\nabla\cdot$ and $L$ the pressure Laplacian with zero normal
+    derivative at walls, solved exactly by a DCT-II along walled axes and an FFT along
+    periodic ones (zero-mean pressure). The tendency is thus discretely divergence-free,
+    and every explicit Runge–Kutta stage keeps a divergence-free state divergence-free.
+
+    **Walls** are the grid's non-periodic sides. Every wall is impermeable (zero normal
+    velocity); its boundary condition applies to the *tangential* velocity through ghost
+    values: `simlab.Dirichlet(g)` is a wall sliding at speed $g$ (0: no slip; the lid of a
+    cavity), `simlab.Neumann(0.0)` a free-slip wall. A periodic axis may carry the flow
+    through (a channel); the body force $G$ then drives it. Along a walled $x$-axis the
+    force is balanced by pressure and drives nothing.
+
+    **State layout**: shape `(2, nx, ny)`. `y[0, i, j]` is $u$ on the face between cells
+    $(i, j)$ and $(i + 1, j)$ (the high-$x$ face of cell $(i, j)$), `y[1, i, j]` is $v$ on
+    the high-$y$ face of cell $(i, j)$. Along a walled axis the last faces are the wall,
+    where the normal velocity is zero: `y[0, -1, :]` (walled $x$) and `y[1, :, -1]`
+    (walled $y$) stay 0; along a periodic axis they are the faces shared with cell 0.
+
+    **Initial state**: `simulate` refuses (for fixed steps, where it asks
+    `max_stable_step`) a concrete `y0` that is not divergence-free to roundoff or has a
+    nonzero normal velocity at a wall: the projected tendency would carry that divergence
+    unchanged. `model.project(y0)` gives the nearest field that is (the discrete Leray
+    projection); a traced `y0` is not checked.
+
+    **Time step**: explicit solvers are bound by the viscous limit and the advective CFL
+    limit, the latter from the fastest of the initial velocity and the walls' speeds;
+    `max_stable_step` gives the largest stable step, `simulate` refuses a larger `dt0` and
+    takes 0.9 of it without one. `cfl_step` gives the step of a chosen Courant number.
+
+    **Arguments:**
+
+    - `viscosity`: $\nu \ge 0$, the kinematic viscosity ($Re = UL/\nu$).
+    - `grid`: a 2-D [`simlab.Grid`][]: each axis periodic or walled on both sides.
+    - `body_force`: $G$, a force per unit mass along $x$ (a constant pressure gradient
+      $-\partial_x p$ that the periodic pressure cannot hold).
+
+    !!! example
+
+        ```python
+        model, y0 = simlab.models.WalledNavierStokes2D.lid_driven_cavity(num_cells=16)
+        trajectory = simlab.simulate(model, y0, jnp.array([0.0, 1.0]), solver="rk4",
+                                     adaptive=False)
+        y, u = model.centreline_profile(trajectory.ys[-1])  # u on x = 1/2
+        ```
+    """
+
+    viscosity: Float[Array, ""] = parameter(lower=0.0, lower_inclusive=True, unit="length²/time")
+    grid: Grid
+    body_force: Float[Array, ""] = parameter(default=0.0, unit="length/time²")
+
+    impl: ClassVar[str] = "xla"  # shifted arrays and fast transforms, no stencil kernels
+    presets: ClassVar[tuple[str, ...]] = ("lid_driven_cavity", "channel")
+    step_limit: ClassVar[str] = (
+        "the viscous limit and the advective CFL limit of the initial velocity and the wall "
+        "speeds; model.cfl_step(y0) gives the step of a Courant number"
+    )
+
+    def _check_fields(self):
+        if self.grid.ndim != 2:
+            raise ValueError(
+                f"WalledNavierStokes2D: the grid must be 2-D; got shape {self.grid.shape}."
+            )
+        for name in ("viscosity", "body_force"):
+            self._check_coefficient(name, allow_field=False)
+
+    @property
+    def channel_shape(self) -> tuple[int, ...]:
+        return (2,)
+
+    # -- presets ---------------------------------------------------------------------------
+
+    @classmethod
+    def lid_driven_cavity(
+        cls, num_cells: int = 32, reynolds: float = 100.0, lid_speed: ArrayLike = 1.0
+    ) -> tuple["WalledNavierStokes2D", Array]:
+        r"""The lid-driven cavity: the unit square with no-slip walls, the top one ($y = 1$)
+        sliding at `lid_speed` $U$ along $x$; $\nu = U/Re$. Starts from rest.
+
+        **Returns:** `(model, y0)`.
+        """
+        if not isinstance(num_cells, int) or num_cells < 4:
+            raise ValueError(
+                f"lid_driven_cavity: num_cells must be an integer of at least 4; got {num_cells!r}."
+            )
+        if not reynolds > 0:
+            raise ValueError(f"lid_driven_cavity: reynolds must be positive; got {reynolds!r}.")
+        lid = (Dirichlet(0.0), Dirichlet(lid_speed))
+        grid = Grid((num_cells, num_cells), extent=1.0, boundary=["dirichlet", lid])
+        model = cls(viscosity=jnp.abs(jnp.asarray(lid_speed, float)) / reynolds, grid=grid)
+        return model, grid.zeros(channels=2)
+
+    @classmethod
+    def channel(
+        cls,
+        num_cells: tuple[int, int] = (4, 16),
+        viscosity: float = 1.0,
+        body_force: float = 8.0,
+        length: float = 1.0,
+    ) -> tuple["WalledNavierStokes2D", Array]:
+        r"""Plane Poiseuille flow: no-slip walls at $y = 0$ and $y = 1$, periodic in $x$
+        over `length`, driven by the body force $G$ (`body_force`). Starts from rest and
+        tends to $u = G\,y(1 - y)/(2\nu)$
+        ([`poiseuille_velocity`][simlab.models.poiseuille_velocity]).
+
+        **Returns:** `(model, y0)`.
+        """
+        grid = Grid(num_cells, extent=(length, 1.0), boundary=["periodic", "dirichlet"])
+        model = cls(viscosity=viscosity, grid=grid, body_force=body_force)
+        return model, grid.zeros(channels=2)
+
+    # -- the vector field ------------------------------------------------------------------
+
+    def __call__(self, t, y, args):
+        return self.project(self.momentum_tendency(y))
+
+    def momentum_tendency(self, y: Array) -> Array:
+        r"""$F(\mathbf u) = -\nabla\cdot(\mathbf u\mathbf u) + \nu\nabla^2\mathbf u +
+        G\hat{\mathbf x}$ on the faces, before the projection (zero on wall faces)."""
+        u, v = y[0], y[1]
+        hx, hy = self.grid.spacing
+        u_west, u_east = jnp.roll(u, 1, 0), jnp.roll(u, -1, 0)
+        v_south, v_north = jnp.roll(v, 1, 1), jnp.roll(v, -1, 1)
+        # The tangential neighbours across a wall are the ghosts of its condition; the
+        # normal ones need none: the wall faces hold zero, so rolling reads them.
+        u_padded, v_padded = pad_axis(u, self.grid, 1, 1), pad_axis(v, self.grid, 0, 1)
+        u_south, u_north = u_padded[:, :-2], u_padded[:, 2:]
+        v_west, v_east = v_padded[:-2], v_padded[2:]
+        # u v at the cell corners (x-face i + 1, y-face j + 1), shared by both momenta.
+        corner_flux = 0.25 * (u + u_north) * (v + v_east)
+        advection_u = ((u + u_east) ** 2 - (u_west + u) ** 2) / (4 * hx) + (
+            corner_flux - jnp.roll(corner_flux, 1, 1)
+        ) / hy
+        advection_v = (corner_flux - jnp.roll(corner_flux, 1, 0)) / hx + (
+            (v + v_north) ** 2 - (v_south + v) ** 2
+        ) / (4 * hy)
+        viscous_u = (u_east - 2 * u + u_west) / hx**2 + (u_north - 2 * u + u_south) / hy**2
+        viscous_v = (v_east - 2 * v + v_west) / hx**2 + (v_north - 2 * v + v_south) / hy**2
+        tendency = jnp.stack(
+            [
+                self.viscosity * viscous_u - advection_u + self.body_force,
+                self.viscosity * viscous_v - advection_v,
+            ]
+        )
+        return tendency * self._open_faces(y.dtype)
+
+    @eqx.filter_jit
+    def project(self, y: Array) -> Array:
+        r"""The discrete Leray projection $P\mathbf u = \mathbf u - \nabla p$ with
+        $L p = \nabla\cdot\mathbf u$: the nearest divergence-free field (in the discrete
+        $L^2$ norm) with zero normal velocity at the walls. Use it to make an initial
+        field admissible.
+
+        !!! example
+
+            ```python
+            model, _ = simlab.models.WalledNavierStokes2D.lid_driven_cavity(num_cells=8)
+            y0 = model.project(jax.random.normal(jax.random.PRNGKey(0), (2, 8, 8)))
+            float(jnp.max(jnp.abs(model.divergence(y0))))  # roundoff
+            ```
+        """
+        y = jnp.asarray(y) * self._open_faces(jnp.asarray(y).dtype)
+        return y - self._gradient(self.solve_pressure(self.divergence(y)))
+
+    def divergence(self, y: Array) -> Array:
+        r"""$\nabla\cdot\mathbf u$ in every cell, shape `grid.shape`: the net outflow
+        through its four faces over its area (the wall faces carry none)."""
+        hx, hy = self.grid.spacing
+        u, v = y[0], y[1]
+        return (u - jnp.roll(u, 1, 0)) / hx + (v - jnp.roll(v, 1, 1)) / hy
+
+    @eqx.filter_jit
+    def solve_pressure(self, source: Array) -> Array:
+        r"""The zero-mean $p$ with $L p = s - \bar s$: $L$ the 5-point Laplacian on the cell
+        centres, with zero normal derivative at walls and periodic along periodic axes,
+        diagonalised by a DCT-II (walls) or an FFT (periodic) along each axis."""
+        spectrum = source
+        for axis in self._walled_axes():
+            spectrum = dct(spectrum, type=2, norm="ortho", axis=axis)
+        periodic = self._periodic_axes()
+        if periodic:
+            spectrum = jnp.fft.fftn(spectrum, axes=periodic)
+        spectrum = spectrum * jnp.asarray(self._inverse_laplacian_symbol(), spectrum.dtype)
+        if periodic:
+            spectrum = jnp.fft.ifftn(spectrum, axes=periodic).real
+        for axis in self._walled_axes():
+            spectrum = idct(spectrum, type=2, norm="ortho", axis=axis)
+        return spectrum
+
+    def _gradient(self, pressure: Array) -> Array:
+        """$\\nabla p$ on the faces (zero on wall faces)."""
+        hx, hy = self.grid.spacing
+        gradient = jnp.stack(
+            [
+                (jnp.roll(pressure, -1, 0) - pressure) / hx,
+                (jnp.roll(pressure, -1, 1) - pressure) / hy,
+            ]
+        )
+        return gradient * self._open_faces(pressure.dtype)
+
+    def _walled_axes(self) -> tuple[int, ...]:
+        return tuple(axis for axis, periodic in enumerate(self.grid.is_periodic) if not periodic)
+
+    def _periodic_axes(self) -> tuple[int, ...]:
+        return tuple(axis for axis, periodic in enumerate(self.grid.is_periodic) if periodic)
+
+    def _open_faces(self, dtype: Any) -> Array:
+        """1 on the faces that carry a velocity, 0 on the wall faces (static)."""
+        mask = np.ones((2, *self.grid.shape))
+        for axis in self._walled_axes():
+            index = [axis, slice(None), slice(None)]
+            index[1 + axis] = -1
+            mask[tuple(index)] = 0.0
+        return jnp.asarray(mask, dtype)
+
+    def _inverse_laplacian_symbol(self) -> np.ndarray:
+        """$1/\\lambda$ of the pressure Laplacian per transformed mode, 0 for the constant
+        mode (which fixes the pressure's mean at zero)."""
+        eigenvalues = 0.0
+        for axis, (n, h) in enumerate(zip(self.grid.shape, self.grid.spacing, strict=True)):
+            period = n if self.grid.is_periodic[axis] else 2 * n
+            angle = 2 * np.pi * np.arange(n) / period
+            shape = [1, 1]
+            shape[axis] = n
+            eigenvalues = eigenvalues + ((2 * np.cos(angle) - 2) / h**2).reshape(shape)
+        constant = eigenvalues == 0
+        return np.where(constant, 0.0, 1.0 / np.where(constant, 1.0, eigenvalues))
+
+    # -- diagnostics -----------------------------------------------------------------------
+
+    def centreline_profile(self, y: Array, component: str = "u") -> tuple[Array, Array]:
+        r"""A velocity profile across the middle of the box: `"u"` on the vertical line
+        through the centre, against $y$; `"v"` on the horizontal line, against $x$ (the
+        profiles Ghia, Ghia & Shin tabulate for the cavity).
+
+        **Returns:** `(positions, velocity)` at the cell-centre coordinates across the
+        line (one face value where the line is a row of faces, the mean of the two faces
+        around it on an odd number of cells).
+        """
+        if component not in ("u", "v"):
+            raise ValueError(
+                f"centreline_profile: component must be 'u' or 'v'; got {component!r}."
+            )
+        axis = 0 if component == "u" else 1
+        field = jnp.asarray(y)[axis]
+        n = self.grid.shape[axis]
+        if n % 2 == 0:
+            profile = jnp.take(field, n // 2 - 1, axis=axis)
+        else:
+            below = jnp.take(field, (n - 1) // 2 - 1, axis=axis)
+            profile = 0.5 * (below + jnp.take(field, (n - 1) // 2, axis=axis))
+        return self.grid.coordinates(profile.dtype)[1 - axis], profile
+
+    def kinetic_energy(self, y: Array) -> Array:
+        r"""$E = \tfrac12\int|\mathbf u|^2\,dA$, each component summed over its faces."""
+        return 0.5 * jnp.sum(jnp.asarray(y) ** 2) * self.grid.cell_volume
+
+    def cfl_step(self, y: ArrayLike, *, courant: float = DEFAULT_COURANT) -> Array:
+        r"""The step of Courant number $C$: $\Delta t = C / (U_x/h_x + U_y/h_y)$, with
+        $U_x$ the largest of $|u|$ and the walls' speeds along $x$ ($U_y$ likewise).
+
+        RK4-type stages are stable on the imaginary axis up to $2\sqrt2$, so the default
+        $C = 0.5$ leaves a wide margin for advection; the viscous limit, which
+        `max_stable_step` includes, may be smaller on fine grids at low $Re$.
+
+        **Returns:** $\Delta t$, a scalar array (infinite for a fluid at rest).
+        """
+        if not courant > 0:
+            raise ValueError(f"cfl_step: courant must be positive; got {courant!r}.")
+        rate = self._advective_rate(jnp.asarray(y))
+        return jnp.where(rate > 0, courant / jnp.where(rate > 0, rate, 1.0), jnp.inf)
+
+    def _speeds(self, y: Array) -> Array:
+        """$(U_x, U_y)$: the largest of each velocity component and of the wall speeds
+        along it (the tangential Dirichlet values of the walls normal to the other axis)."""
+        speeds = []
+        for component in (0, 1):
+            walls = self.grid.boundaries[1 - component]
+            values = [side.value.astype(y.dtype) for side in walls if isinstance(side, Dirichlet)]
+            candidates = jnp.abs(jnp.stack([jnp.max(jnp.abs(y[component])), *values]))
+            speeds.append(jnp.max(candidates))
+        return jax.lax.stop_gradient(jnp.stack(speeds))
+
+    def _advective_rate(self, y: Array) -> Array:
+        speeds = self._speeds(y)
+        hx, hy = self.grid.spacing
+        return speeds[0] / hx + speeds[1] / hy
+
+    def linear_eigenvalues(self, y0):
+        viscous = jnp.abs(self.viscosity) * laplacian_symbol(self.grid.spacing, 2)
+        advective = advection_symbol(self.grid.spacing, self._speeds(jnp.asarray(y0)), "central")
+        return as_complex(viscous) + advective
+
+    def max_stable_step(self, solver, y0):
+        self._check_incompressible(y0)
+        return super().max_stable_step(solver, y0)
+
+    def describe_blow_up(self, solver, y, dt0):
+        courant = float(dt0) * float(self._advective_rate(jnp.asarray(y)))
+        return (
+            f"the Courant number dt0·(U_x/h_x + U_y/h_y) of the last saved flow was {courant:.3g}."
+        )
+
+    def _check_incompressible(self, y0: Any) -> None:
+        """Refuses a concrete `y0` that is not divergence-free to roundoff, or that moves
+        through a wall."""
+        if not is_concrete(y0):
+            return
+        y0 = np.asarray(y0)
+        scale = float(np.max(np.abs(y0)))
+        tolerance = _DIVERGENCE_ULPS * np.finfo(y0.dtype).eps * scale
+        through_walls = float(np.max(np.abs(y0 * (1 - np.asarray(self._open_faces(y0.dtype))))))
+        divergence = float(np.max(np.abs(self.divergence(jnp.asarray(y0))))) * min(
+            self.grid.spacing
+        )
+        if through_walls > tolerance or divergence > tolerance or not math.isfinite(divergence):
+            raise ValueError(
+                "WalledNavierStokes2D: y0 must be divergence-free with zero normal velocity at "
+                f"the walls; got max|div u|·h = {divergence:.3g} and {through_walls:.3g} on the "
+                f"wall faces, above roundoff ({tolerance:.3g}). Pass model.project(y0), its "
+                "discrete Leray projection."
+            )
+
+
+def poiseuille_velocity(model: WalledNavierStokes2D) -> Array:
+    r"""The exact steady flow of a channel with no-slip walls at $y = y_0$ and
+    $y = y_0 + H$, periodic in $x$, driven by the body force $G$:
+    $u = G\,\eta(H - \eta)/(2\nu)$, $\eta = y - y_0$, $v = 0$.
+
+    **Returns:** the state, shape `(2, *grid.shape)` ($u$ at the cell-centre heights of the
+    $x$-faces).
+
+    !!! example
+
+        ```python
+        model, _ = simlab.models.WalledNavierStokes2D.channel()
+        exact = simlab.models.poiseuille_velocity(model)  # u at most G/(8 nu) = 1
+        ```
+    """
+    grid = model.grid
+    if grid.is_periodic != (True, False):
+        raise ValueError(
+            "poiseuille_velocity: the grid must be periodic along x and walled along y; got "
+            f"periodic axes {grid.is_periodic}."
+        )
+    (_, eta), height = grid.mesh(), grid.extent[1]
+    eta = eta - grid.origin[1]
+    u = model.body_force * eta * (height - eta) / (2 * model.viscosity)
+    return jnp.stack([u, jnp.zeros_like(u)])
