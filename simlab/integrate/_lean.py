@@ -350,7 +350,9 @@ def _solve_adaptive(
         "num_rejected_steps": num_rejected,
     }
     # Save times the solve never reached hold inf.
-    reached = (jnp.arange(1, num_saves, dtype=final.slot.dtype) < final.slot).reshape(-1, *(1,) * y0.ndim)
+    reached = (jnp.arange(1, num_saves, dtype=final.slot.dtype) < final.slot).reshape(
+        -1, *(1,) * y0.ndim
+    )
     ys = jnp.concatenate([y0[None], jnp.where(reached, final.saved, jnp.inf)])
     return _Run(ys, _status(~unfinished, nonfinite_time), stats, final.bracket, nonfinite_time)
 
