@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import scipy.integrate
 from helpers import LORENZ, lorenz, with_dtype
+from jax.experimental import io_callback
 
 import simlab
 import simlab.integrate._lean as _lean
@@ -164,8 +165,6 @@ def test_vmapped_members_never_wait_for_each_other_at_save_times():
     """A batch runs as many loop iterations as its slowest member takes steps alone: the
     members, whose steps crowd opposite ends of the run, no longer advance in lockstep
     save interval by save interval (which would cost about 1.5 times as many here)."""
-    from jax.experimental import io_callback
-
     evaluations = []
 
     def counted_chirp(t, y, late):
