@@ -29,13 +29,13 @@ def model_identity(model: Any, t: Any, y: Any) -> str:
     (and, for a split model, its linear and nonlinear parts). Parameter values enter by
     shape only: callers record them separately."""
     digest = computation_digest(_vector_field_parts, model, t, y)
-    return f"{_qualified_name(type(model))} code:{digest[:DIGEST_LENGTH]}"
+    return f"{qualified_name(type(model))} code:{digest[:DIGEST_LENGTH]}"
 
 
 def function_identity(function: Callable[..., Any], *args: Any) -> str:
     """The function's name and what it computes on arguments shaped like `args`."""
     digest = computation_digest(function, *args)
-    return f"{_qualified_name(function)} code:{digest[:DIGEST_LENGTH]}"
+    return f"{qualified_name(function)} code:{digest[:DIGEST_LENGTH]}"
 
 
 def event_identity(event: Event | Callable[[Any], Event], model: Any, t: Any, y: Any) -> str:
@@ -57,6 +57,7 @@ def _vector_field_parts(model, t, y):
     return model(t, y, None)
 
 
-def _qualified_name(function: Any) -> str:
+def qualified_name(function: Any) -> str:
+    """`module.qualname` of a function or class (of an object's class otherwise)."""
     module = getattr(function, "__module__", "?")
     return f"{module}.{getattr(function, '__qualname__', type(function).__qualname__)}"

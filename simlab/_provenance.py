@@ -1,6 +1,7 @@
 """Provenance: what produced a result (versions, devices, platform, time), recorded with it."""
 
 import datetime
+import functools
 import importlib.metadata
 import platform
 from collections.abc import Iterable
@@ -23,11 +24,20 @@ def provenance(devices: Iterable[jax.Device], **fields: Any) -> dict[str, Any]:
     `devices`, `created` (UTC, ISO 8601) and then `fields`.
     """
     return {
+        **_software(),
+        "devices": [str(device) for device in devices],
+        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        **fields,
+    }
+
+
+@functools.cache
+def _software() -> dict[str, str]:
+    # Reading the package metadata and the platform takes about a millisecond: once is
+    # enough, as neither changes while the process runs.
+    return {
         "simlab_version": importlib.metadata.version("simlab"),
         "jax_version": jax.__version__,
         "python_version": platform.python_version(),
         "platform": platform.platform(),
-        "devices": [str(device) for device in devices],
-        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        **fields,
     }

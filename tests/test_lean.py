@@ -8,7 +8,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import scipy.integrate
 from helpers import LORENZ, lorenz, with_dtype
+from jax.experimental import io_callback
 
 import simlab
 import simlab.integrate._lean as _lean
@@ -142,6 +144,61 @@ def test_vmapped_members_equal_separate_solves(adaptive):
     # Per-trajectory step sizes: the chaotic members take more steps than the calm one.
     if adaptive:
         assert int(batch.stats["num_steps"][0]) < int(batch.stats["num_steps"][3])
+
+
+CHIRP_END = 2.0
+CHIRP_RATE = 10.0
+
+
+def chirp_speed(t, late):
+    """The angular speed of a rotation that speeds up (`late = 1`: phase `c t^2`) or slows
+    down (`late = 0`: phase `c (2 T t - t^2)`), so that one member's steps crowd the end
+    of the run and the other's its start."""
+    return 2 * CHIRP_RATE * (late * t + (1 - late) * (CHIRP_END - t))
+
+
+def chirp(t, y, late):
+    return chirp_speed(t, late) * jnp.stack([-y[1], y[0]])
+
+
+def test_vmapped_members_never_wait_for_each_other_at_save_times():
+    """A batch runs as many loop iterations as its slowest member takes steps alone: the
+    members, whose steps crowd opposite ends of the run, no longer advance in lockstep
+    save interval by save interval (which would cost about 1.5 times as many here)."""
+    evaluations = []
+
+    def counted_chirp(t, y, late):
+        # One call per member per evaluation of the vector field, running or finished.
+        zero = io_callback(lambda x: evaluations.append(1) or np.zeros_like(x), late, late)
+        return chirp(t, y, late) + zero
+
+    ts = jnp.linspace(0.0, CHIRP_END, 21)
+    y0 = jnp.array([1.0, 0.0])
+
+    def one(late):
+        return simlab.simulate(counted_chirp, y0, ts, args=late, rtol=1e-7, atol=1e-7)
+
+    lates = jnp.array([0.0, 1.0])
+    batch = jax.jit(jax.vmap(one))(lates)
+    batch_evaluations = len(evaluations)
+    alone_evaluations = []
+    for i, late in enumerate(lates):
+        evaluations.clear()
+        alone = jax.jit(one)(late)
+        alone_evaluations.append(len(evaluations))
+        assert int(batch.stats["num_steps"][i]) == int(alone.stats["num_steps"])
+        np.testing.assert_allclose(batch.ys[i], alone.ys, rtol=1e-12, atol=1e-12)
+        reference = scipy.integrate.solve_ivp(
+            lambda t, y, late=float(late): chirp_speed(t, late) * np.array([-y[1], y[0]]),
+            (0.0, CHIRP_END),
+            np.asarray(y0),
+            method="DOP853",
+            t_eval=np.asarray(ts),
+            rtol=1e-12,
+            atol=1e-12,
+        )
+        np.testing.assert_allclose(batch.ys[i], reference.y.T, rtol=0, atol=1e-5)
+    assert batch_evaluations == len(lates) * max(alone_evaluations)
 
 
 def test_status_codes_match_diffrax():

@@ -15,7 +15,13 @@ import tqdm
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh
 
-from .._identity import abstract_time_and_state, event_identity, function_identity, model_identity
+from .._identity import (
+    abstract_time_and_state,
+    event_identity,
+    function_identity,
+    model_identity,
+    qualified_name,
+)
 from .._misc import Integer, RealNumber, as_count
 from .._options import DEFAULT_MAX_STEPS, SolveOptions, merged_options
 from .._provenance import provenance as simlab_provenance
@@ -201,7 +207,9 @@ def sweep(
     statics = dict(names=members.names, observable=observable, settings=settings, event=event)
     dtype = np.dtype(jax.numpy.result_type(float))
     trajectory, specs = member_shapes(model, y0, ts, dtype, key_data=key_data, **statics)
-    observable_id = _observable_identity(observable, observable_name, trajectory)
+    observable_id = _observable_identity(
+        observable, observable_name, trajectory, digest=store is not None
+    )
     chunk_size = _chunk_size(chunk_size, members, specs, y0, ts, mesh)
     layout = StoreLayout(
         num_members=members.num_members,
@@ -439,14 +447,18 @@ def _progress_bar(progress: bool, layout: StoreLayout, finished: np.ndarray):
     )
 
 
-def _observable_identity(observable, name: str | None, trajectory: Trajectory) -> str:
-    """What identifies the observable in a store: the user's name for it, or its qualified
-    name and a digest of what it computes from `trajectory` (shapes only)."""
+def _observable_identity(
+    observable, name: str | None, trajectory: Trajectory, *, digest: bool
+) -> str:
+    """What identifies the observable: the user's name for it, or its qualified name and,
+    with `digest` (a store, which must tell definitions apart), a digest of what it
+    computes from `trajectory` (shapes only). Tracing for the digest takes longer than a
+    small sweep itself, so a sweep without a store records the name alone."""
     if name is not None:
         return f"name:{name}"
     if observable is None:
         return "trajectory"
-    return function_identity(observable, trajectory)
+    return function_identity(observable, trajectory) if digest else qualified_name(observable)
 
 
 def _identity(

@@ -90,6 +90,8 @@ class _AdaptiveCarry(NamedTuple):
     num_rejected: Array
     bracket: Any
     nonfinite_at: Array  # where the latest step that gave NaN or inf started (NaN: none did)
+    slot: Array  # the index of the next save time to reach
+    saved: Array  # the states at ts[1:], written as each is reached
 
 
 class _Run(NamedTuple):
@@ -244,13 +246,20 @@ def _solve_adaptive(
 ):
     """Per-trajectory adaptive steps (I-controller), clipped to land on every save time.
 
-    The save intervals are an outer `scan` and the steps inside one an inner `while_loop`,
-    so under `jax.vmap` only the small step state is batched in the loop (the saved states
-    leave through the scan instead of being scattered into a buffer at every step). With
-    an event (`tracker = (event, value_fn)`), every accepted step updates its bracket, and
-    a terminating event ends the loop after the step that brackets it. `primal` picks the
-    part of the state that the step-size controller measures (a state augmented with its
-    sensitivities is stepped as its solution alone would be).
+    One while loop runs the whole solve: each trajectory keeps its own time, step size and
+    next save slot, and writes its state into the save buffer on the step that lands on
+    that save time. Under `jax.vmap` a member therefore never waits for the others at a
+    save time: the batch runs as many iterations as its longest member takes steps (a scan
+    over save intervals of inner loops would run, per interval, as many as the slowest
+    member takes there). The buffer is an Equinox loop buffer, written in place and
+    predicated per member, and kept out of the checkpoints of reverse mode. The steps are
+    those of a solve interval by interval: clipping a step to the next save time is kept,
+    so each member's step sequence does not depend on the batch it runs in.
+
+    With an event (`tracker = (event, value_fn)`), every accepted step updates its
+    bracket, and a terminating event ends the loop after the step that brackets it.
+    `primal` picks the part of the state that the step-size controller measures (a state
+    augmented with its sensitivities is stepped as its solution alone would be).
     """
     primal = (lambda y: y) if primal is None else primal
     f0 = vector_field(ts[0], y0)
@@ -259,9 +268,11 @@ def _solve_adaptive(
     else:
         h0 = jnp.asarray(dt0, dtype=ts.dtype)
     zero = jnp.asarray(0, jnp.int32)
+    num_saves = ts.shape[0]
 
-    def attempt(target, carry: _AdaptiveCarry) -> _AdaptiveCarry:
-        t, y, f, h, num_steps, num_rejected, bracket, nonfinite_at = carry
+    def attempt(carry: _AdaptiveCarry) -> _AdaptiveCarry:
+        t, y, f, h, num_steps, num_rejected, bracket, nonfinite_at, slot, saved = carry
+        target = ts[jnp.minimum(slot, num_saves - 1)]
         clipped = h >= target - t
         h_step = jnp.where(clipped, target - t, h)
         y1, error, f1 = _runge_kutta_step(vector_field, tableau, t, y, f, h_step)
@@ -284,8 +295,11 @@ def _solve_adaptive(
         if tracker is not None:
             event, value_fn = tracker
             bracket = advance_bracket(event, value_fn, bracket, accept, t, y, h_step, y1)
+        t_next = jnp.where(accept, jnp.where(clipped, target, t + h_step), t)
+        # An unclipped step can reach the save time too, by roundoff.
+        landed = accept & (t_next >= target)
         return _AdaptiveCarry(
-            t=jnp.where(accept, jnp.where(clipped, target, t + h_step), t),
+            t=t_next,
             y=jnp.where(accept, y1, y),
             f=jnp.where(accept, f1, f),
             h=h_next.astype(h.dtype),
@@ -293,26 +307,37 @@ def _solve_adaptive(
             num_rejected=num_rejected + (~accept).astype(num_rejected.dtype),
             bracket=bracket,
             nonfinite_at=jnp.where(finite, nonfinite_at, t),
+            slot=slot + landed.astype(slot.dtype),
+            saved=saved.at[slot - 1].set(y1, pred=landed),
         )
 
-    def interval(carry, target):
-        def unfinished(carry: _AdaptiveCarry):
-            running = (carry.t < target) & (carry.num_steps < max_steps)
-            return running if tracker is None else running & ~stopped(tracker[0], carry.bracket)
-
-        carry = eqxi.while_loop(
-            unfinished, ft.partial(attempt, target), carry, max_steps=max_steps, kind=loop_kind
-        )
-        reached = carry.t >= target
-        return carry, jnp.where(reached, carry.y, jnp.inf)
+    def unfinished(carry: _AdaptiveCarry):
+        running = (carry.slot < num_saves) & (carry.num_steps < max_steps)
+        return running if tracker is None else running & ~stopped(tracker[0], carry.bracket)
 
     bracket = None if tracker is None else start_bracket(tracker[1], ts[0], y0)
     init = _AdaptiveCarry(
-        ts[0], y0, f0, h0.astype(ts.dtype), zero, zero, bracket, jnp.full((), jnp.nan, ts.dtype)
+        t=ts[0],
+        y=y0,
+        f=f0,
+        h=h0.astype(ts.dtype),
+        num_steps=zero,
+        num_rejected=zero,
+        bracket=bracket,
+        nonfinite_at=jnp.full((), jnp.nan, ts.dtype),
+        slot=jnp.asarray(1, jnp.int32),
+        saved=jnp.zeros((num_saves - 1, *y0.shape), y0.dtype),
     )
-    final, ys = lax.scan(interval, init, ts[1:])
+    final = eqxi.while_loop(
+        unfinished,
+        attempt,
+        init,
+        max_steps=max_steps,
+        buffers=lambda carry: carry.saved,
+        kind=loop_kind,
+    )
     num_steps, num_rejected = final.num_steps, final.num_rejected
-    unfinished = final.t < ts[-1]
+    unfinished = final.slot < num_saves
     if tracker is not None:
         unfinished = unfinished & ~stopped(tracker[0], final.bracket)
     # A solve that stopped short where a step just gave NaN or inf got stuck there (steps
@@ -324,7 +349,11 @@ def _solve_adaptive(
         "num_accepted_steps": num_steps - num_rejected,
         "num_rejected_steps": num_rejected,
     }
-    ys = jnp.concatenate([y0[None], ys])
+    # Save times the solve never reached hold inf.
+    reached = (jnp.arange(1, num_saves, dtype=final.slot.dtype) < final.slot).reshape(
+        -1, *(1,) * y0.ndim
+    )
+    ys = jnp.concatenate([y0[None], jnp.where(reached, final.saved, jnp.inf)])
     return _Run(ys, _status(~unfinished, nonfinite_time), stats, final.bracket, nonfinite_time)
 
 
