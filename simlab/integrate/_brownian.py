@@ -1,18 +1,27 @@
-"""Brownian increments drawn from JAX keys, one step at a time, and the path they make.
+"""Brownian increments drawn from JAX keys inside the step loop, and the path they make.
 
-Step `n` of a solve draws its increments from `jax.random.fold_in(key, n)`: a path depends
-only on the key and the step grid, never on how members are batched, chunked or spread
+Steps are numbered across the save intervals and grouped in blocks of `steps_per_block`
+(a number fixed by the noise's size): block `b` draws the standard normals of all its steps
+at once from `jax.random.fold_in(key, b)`, and step `n` takes row `n % steps_per_block`,
+scaled by its step length. Deriving a key costs as much as drawing several normals, so one
+key per block rather than per step makes drawing nearly as cheap as drawing every
+increment beforehand, while only one block is ever held. A path depends only on the key,
+the step grid and the noise shape, never on how members are batched, chunked or spread
 over devices, and no path is stored unless asked for (`brownian_path`).
 """
 
+import math
 from typing import Any, NamedTuple
 
 import jax
+import jax.lax as lax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
 from ._loops import fixed_steps_per_interval
+
+VALUES_PER_BLOCK = 32  # normals a block draws per kind: past ~32, bigger blocks gain little
 
 
 class Increment(NamedTuple):
@@ -21,7 +30,15 @@ class Increment(NamedTuple):
     independent of `dW` (used by the order-1.5 method for additive noise)."""
 
     dW: Array
-    H: Array
+    H: Array | None  # None where the solver does not use it (`AbstractSDESolver.uses_area`)
+
+
+class BlockDraws(NamedTuple):
+    """The standard normals of one block of steps, a row per step: `dW`'s and, where drawn,
+    `H`'s (from separate keys, so `dW` is the same whether `H` is drawn or not)."""
+
+    dW: Array
+    H: Array | None
 
 
 def checked_key(key: Any) -> Array:
@@ -46,14 +63,42 @@ def checked_key(key: Any) -> Array:
     )
 
 
-def increment(key: Array, step: Any, h: Array, noise_shape: tuple[int, ...]) -> Increment:
-    """The increments of step number `step` (an integer, traced or not), of length `h`."""
-    step_key = jax.random.fold_in(key, step)
-    key_w, key_h = jax.random.split(step_key)
-    dtype = h.dtype
-    dW = jnp.sqrt(h) * jax.random.normal(key_w, noise_shape, dtype)
-    H = jnp.sqrt(h / 12) * jax.random.normal(key_h, noise_shape, dtype)
-    return Increment(dW, H)
+def steps_per_block(noise_shape: tuple[int, ...]) -> int:
+    """How many steps' normals one key draws: `VALUES_PER_BLOCK` values' worth, at least one
+    step (a large noise needs no blocking: its own size spreads the key's cost)."""
+    return max(1, VALUES_PER_BLOCK // math.prod(noise_shape))
+
+
+def block_draws(
+    key: Array, block: Any, noise_shape: tuple[int, ...], dtype: Any, *, area: bool
+) -> BlockDraws:
+    """The standard normals of block number `block` (traced or not); `H`'s only if `area`."""
+    key_w, key_h = jax.random.split(jax.random.fold_in(key, block))
+    shape = (steps_per_block(noise_shape), *noise_shape)
+    H = jax.random.normal(key_h, shape, dtype) if area else None
+    return BlockDraws(jax.random.normal(key_w, shape, dtype), H)
+
+
+def draws_for_step(
+    draws: BlockDraws, key: Array, step: Any, noise_shape: tuple[int, ...], *, area: bool
+) -> BlockDraws:
+    """The block holding step `step`, given the block of the step before: a block is drawn
+    at its first step and carried through the others (a `lax.cond` on the step number,
+    which stays a branch under `vmap` over members)."""
+    per_block = steps_per_block(noise_shape)
+    return lax.cond(
+        step % per_block == 0,
+        lambda: block_draws(key, step // per_block, noise_shape, draws.dW.dtype, area=area),
+        lambda: draws,
+    )
+
+
+def increment(draws: BlockDraws, step: Any, h: Array) -> Increment:
+    """The increments of step number `step` (an integer, traced or not), of length `h`, from
+    the block that holds it."""
+    row = step % draws.dW.shape[0]
+    H = None if draws.H is None else jnp.sqrt(h / 12) * draws.H[row]
+    return Increment(jnp.sqrt(h) * draws.dW[row], H)
 
 
 def brownian_path(key: Any, ts: Any, dt0: Any, noise_shape: tuple[int, ...] = ()) -> Array:
@@ -81,9 +126,15 @@ def brownian_path(key: Any, ts: Any, dt0: Any, noise_shape: tuple[int, ...] = ()
     ts = jnp.asarray(ts)
     counts = np.broadcast_to(fixed_steps_per_interval(ts, dt0), (ts.shape[0] - 1,))
     total = int(np.sum(counts))
-    # Every step at once: step n of the solve (numbered across intervals) has its
-    # interval's length h; W at each save time sums the steps up to it.
+    # Every block at once: step n of the solve (numbered across intervals) takes row n of
+    # the blocks' draws, scaled by its interval's step; W at each save time sums the steps
+    # up to it.
     h = jnp.repeat(jnp.diff(ts) / jnp.asarray(counts, ts.dtype), counts, total_repeat_length=total)
-    draws = jax.vmap(lambda n, h: increment(key, n, h, noise_shape).dW)(jnp.arange(total), h)
-    W = jnp.cumsum(draws, axis=0)[np.cumsum(counts) - 1]
+    blocks = -(-total // steps_per_block(noise_shape))
+    normals = jax.vmap(lambda b: block_draws(key, b, noise_shape, ts.dtype, area=False).dW)(
+        jnp.arange(blocks)
+    )
+    steps = normals.reshape(-1, *noise_shape)[:total]
+    dW = jnp.sqrt(h).reshape(-1, *(1,) * len(noise_shape)) * steps
+    W = jnp.cumsum(dW, axis=0)[np.cumsum(counts) - 1]
     return jnp.concatenate([jnp.zeros((1, *noise_shape), ts.dtype), W])
