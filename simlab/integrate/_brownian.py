@@ -34,8 +34,10 @@ class Increment(NamedTuple):
 
 
 class BlockDraws(NamedTuple):
-    """The standard normals of one block of steps, a row per step: `dW`'s and, where drawn,
-    `H`'s (from separate keys, so `dW` is the same whether `H` is drawn or not)."""
+    """The random bits of one block of steps, a row per step, for `dW` and, where drawn,
+    for `H` (from separate keys, so `dW` is the same whether `H` is drawn or not). The loop
+    carries bits rather than normals: integers carry no derivative, so reverse mode neither
+    stores nor propagates cotangents for the block."""
 
     dW: Array
     H: Array | None
@@ -69,18 +71,42 @@ def steps_per_block(noise_shape: tuple[int, ...]) -> int:
     return max(1, VALUES_PER_BLOCK // math.prod(noise_shape))
 
 
+def bits_dtype(dtype: Any) -> Any:
+    """The unsigned integer type as wide as the float type `dtype`."""
+    return jnp.dtype(f"uint{jnp.finfo(dtype).bits}")
+
+
 def block_draws(
     key: Array, block: Any, noise_shape: tuple[int, ...], dtype: Any, *, area: bool
 ) -> BlockDraws:
-    """The standard normals of block number `block` (traced or not); `H`'s only if `area`."""
+    """The bits of block number `block` (traced or not) for normals of float type `dtype`;
+    `H`'s only if `area`."""
     key_w, key_h = jax.random.split(jax.random.fold_in(key, block))
     shape = (steps_per_block(noise_shape), *noise_shape)
-    H = jax.random.normal(key_h, shape, dtype) if area else None
-    return BlockDraws(jax.random.normal(key_w, shape, dtype), H)
+    H = jax.random.bits(key_h, shape, bits_dtype(dtype)) if area else None
+    return BlockDraws(jax.random.bits(key_w, shape, bits_dtype(dtype)), H)
+
+
+def standard_normal(bits: Array, dtype: Any) -> Array:
+    """Standard normals of float type `dtype` from as wide random bits, as
+    `jax.random.normal` makes them: $\sqrt 2\,\mathrm{erf}^{-1}(u)$ with $u$ uniform in
+    $(-1, 1)$, from the bits' top mantissa-many bits."""
+    finfo = jnp.finfo(dtype)
+    one = np.asarray(1, dtype).view(bits.dtype)
+    mantissa = bits >> np.asarray(finfo.bits - finfo.nmant, bits.dtype)
+    unit = lax.bitcast_convert_type(mantissa | one, dtype) - np.asarray(1, dtype)  # [0, 1)
+    lowest = np.nextafter(np.asarray(-1, dtype), np.asarray(0, dtype))
+    return np.sqrt(np.asarray(2, dtype)) * lax.erf_inv(jnp.maximum(2 * unit - 1, lowest))
 
 
 def draws_for_step(
-    draws: BlockDraws, key: Array, step: Any, noise_shape: tuple[int, ...], *, area: bool
+    draws: BlockDraws,
+    key: Array,
+    step: Any,
+    noise_shape: tuple[int, ...],
+    dtype: Any,
+    *,
+    area: bool,
 ) -> BlockDraws:
     """The block holding step `step`, given the block of the step before: a block is drawn
     at its first step and carried through the others (a `lax.cond` on the step number,
@@ -88,7 +114,7 @@ def draws_for_step(
     per_block = steps_per_block(noise_shape)
     return lax.cond(
         step % per_block == 0,
-        lambda: block_draws(key, step // per_block, noise_shape, draws.dW.dtype, area=area),
+        lambda: block_draws(key, step // per_block, noise_shape, dtype, area=area),
         lambda: draws,
     )
 
@@ -97,8 +123,8 @@ def increment(draws: BlockDraws, step: Any, h: Array) -> Increment:
     """The increments of step number `step` (an integer, traced or not), of length `h`, from
     the block that holds it."""
     row = step % draws.dW.shape[0]
-    H = None if draws.H is None else jnp.sqrt(h / 12) * draws.H[row]
-    return Increment(jnp.sqrt(h) * draws.dW[row], H)
+    H = None if draws.H is None else jnp.sqrt(h / 12) * standard_normal(draws.H[row], h.dtype)
+    return Increment(jnp.sqrt(h) * standard_normal(draws.dW[row], h.dtype), H)
 
 
 def brownian_path(key: Any, ts: Any, dt0: Any, noise_shape: tuple[int, ...] = ()) -> Array:
@@ -131,10 +157,10 @@ def brownian_path(key: Any, ts: Any, dt0: Any, noise_shape: tuple[int, ...] = ()
     # up to it.
     h = jnp.repeat(jnp.diff(ts) / jnp.asarray(counts, ts.dtype), counts, total_repeat_length=total)
     blocks = -(-total // steps_per_block(noise_shape))
-    normals = jax.vmap(lambda b: block_draws(key, b, noise_shape, ts.dtype, area=False).dW)(
+    bits = jax.vmap(lambda b: block_draws(key, b, noise_shape, ts.dtype, area=False).dW)(
         jnp.arange(blocks)
     )
-    steps = normals.reshape(-1, *noise_shape)[:total]
+    steps = standard_normal(bits.reshape(-1, *noise_shape)[:total], ts.dtype)
     dW = jnp.sqrt(h).reshape(-1, *(1,) * len(noise_shape)) * steps
     W = jnp.cumsum(dW, axis=0)[np.cumsum(counts) - 1]
     return jnp.concatenate([jnp.zeros((1, *noise_shape), ts.dtype), W])

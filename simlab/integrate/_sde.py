@@ -200,7 +200,7 @@ def _compiled_sde_solve(problem: Problem, counts: Any) -> tuple[Array, Array]:
 
         def step(j, carry):
             y, draws = carry
-            draws = draws_for_step(draws, key, offset + j, shape, area=area)
+            draws = draws_for_step(draws, key, offset + j, shape, ts.dtype, area=area)
             t = t_start + jnp.asarray(j, h.dtype) * h
             return solver.step(model, t, y, h, increment(draws, offset + j, h), args), draws
 
