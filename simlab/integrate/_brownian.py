@@ -10,6 +10,7 @@ the step grid and the noise shape, never on how members are batched, chunked or 
 over devices, and no path is stored unless asked for (`brownian_path`).
 """
 
+import functools
 import math
 from typing import Any, NamedTuple
 
@@ -148,14 +149,24 @@ def brownian_path(key: Any, ts: Any, dt0: Any, noise_shape: tuple[int, ...] = ()
         W.shape  # (5, 2)
         ```
     """
-    key = checked_key(key)
     ts = jnp.asarray(ts)
     counts = np.broadcast_to(fixed_steps_per_interval(ts, dt0), (ts.shape[0] - 1,))
-    total = int(np.sum(counts))
+    return _path_at_save_times(checked_key(key), ts, tuple(counts.tolist()), tuple(noise_shape))
+
+
+@functools.partial(jax.jit, static_argnames=("counts", "noise_shape"))
+def _path_at_save_times(
+    key: Array, ts: Array, counts: tuple[int, ...], noise_shape: tuple[int, ...]
+) -> Array:
+    """`brownian_path` for `counts` steps per save interval, compiled (the blocks are many
+    small operations)."""
+    total = sum(counts)
     # Every block at once: step n of the solve (numbered across intervals) takes row n of
     # the blocks' draws, scaled by its interval's step; W at each save time sums the steps
     # up to it.
-    h = jnp.repeat(jnp.diff(ts) / jnp.asarray(counts, ts.dtype), counts, total_repeat_length=total)
+    h = jnp.repeat(
+        jnp.diff(ts) / jnp.asarray(counts, ts.dtype), np.asarray(counts), total_repeat_length=total
+    )
     blocks = -(-total // steps_per_block(noise_shape))
     bits = jax.vmap(lambda b: block_draws(key, b, noise_shape, ts.dtype, area=False).dW)(
         jnp.arange(blocks)
