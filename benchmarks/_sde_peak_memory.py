@@ -8,7 +8,7 @@ and the statistics.
 """
 
 import json
-import resource
+import pathlib
 import sys
 
 import jax
@@ -19,6 +19,15 @@ import simlab
 
 def final_x(trajectory):
     return {"x": trajectory.ys[-1, 0]}
+
+
+def _peak_resident_bytes() -> int:
+    """This process's peak resident set, `VmHWM` (Linux). Not `getrusage`'s `ru_maxrss`,
+    which a child started by fork and exec inherits from its parent: it would report the
+    benchmark process's own peak."""
+    status = pathlib.Path("/proc/self/status").read_text()
+    line = next(line for line in status.splitlines() if line.startswith("VmHWM:"))
+    return int(line.split()[1]) * 1024  # kB
 
 
 def main(settings: dict) -> None:
@@ -37,7 +46,7 @@ def main(settings: dict) -> None:
         dt0=settings["dt"],
         progress=False,
     )
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+    peak = _peak_resident_bytes()
     moments = {name: float(result.observables[f"x_{name}"][0]) for name in ("mean", "variance")}
     print(json.dumps({"peak_rss_bytes": peak, **moments}))
 

@@ -150,16 +150,48 @@ def test_ornstein_uhlenbeck_stationary_moments(solver, variance):
 
 
 def test_a_path_depends_only_on_its_key():
-    """The same key gives the same path directly, under jit and as one member of a vmap."""
+    """The same key gives the same path directly, under jit and as one member of a vmap (to
+    rounding: XLA may fuse the arithmetic of differently compiled programs differently)."""
     key = KEYS[3]
 
     def run(key):
         return simlab.simulate(GBM, jnp.array([1.0]), TS, key=key, adaptive=False, dt0=0.05).ys
 
     direct = run(key)
-    np.testing.assert_array_equal(jax.jit(run)(key), direct)
+    np.testing.assert_allclose(jax.jit(run)(key), direct, rtol=1e-14)
     np.testing.assert_allclose(jax.vmap(run)(KEYS[:5])[3], direct, rtol=1e-14)
     assert not np.allclose(run(KEYS[4]), direct)
+
+
+def test_a_path_is_the_same_whichever_save_times_split_its_steps():
+    """Blocks of steps' increments span save times: saving every 0.1 or only at the end,
+    100 steps of 0.01 reach the same end state and pass through the same Brownian path."""
+    coarse, fine = jnp.array([0.0, 1.0]), jnp.linspace(0.0, 1.0, 11)
+
+    def end(ts):
+        path = simlab.simulate(GBM, jnp.array([1.0]), ts, key=KEYS[5], adaptive=False, dt0=0.01)
+        return path.ys[-1, 0]
+
+    np.testing.assert_allclose(end(fine), end(coarse), rtol=1e-12)
+    np.testing.assert_allclose(
+        brownian_path(KEYS[5], fine, 0.01)[-1], brownian_path(KEYS[5], coarse, 0.01)[-1]
+    )
+
+
+def test_brownian_increments_are_independent_standard_normals():
+    """4096 steps of a 3-component noise: the scaled increments pass a Kolmogorov–Smirnov
+    test against N(0, 1) (p > 1e-3), and their correlation with the next step's and with
+    the same component 32 steps on (across blocks) is below 4 standard errors (99.99 %)."""
+    from scipy import stats
+
+    steps = 4096
+    ts = jnp.linspace(0.0, 1.0, steps + 1)
+    W = brownian_path(jax.random.key(13), ts, 1.0 / steps, (3,))
+    z = np.asarray(jnp.diff(W, axis=0)) * np.sqrt(steps)
+    assert stats.kstest(z.ravel(), "norm").pvalue > 1e-3
+    for lag in (1, 32):
+        correlation = np.corrcoef(z[:-lag].ravel(), z[lag:].ravel())[0, 1]
+        assert abs(correlation) < 4 / np.sqrt(z[lag:].size)
 
 
 def test_pathwise_gradient_of_the_mean_matches_the_analytic_derivative():

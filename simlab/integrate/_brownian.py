@@ -1,18 +1,28 @@
-"""Brownian increments drawn from JAX keys, one step at a time, and the path they make.
+"""Brownian increments drawn from JAX keys inside the step loop, and the path they make.
 
-Step `n` of a solve draws its increments from `jax.random.fold_in(key, n)`: a path depends
-only on the key and the step grid, never on how members are batched, chunked or spread
+Steps are numbered across the save intervals and grouped in blocks of `steps_per_block`
+(a number fixed by the noise's size): block `b` draws the standard normals of all its steps
+at once from `jax.random.fold_in(key, b)`, and step `n` takes row `n % steps_per_block`,
+scaled by its step length. Deriving a key costs as much as drawing several normals, so one
+key per block rather than per step makes drawing nearly as cheap as drawing every
+increment beforehand, while only one block is ever held. A path depends only on the key,
+the step grid and the noise shape, never on how members are batched, chunked or spread
 over devices, and no path is stored unless asked for (`brownian_path`).
 """
 
+import functools
+import math
 from typing import Any, NamedTuple
 
 import jax
+import jax.lax as lax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
 from ._loops import fixed_steps_per_interval
+
+VALUES_PER_BLOCK = 32  # normals a block draws per kind: past ~32, bigger blocks gain little
 
 
 class Increment(NamedTuple):
@@ -21,7 +31,17 @@ class Increment(NamedTuple):
     independent of `dW` (used by the order-1.5 method for additive noise)."""
 
     dW: Array
-    H: Array
+    H: Array | None  # None where the solver does not use it (`AbstractSDESolver.uses_area`)
+
+
+class BlockDraws(NamedTuple):
+    """The random bits of one block of steps, a row per step, for `dW` and, where drawn,
+    for `H` (from separate keys, so `dW` is the same whether `H` is drawn or not). The loop
+    carries bits rather than normals: integers carry no derivative, so reverse mode neither
+    stores nor propagates cotangents for the block."""
+
+    dW: Array
+    H: Array | None
 
 
 def checked_key(key: Any) -> Array:
@@ -46,14 +66,66 @@ def checked_key(key: Any) -> Array:
     )
 
 
-def increment(key: Array, step: Any, h: Array, noise_shape: tuple[int, ...]) -> Increment:
-    """The increments of step number `step` (an integer, traced or not), of length `h`."""
-    step_key = jax.random.fold_in(key, step)
-    key_w, key_h = jax.random.split(step_key)
-    dtype = h.dtype
-    dW = jnp.sqrt(h) * jax.random.normal(key_w, noise_shape, dtype)
-    H = jnp.sqrt(h / 12) * jax.random.normal(key_h, noise_shape, dtype)
-    return Increment(dW, H)
+def steps_per_block(noise_shape: tuple[int, ...]) -> int:
+    """How many steps' normals one key draws: `VALUES_PER_BLOCK` values' worth, at least one
+    step (a large noise needs no blocking: its own size spreads the key's cost)."""
+    return max(1, VALUES_PER_BLOCK // math.prod(noise_shape))
+
+
+def bits_dtype(dtype: Any) -> Any:
+    """The unsigned integer type as wide as the float type `dtype`."""
+    return jnp.dtype(f"uint{jnp.finfo(dtype).bits}")
+
+
+def block_draws(
+    key: Array, block: Any, noise_shape: tuple[int, ...], dtype: Any, *, area: bool
+) -> BlockDraws:
+    """The bits of block number `block` (traced or not) for normals of float type `dtype`;
+    `H`'s only if `area`."""
+    key_w, key_h = jax.random.split(jax.random.fold_in(key, block))
+    shape = (steps_per_block(noise_shape), *noise_shape)
+    H = jax.random.bits(key_h, shape, bits_dtype(dtype)) if area else None
+    return BlockDraws(jax.random.bits(key_w, shape, bits_dtype(dtype)), H)
+
+
+def standard_normal(bits: Array, dtype: Any) -> Array:
+    """Standard normals of float type `dtype` from as wide random bits, as
+    `jax.random.normal` makes them: $\sqrt 2\,\mathrm{erf}^{-1}(u)$ with $u$ uniform in
+    $(-1, 1)$, from the bits' top mantissa-many bits."""
+    finfo = jnp.finfo(dtype)
+    one = np.asarray(1, dtype).view(bits.dtype)
+    mantissa = bits >> np.asarray(finfo.bits - finfo.nmant, bits.dtype)
+    unit = lax.bitcast_convert_type(mantissa | one, dtype) - np.asarray(1, dtype)  # [0, 1)
+    lowest = np.nextafter(np.asarray(-1, dtype), np.asarray(0, dtype))
+    return np.sqrt(np.asarray(2, dtype)) * lax.erf_inv(jnp.maximum(2 * unit - 1, lowest))
+
+
+def draws_for_step(
+    draws: BlockDraws,
+    key: Array,
+    step: Any,
+    noise_shape: tuple[int, ...],
+    dtype: Any,
+    *,
+    area: bool,
+) -> BlockDraws:
+    """The block holding step `step`, given the block of the step before: a block is drawn
+    at its first step and carried through the others (a `lax.cond` on the step number,
+    which stays a branch under `vmap` over members)."""
+    per_block = steps_per_block(noise_shape)
+    return lax.cond(
+        step % per_block == 0,
+        lambda: block_draws(key, step // per_block, noise_shape, dtype, area=area),
+        lambda: draws,
+    )
+
+
+def increment(draws: BlockDraws, step: Any, h: Array) -> Increment:
+    """The increments of step number `step` (an integer, traced or not), of length `h`, from
+    the block that holds it."""
+    row = step % draws.dW.shape[0]
+    H = None if draws.H is None else jnp.sqrt(h / 12) * standard_normal(draws.H[row], h.dtype)
+    return Increment(jnp.sqrt(h) * standard_normal(draws.dW[row], h.dtype), H)
 
 
 def brownian_path(key: Any, ts: Any, dt0: Any, noise_shape: tuple[int, ...] = ()) -> Array:
@@ -77,13 +149,29 @@ def brownian_path(key: Any, ts: Any, dt0: Any, noise_shape: tuple[int, ...] = ()
         W.shape  # (5, 2)
         ```
     """
-    key = checked_key(key)
     ts = jnp.asarray(ts)
     counts = np.broadcast_to(fixed_steps_per_interval(ts, dt0), (ts.shape[0] - 1,))
-    total = int(np.sum(counts))
-    # Every step at once: step n of the solve (numbered across intervals) has its
-    # interval's length h; W at each save time sums the steps up to it.
-    h = jnp.repeat(jnp.diff(ts) / jnp.asarray(counts, ts.dtype), counts, total_repeat_length=total)
-    draws = jax.vmap(lambda n, h: increment(key, n, h, noise_shape).dW)(jnp.arange(total), h)
-    W = jnp.cumsum(draws, axis=0)[np.cumsum(counts) - 1]
+    return _path_at_save_times(checked_key(key), ts, tuple(counts.tolist()), tuple(noise_shape))
+
+
+@functools.partial(jax.jit, static_argnames=("counts", "noise_shape"))
+def _path_at_save_times(
+    key: Array, ts: Array, counts: tuple[int, ...], noise_shape: tuple[int, ...]
+) -> Array:
+    """`brownian_path` for `counts` steps per save interval, compiled (the blocks are many
+    small operations)."""
+    total = sum(counts)
+    # Every block at once: step n of the solve (numbered across intervals) takes row n of
+    # the blocks' draws, scaled by its interval's step; W at each save time sums the steps
+    # up to it.
+    h = jnp.repeat(
+        jnp.diff(ts) / jnp.asarray(counts, ts.dtype), np.asarray(counts), total_repeat_length=total
+    )
+    blocks = -(-total // steps_per_block(noise_shape))
+    bits = jax.vmap(lambda b: block_draws(key, b, noise_shape, ts.dtype, area=False).dW)(
+        jnp.arange(blocks)
+    )
+    steps = standard_normal(bits.reshape(-1, *noise_shape)[:total], ts.dtype)
+    dW = jnp.sqrt(h).reshape(-1, *(1,) * len(noise_shape)) * steps
+    W = jnp.cumsum(dW, axis=0)[np.cumsum(counts) - 1]
     return jnp.concatenate([jnp.zeros((1, *noise_shape), ts.dtype), W])

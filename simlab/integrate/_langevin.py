@@ -57,7 +57,7 @@ class BAOAB(AbstractSDESolver):
     $h\,\omega_{\max} < 2$ at any friction, as Verlet; on a harmonic potential the
     distribution of the positions is the exact Gibbs one at any stable step (the momenta's
     is not). Step $n$ draws $\xi = \Delta W_p / \sqrt h$, the momenta's part of the
-    Brownian increment the stochastic integrator draws from `fold_in(key, n)`.
+    Brownian increment the stochastic integrator draws for step $n$ from the key.
 
     !!! example
 

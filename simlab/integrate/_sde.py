@@ -10,8 +10,9 @@ implements it):
 - `"general"`: `diffusion` is a `(state, noise)` matrix, $dy = \dots + G\, dW$.
 
 `additive = True` declares that `diffusion` does not depend on `y`. The loop is as lean
-as the explicit Runge–Kutta one: each step draws its own increments from the key
-(`simlab.integrate._brownian`), so the only memory is the state.
+as the explicit Runge–Kutta one: the increments are drawn from the key inside the loop, a
+block of steps at a time (`simlab.integrate._brownian`), so the only memory is the state
+and one block of normals.
 """
 
 from typing import Any, ClassVar, Protocol, runtime_checkable
@@ -23,7 +24,7 @@ import jax.numpy as jnp
 from jaxtyping import Array
 
 from .._results import RESULTS
-from ._brownian import Increment, checked_key, increment
+from ._brownian import Increment, block_draws, checked_key, draws_for_step, increment
 from ._interface import AbstractIntegrator, Problem, Solution
 from ._loops import fixed_steps_per_interval, repeat_step
 from ._symplectic import is_hamiltonian
@@ -75,11 +76,12 @@ def noise_term(model: Any, g: Array, dW: Array) -> Array:
 
 class AbstractSDESolver(eqx.Module):
     """A fixed-step method for Itô SDEs: `strong_order`, `weak_order`, which noise it
-    needs, and one `step`."""
+    needs, whether its `step` reads the space-time Lévy area `draw.H`, and one `step`."""
 
     strong_order: ClassVar[float]
     weak_order: ClassVar[float]
     needs: ClassVar[str] = "any"  # "any", "commutative" (diagonal or scalar) or "additive"
+    uses_area: ClassVar[bool] = False  # False: `draw.H` is None (not drawn)
 
     @property
     def order(self) -> float:
@@ -148,6 +150,7 @@ class SRA1(AbstractSDESolver):
     strong_order = 1.5
     weak_order = 2.0
     needs = "additive"
+    uses_area = True
 
     def step(self, model, t, y, h, draw, args):
         g0 = model.diffusion(t, y, args)
@@ -168,8 +171,8 @@ LOOP_KINDS = {None: "checkpointed", "forward": "lax"}
 
 def sde_solve(problem: Problem) -> tuple[Array, Array]:
     """The states at `problem.ts` of a fixed-step solve (steps of at most `dt0`, landing on
-    every save time), drawing step `n`'s increments from `fold_in(problem.key, n)`, and the
-    number of steps taken.
+    every save time), drawing step `n`'s increments from the block of steps that holds it
+    (`simlab.integrate._brownian`), and the number of steps taken.
 
     The step counts are found here, outside the compiled solve, so that counts known before
     the call stay static (a scan of known length, which both modes differentiate) and a new
@@ -179,26 +182,36 @@ def sde_solve(problem: Problem) -> tuple[Array, Array]:
 
 @eqx.filter_jit
 def _compiled_sde_solve(problem: Problem, counts: Any) -> tuple[Array, Array]:
-    model, solver, ts, args = problem.model, problem.solver, problem.ts, problem.args
+    model, solver, ts, args, key = (
+        problem.model,
+        problem.solver,
+        problem.ts,
+        problem.args,
+        problem.key,
+    )
     shape = noise_shape(model, problem.y0, args)
+    area = solver.uses_area
     per_interval = jnp.broadcast_to(jnp.asarray(counts), (ts.shape[0] - 1,))
     first = jnp.cumsum(per_interval) - per_interval
 
-    def interval(y, xs):
+    def interval(carry, xs):
         t_start, t_end, count, offset = xs
         h = (t_end - t_start) / count.astype(ts.dtype)
 
-        def step(j, y):
-            draw = increment(problem.key, offset + j, h, shape)
+        def step(j, carry):
+            y, draws = carry
+            draws = draws_for_step(draws, key, offset + j, shape, ts.dtype, area=area)
             t = t_start + jnp.asarray(j, h.dtype) * h
-            return solver.step(model, t, y, h, draw, args)
+            return solver.step(model, t, y, h, increment(draws, offset + j, h), args), draws
 
         num_steps = counts if isinstance(counts, int) else count
         kind = LOOP_KINDS[problem.adjoint]
-        y = repeat_step(step, num_steps, y, max_steps=problem.max_steps, kind=kind)
-        return y, y
+        carry = repeat_step(step, num_steps, carry, max_steps=problem.max_steps, kind=kind)
+        return carry, carry[0]
 
-    _, ys = lax.scan(interval, problem.y0, (ts[:-1], ts[1:], per_interval, first))
+    # The draws carry over from interval to interval, as a block may span a save time.
+    first_block = block_draws(key, 0, shape, ts.dtype, area=area)
+    _, ys = lax.scan(interval, (problem.y0, first_block), (ts[:-1], ts[1:], per_interval, first))
     return jnp.concatenate([problem.y0[None], ys]), jnp.sum(per_interval)
 
 
