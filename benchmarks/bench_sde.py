@@ -56,7 +56,7 @@ def _model(sigma=SIGMA):
 
 
 def _simlab_end(key, sigma=SIGMA):
-    ts = jnp.array([0.0, T], DTYPE)
+    ts = np.array([0.0, T], DTYPE)  # concrete save times: simulate counts the steps statically
     path = simlab.simulate(
         _model(sigma),
         jnp.zeros(1, DTYPE),

@@ -173,7 +173,7 @@ def simulate(
         integrator=integrator,
     )
     options = merged_options(options, keywords)
-    ts = checked_ts(ts)
+    given_ts, ts = ts, checked_ts(ts)
     y0 = checked_y0(model, y0)
     _check_vector_field(model, ts, y0, args)
     check_event(event, ts[0], y0, args)
@@ -214,6 +214,7 @@ def simulate(
         adjoint=options.adjoint,
         event=event,
         key=key,
+        known_steps_per_interval=_known_steps_per_interval(given_ts, ts.dtype, options),
     )
     solution = _solve(integrator, problem)
     found = solution.event
@@ -278,6 +279,18 @@ def with_default_solver(model: Any, y0: Array, ts: Array, options: SolveOptions)
     rtol, atol = tolerances(options, y0.dtype)
     solver, choice = default_solver(model, y0, ts, rtol=rtol, atol=atol)
     return options if choice is None else options.replace(solver=solver)
+
+
+def _known_steps_per_interval(given_ts: Any, dtype: Any, options: SolveOptions) -> int | None:
+    """The equal number of fixed steps per save interval where `ts` and `dt0` were given as
+    concrete values: counted here, before they become arrays that a surrounding `jit`
+    traces, so the solve runs a loop of static length (a `scan`, cheap in reverse mode)."""
+    if options.adaptive or options.dt0 is None:
+        return None
+    if not all(is_concrete(value) for value in jax.tree.leaves((given_ts, options.dt0))):
+        return None
+    counts = fixed_steps_per_interval(np.asarray(given_ts, dtype), np.asarray(options.dt0, dtype))
+    return counts if isinstance(counts, int) else None
 
 
 def checked_ts(ts: ArrayLike | Sequence[float]) -> Array:

@@ -14,6 +14,7 @@ from jaxtyping import Array
 
 from .._results import RESULTS
 from ._events import Event
+from ._loops import fixed_steps_per_interval
 
 
 class Problem(eqx.Module):
@@ -30,6 +31,9 @@ class Problem(eqx.Module):
       symplectic loop only) or a Diffrax adjoint.
     - `event`: a `simlab.Event` or `None`.
     - `key`: the JAX key a stochastic model's Brownian increments are drawn from, or `None`.
+    - `known_steps_per_interval`: the number of equal fixed steps in every save interval
+      where `simulate` could count them from concrete `ts` and `dt0` (before they became
+      arrays, which a surrounding `jit` traces); `None` otherwise.
     """
 
     model: Any
@@ -45,6 +49,15 @@ class Problem(eqx.Module):
     adjoint: Any
     event: Event | None
     key: Array | None = None
+    known_steps_per_interval: int | None = eqx.field(static=True, default=None)
+
+    def steps_per_interval(self) -> Any:
+        """Fixed steps per save interval: a Python int where every interval takes the same
+        number (a loop of static length, which reverse mode differentiates through a
+        `scan`), else an integer array (`fixed_steps_per_interval`)."""
+        if self.known_steps_per_interval is not None:
+            return self.known_steps_per_interval
+        return fixed_steps_per_interval(self.ts, self.dt0)
 
 
 class FoundEvent(NamedTuple):

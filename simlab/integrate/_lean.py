@@ -44,7 +44,7 @@ from ._events import (
     stopped,
 )
 from ._interface import AbstractIntegrator, FoundEvent, Problem, Solution
-from ._loops import STORED_STEPS_BUDGET, fixed_steps_per_interval, repeat_step
+from ._loops import STORED_STEPS_BUDGET, repeat_step
 from ._solvers import error_order, is_lean_solver
 
 # Diffrax's default PID controller settings, which the adaptive lean path reproduces.
@@ -711,7 +711,7 @@ class LeanIntegrator(AbstractIntegrator):
         return is_lean_solver(solver)
 
     def solve(self, problem: Problem) -> Solution:
-        fixed = None if problem.adaptive else fixed_steps_per_interval(problem.ts, problem.dt0)
+        fixed = None if problem.adaptive else problem.steps_per_interval()
         ys, status, stats, found, nonfinite_time = lean_solve(
             problem.model,
             problem.solver,

@@ -9,7 +9,7 @@ import jax
 import jax.lax as lax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array
+from jaxtyping import ArrayLike
 
 STORED_STEPS_BUDGET = 2**28  # bytes of stored steps before reverse mode checkpoints
 
@@ -19,7 +19,7 @@ def grid_slack(dtype) -> float:
     return max(1e-9, 8 * float(jnp.finfo(dtype).eps))
 
 
-def fixed_steps_per_interval(ts: Array, dt0: Any) -> Any:
+def fixed_steps_per_interval(ts: ArrayLike, dt0: Any) -> Any:
     """How many equal steps of at most `dt0` each save interval takes.
 
     A Python int when every interval takes the same number (the scan length is then

@@ -26,7 +26,7 @@ from jaxtyping import Array
 from .._results import RESULTS
 from ._brownian import Increment, block_draws, checked_key, draws_for_step, increment
 from ._interface import AbstractIntegrator, Problem, Solution
-from ._loops import fixed_steps_per_interval, repeat_step
+from ._loops import repeat_step
 from ._symplectic import is_hamiltonian
 
 NOISE_KINDS = ("diagonal", "scalar", "general")
@@ -177,7 +177,7 @@ def sde_solve(problem: Problem) -> tuple[Array, Array]:
     The step counts are found here, outside the compiled solve, so that counts known before
     the call stay static (a scan of known length, which both modes differentiate) and a new
     key, `y0` or parameter value reuses the compiled solve."""
-    return _compiled_sde_solve(problem, fixed_steps_per_interval(problem.ts, problem.dt0))
+    return _compiled_sde_solve(problem, problem.steps_per_interval())
 
 
 @eqx.filter_jit

@@ -24,7 +24,7 @@ from jaxtyping import Array
 
 from .._results import RESULTS
 from ._interface import AbstractIntegrator, Problem, Solution
-from ._loops import fixed_steps_per_interval, repeat_step
+from ._loops import repeat_step
 
 
 @runtime_checkable
@@ -320,7 +320,7 @@ class SymplecticIntegrator(AbstractIntegrator):
 
     def solve(self, problem: Problem) -> Solution:
         check_symplectic_inputs(problem.model, problem.solver, problem.adjoint)
-        counts = fixed_steps_per_interval(problem.ts, problem.dt0)
+        counts = problem.steps_per_interval()
         ys = symplectic_solve(
             problem.model,
             problem.solver,
