@@ -130,7 +130,7 @@ class NavierStokes2D(AbstractSpectralGridModel):
     def _check_fields(self):
         if self.grid.ndim == 2 and not all(self.grid.is_periodic):
             raise ValueError(
-                "NavierStokes2D is spectral and needs a grid periodic on both axes; got "
+                "NavierStokes2D is spectral and needs a periodic grid on both axes; got "
                 f"boundaries {self.grid.boundaries}. For walls use "
                 "simlab.models.WalledNavierStokes2D (e.g. its lid_driven_cavity or channel)."
             )
