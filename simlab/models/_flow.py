@@ -270,7 +270,7 @@ class NavierStokes2D(AbstractSpectralGridModel):
             return
         dissipation = float(self.dissipation_wavenumber(y0))
         largest = min(self._largest_kept_wavenumbers())
-        if largest >= dissipation:
+        if largest >= dissipation or not np.isfinite(dissipation):  # overflowed: blown up
             return
         # k_max scales with the number of cells: this many resolve k_eta on each axis.
         needed = [int(np.ceil(n * dissipation / largest)) for n in self.grid.shape]
