@@ -16,11 +16,14 @@ from simlab.experiment._folder import StoredRun, to_toml
 from simlab.experiment._run import Outcome
 
 SHIPPED = (
+    "decaying_turbulence",
     "fput_recurrence",
     "gray_scott_patterns",
     "heat_inverse",
+    "kolmogorov_flow",
     "kramers_escape",
     "kuramoto_sivashinsky",
+    "lid_driven_cavity",
     "lynx_hare",
     "outer_solar_system",
     "pendulum_sweep",

@@ -70,3 +70,48 @@ def lynx_hare() -> LynxHare:
         hare=np.array([float(row["hare"]) for row in rows]),
         lynx=np.array([float(row["lynx"]) for row in rows]),
     )
+
+
+# Ghia, Ghia & Shin (1982), Table I: y of the grid points on the vertical centreline (wall
+# points y = 0 and 1 left out) and u there, by Reynolds number.
+_GHIA_Y = (0.9766, 0.9688, 0.9609, 0.9531, 0.8516, 0.7344, 0.6172, 0.5000,
+           0.4531, 0.2813, 0.1719, 0.1016, 0.0703, 0.0625, 0.0547)  # fmt: skip
+_GHIA_U = {
+    100: (0.84123, 0.78871, 0.73722, 0.68717, 0.23151, 0.00332, -0.13641, -0.20581,
+          -0.21090, -0.15662, -0.10150, -0.06434, -0.04775, -0.04192, -0.03717),
+    400: (0.75837, 0.68439, 0.61756, 0.55892, 0.29093, 0.16256, 0.02135, -0.11477,
+          -0.17119, -0.32726, -0.24299, -0.14612, -0.10338, -0.09266, -0.08186),
+    1000: (0.65928, 0.57492, 0.51117, 0.46604, 0.33304, 0.18719, 0.05702, -0.06080,
+           -0.10648, -0.27805, -0.38289, -0.29730, -0.22220, -0.20196, -0.18109),
+}  # fmt: skip
+GHIA_REYNOLDS = tuple(_GHIA_U)
+
+
+def ghia_cavity_centreline(reynolds: int | float) -> tuple[np.ndarray, np.ndarray]:
+    """The lid-driven cavity's reference solution: $u$ on the vertical centreline
+    $x = 1/2$ of the unit square with the lid ($y = 1$) sliding at speed 1, from U. Ghia,
+    K. N. Ghia and C. T. Shin, "High-Re solutions for incompressible flow using the
+    Navier–Stokes equations and a multigrid method", J. Comput. Phys. 48 (1982) 387–411,
+    Table I (a 129 × 129 grid at these Reynolds numbers). The values are the paper's, as
+    transcribed by public cavity benchmarks; their own accuracy is about $5\\times10^{-3}$
+    (the difference at which refined solutions settle, `benchmarks/bench_walled_flow.py`).
+
+    **Arguments:**
+
+    - `reynolds`: 100, 400 or 1000 (`GHIA_REYNOLDS`).
+
+    **Returns:** `(y, u)`, the 15 interior points of the table, from the lid down.
+
+    !!! example
+
+        ```python
+        y, u = simlab.datasets.ghia_cavity_centreline(100)
+        float(u.min())  # -0.2109, the return flow, at y = 0.4531
+        ```
+    """
+    key = round(float(reynolds))
+    if key not in _GHIA_U or not np.isclose(float(reynolds), key):
+        raise ValueError(
+            f"ghia_cavity_centreline: reynolds must be one of {GHIA_REYNOLDS}; got {reynolds!r}."
+        )
+    return np.array(_GHIA_Y), np.array(_GHIA_U[key])

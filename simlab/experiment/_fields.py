@@ -6,13 +6,13 @@ import inspect
 from collections.abc import Callable
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .. import models as models_module
-from ..grid import Grid
 from ..integrate._events import Event
-from ..models import AbstractModel
+from ..models import AbstractGridModel, AbstractModel
 
 
 def model_classes() -> dict[str, type[AbstractModel]]:
@@ -25,9 +25,17 @@ def model_classes() -> dict[str, type[AbstractModel]]:
 
 
 def initial_field(
-    kind: str, grid: Grid, *, amplitude: float, width: float, noise: float, seed: int
+    kind: str,
+    model: AbstractGridModel,
+    *,
+    amplitude: float,
+    width: float,
+    noise: float,
+    seed: int,
+    peak_wavenumber: float = 4.0,
 ) -> np.ndarray:
-    """The initial state of a grid model, built with NumPy (nothing compiles).
+    """The initial state of a grid model, built with NumPy (nothing compiles) except for the
+    random vorticity fields.
 
     - `"gaussian"`: $A \\exp(-|x - c|^2 / 2w^2)$ at the domain centre $c$, `width` $w$ as a
       fraction of the extent.
@@ -41,9 +49,17 @@ def initial_field(
     - `"taylor_green"`: the vorticity $\\omega = (|\\mathbf k|^2 A / k_y)\\sin(k_x x)\\sin(k_y y)$,
       $k_i = 2\\pi / L_i$, of the Taylor–Green vortex of peak speed $A$
       ([`simlab.models.taylor_green_vorticity`][]), for `NavierStokes2D`.
+    - `"random_vorticity"`: decaying turbulence's start, random phases with the energy
+      spectrum $E(k) \\propto k^4 e^{-2(k/k_p)^2}$ peaked at $k_p$ (`peak_wavenumber`), of
+      kinetic energy $A$ ([`simlab.models.random_vorticity`][], its key drawn from `seed`),
+      for `NavierStokes2D`.
+    - `"kolmogorov_laminar"`: the laminar state of the model's Kolmogorov forcing
+      ([`simlab.models.kolmogorov_laminar_vorticity`][]) plus a `"random_vorticity"`
+      disturbance of energy $A$ (none for $A = 0$).
 
     `noise` adds uniform noise of that amplitude (drawn with NumPy's generator from `seed`).
     """
+    grid = model.grid
     coordinates = np.meshgrid(*map(np.asarray, grid.coordinates()), indexing="ij")
     centres = [x0 + extent / 2 for x0, extent in zip(grid.origin, grid.extent, strict=True)]
     if kind == "gaussian":
@@ -68,6 +84,8 @@ def initial_field(
         field = amplitude * np.prod([np.cos(p) * (1 + np.sin(p)) for p in phases], axis=0)
     elif kind == "taylor_green":
         field = np.asarray(models_module.taylor_green_vorticity(grid, speed=amplitude))
+    elif kind in ("random_vorticity", "kolmogorov_laminar"):
+        field = _vorticity_field(kind, model, amplitude, seed, peak_wavenumber)
     else:
         inside = np.all(
             [
@@ -79,6 +97,28 @@ def initial_field(
         field = np.stack([np.where(inside, 0.5, 1.0), np.where(inside, 0.25, 0.0)])
     rng = np.random.default_rng(seed)
     return field + noise * rng.uniform(size=field.shape)
+
+
+def _vorticity_field(
+    kind: str, model, energy: float, seed: int, peak_wavenumber: float
+) -> np.ndarray:
+    """A random vorticity field of kinetic energy `energy`, on the laminar Kolmogorov state
+    for `"kolmogorov_laminar"`."""
+    base = (
+        np.asarray(models_module.kolmogorov_laminar_vorticity(model))
+        if kind == "kolmogorov_laminar"
+        else np.zeros(model.grid.shape)
+    )
+    if energy == 0:
+        return base
+    disturbance = models_module.random_vorticity(
+        jax.random.PRNGKey(seed),
+        model.grid,
+        peak_wavenumber=peak_wavenumber,
+        energy=energy,
+        dealiasing_fraction=model.dealiasing_fraction,
+    )
+    return base + np.asarray(disturbance)
 
 
 # Module-level functions: sweep compiles once per observable function object.

@@ -11,6 +11,8 @@ import numpy as np
 
 from .._results import RESULTS, Trajectory
 from .._sweep import SweepResult
+from ..datasets import GHIA_REYNOLDS, ghia_cavity_centreline
+from ..grid import Dirichlet
 from ..io import atomic_write
 from ..models import (
     AbstractGridModel,
@@ -18,6 +20,7 @@ from ..models import (
     AbstractModel,
     DoubleWell,
     NavierStokes2D,
+    WalledNavierStokes2D,
 )
 from ._check import Checker, ExperimentError
 from ._fields import model_classes, observable_names
@@ -53,6 +56,10 @@ SUITS = {  # what each `suits` says, and which models it admits
         "two-dimensional flows (NavierStokes2D)",
         lambda model: isinstance(model, NavierStokes2D),
     ),
+    "walled_flow": (
+        "flows with walls (WalledNavierStokes2D)",
+        lambda model: isinstance(model, WalledNavierStokes2D),
+    ),
     "double_well": ("the double well (DoubleWell)", lambda model: isinstance(model, DoubleWell)),
     "any": ("any model", lambda model: True),
 }
@@ -72,7 +79,7 @@ class FigureKind:
       `"ensemble"`), `"fit.starts"` (a multi-start fit) or `"first_passage"` (a sweep of
       first-passage times over paths).
     - `suits`: the models it is drawn for: `"grid"`, `"ode"` (named states),
-      `"hamiltonian"`, `"flow"`, `"double_well"` or `"any"`.
+      `"hamiltonian"`, `"flow"`, `"walled_flow"`, `"double_well"` or `"any"`.
     - `options`: the keys it accepts besides `kind` and `name`; any other key is refused.
     - `check_options`: further checks, `check(checker, entry, where, model, spec)`, run
       after the needs and the model are known to fit; `spec` is the spec of the first table
@@ -607,6 +614,65 @@ def _energy_enstrophy(run: StoredRun, entry: dict):
     )
 
 
+def _energy_spectrum(run: StoredRun, entry: dict):
+    """E(k) at four times, first to last, with Kraichnan's k^-3."""
+    import simlab.plot
+
+    vorticity = _vorticity(run)
+    chosen = _spread_indices(len(vorticity.ts))
+    ax = simlab.plot.energy_spectrum(
+        vorticity.ys[chosen], _grid(run), slope=-3.0,
+        labels=[f"t = {float(vorticity.ts[index]):.4g}" for index in chosen],
+    )  # fmt: skip
+    _axis_labels(ax, entry)
+    return ax.figure
+
+
+def _walled_flow_field(run: StoredRun, entry: dict):
+    """The speed with streamlines at the last time."""
+    import simlab.plot
+
+    model, ts = _model(run), run.arrays["simulation_ts"]
+    ax = simlab.plot.walled_flow_field(run.arrays["simulation_ys"][-1], model, density=1.4)
+    ax.set_title(f"t = {float(ts[-1]):.4g}, {'×'.join(map(str, model.grid.shape))} cells")
+    _axis_labels(ax, entry)
+    return ax.figure
+
+
+def _centreline(run: StoredRun, entry: dict):
+    """u on the vertical centreline at four times (the last darkest), with Ghia et al.'s
+    values for a cavity at a Reynolds number they tabulate."""
+    import simlab.plot
+
+    model, ys = _model(run), run.arrays["simulation_ys"]
+    reynolds = _cavity_reynolds(model)
+    reference = None
+    if reynolds is not None and any(np.isclose(reynolds, GHIA_REYNOLDS)):
+        reference = ghia_cavity_centreline(reynolds)
+    ax = simlab.plot.centreline_profile(
+        ys[_spread_indices(len(ys))], model, reference=reference,
+        reference_label="Ghia, Ghia & Shin (1982)",
+    )  # fmt: skip
+    shown = f", Re = {reynolds:.4g}" if reynolds is not None else ""
+    ax.set_title(f"t = {float(run.arrays['simulation_ts'][-1]):.4g}{shown}", fontsize=9)
+    _axis_labels(ax, entry)
+    return ax.figure
+
+
+def _cavity_reynolds(model) -> float | None:
+    """$Re = U L / \nu$ of a lid-driven cavity (walls all round, only the top one moving at
+    $U$, $L$ its width); `None` for any other flow."""
+    grid = model.grid
+    sides = [side for axis in grid.boundaries for side in axis]
+    if any(grid.is_periodic) or not all(isinstance(side, Dirichlet) for side in sides):
+        return None
+    speeds = [float(np.asarray(side.value)) for side in sides]
+    lid = speeds[-1]  # the top wall, y = y0 + L_y
+    if lid == 0 or any(speeds[:-1]) or float(model.viscosity) == 0:
+        return None
+    return abs(lid) * grid.extent[0] / float(model.viscosity)
+
+
 def _animation(run: StoredRun, entry: dict, stem: pathlib.Path) -> list[pathlib.Path]:
     import simlab.plot
 
@@ -935,6 +1001,9 @@ FIGURE_KINDS = {
             _still(_model_and_path("mode_energies", "modes")),
         ),
         FigureKind("flow_snapshots", (), "flow", _LABELS, (), _still(_flow_snapshots)),
+        FigureKind("energy_spectrum", (), "flow", _LABELS, (), _still(_energy_spectrum)),
+        FigureKind("walled_flow_field", (), "walled_flow", _LABELS, (), _still(_walled_flow_field)),
+        FigureKind("centreline", (), "walled_flow", _LABELS, (), _still(_centreline)),
         FigureKind(
             "escape_rate",
             ("first_passage",),

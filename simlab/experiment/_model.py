@@ -2,6 +2,7 @@
 settings (`num_masses`), its grid, or a preset of the library with its own initial state."""
 
 import dataclasses
+import inspect
 import math
 import pathlib
 from typing import Any
@@ -45,17 +46,42 @@ def model_from_config(check: Checker, config: dict) -> tuple[AbstractModel, np.n
 
 
 def _preset(check: Checker, table: dict, cls) -> tuple[AbstractModel, np.ndarray]:
-    """`preset = "outer_solar_system"`: the model and initial state a class method of the
-    model gives, with any `[model.parameters]` replaced."""
-    check.keys(table, "model", ("name", "parameters", "preset"))
+    """`preset = "lid_driven_cavity"`: the model and initial state a class method of the
+    model gives, with its number settings as keys of `[model]` (`num_cells = 64`) and any
+    `[model.parameters]` replaced."""
     if not cls.presets:
         raise check.fail(
             "model.preset", f"{cls.__name__} has no presets; give its settings instead."
         )
     preset = check.string(table, "preset", "model", choices=cls.presets)
-    model, y0 = getattr(cls, preset)()
+    builder = getattr(cls, preset)
+    settings = _preset_settings(builder)
+    check.keys(table, "model", ("name", "parameters", "preset", *settings))
+    chosen = {
+        key: check.integer(table, key, "model")
+        if isinstance(default, int)
+        else check.number(table, key, "model")
+        for key, default in settings.items()
+        if key in table
+    }
+    try:
+        model, y0 = builder(**chosen)
+    except ValueError as error:
+        raise check.fail(
+            "model", f"{cls.__name__}.{preset} refused these settings: {error}"
+        ) from None
     parameters = _parameters(check, table, cls, required=False)
     return _with_parameters(model, parameters), np.asarray(y0)
+
+
+def _preset_settings(builder) -> dict[str, int | float]:
+    """The keywords of a preset with a number for default (`num_cells`, `reynolds`), which
+    `[model]` may set, with those defaults."""
+    return {
+        name: parameter.default
+        for name, parameter in inspect.signature(builder).parameters.items()
+        if isinstance(parameter.default, int | float) and not isinstance(parameter.default, bool)
+    }
 
 
 def built_model(config: dict, path: pathlib.Path, parameters: dict[str, float]) -> AbstractModel:

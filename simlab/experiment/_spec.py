@@ -36,7 +36,16 @@ OBSERVABLES = ("final_state", "peak", "final_field", "event")
 SENSITIVITY_OBSERVABLES = ("final_state", "peak", "event")
 EVENT_DIRECTIONS = {"rising": 1, "falling": -1, "either": 0}
 EXTREMA = {"maximum": -1, "minimum": 1}  # the direction in which the rate crosses zero
-GRID_FIELDS = ("gaussian", "sine", "gray_scott_seed", "kassam_trefethen", "taylor_green")
+GRID_FIELDS = (
+    "gaussian",
+    "sine",
+    "gray_scott_seed",
+    "kassam_trefethen",
+    "taylor_green",
+    "random_vorticity",
+    "kolmogorov_laminar",
+)
+VORTICITY_FIELDS = ("taylor_green", "random_vorticity", "kolmogorov_laminar")
 FIT_KEYS = (
     "parameters",
     "fit_initial_state",
@@ -383,7 +392,9 @@ def _normal_mode(check: Checker, table: dict, model) -> np.ndarray:
 
 
 def _grid_field(check: Checker, table: dict, model: AbstractGridModel) -> np.ndarray:
-    check.keys(table, "initial_state", ("field", "amplitude", "width", "seed", "noise"))
+    check.keys(
+        table, "initial_state", ("field", "amplitude", "width", "seed", "noise", "peak_wavenumber")
+    )
     kind = check.string(table, "field", "initial_state", choices=GRID_FIELDS)
     if (kind == "gray_scott_seed") != isinstance(model, GrayScott):
         raise check.fail(
@@ -392,19 +403,43 @@ def _grid_field(check: Checker, table: dict, model: AbstractGridModel) -> np.nda
             "GrayScott and 'gaussian' or 'sine' for single-field models.",
         )
     plane_flow = isinstance(model, NavierStokes2D) and not model.passive_scalar
-    if kind == "taylor_green" and not plane_flow:
+    if kind in VORTICITY_FIELDS and not plane_flow:
         raise check.fail(
             "initial_state.field",
-            f"'taylor_green' is a vorticity field for NavierStokes2D without a passive scalar, "
+            f"{kind!r} is a vorticity field for NavierStokes2D without a passive scalar, "
             f"not {type(model).__name__}.",
         )
+    if kind == "kolmogorov_laminar" and not model.forcing_wavenumber**2 * float(
+        model.viscosity
+    ) + float(model.drag):
+        raise check.fail(
+            "initial_state.field",
+            "'kolmogorov_laminar' needs viscosity or drag to balance the forcing; give "
+            "model.parameters.viscosity > 0.",
+        )
+    random = kind in ("random_vorticity", "kolmogorov_laminar")
+    if "peak_wavenumber" in table and not random:
+        raise check.fail(
+            "initial_state.peak_wavenumber",
+            "sets the spectrum of 'random_vorticity' and 'kolmogorov_laminar' only; remove it.",
+        )
     options = {
-        "amplitude": check.number(table, "amplitude", "initial_state", default=1.0),
+        "amplitude": check.number(
+            table, "amplitude", "initial_state", default=1.0, positive=kind == "random_vorticity"
+        ),
         "width": check.number(table, "width", "initial_state", default=0.1, positive=True),
         "noise": check.number(table, "noise", "initial_state", default=0.0),
         "seed": check.integer(table, "seed", "initial_state", default=0, minimum=0),
+        "peak_wavenumber": check.number(
+            table, "peak_wavenumber", "initial_state", default=4.0, positive=True
+        ),
     }
-    return initial_field(kind, model.grid, **options)
+    if kind == "kolmogorov_laminar" and options["amplitude"] < 0:
+        raise check.fail(
+            "initial_state.amplitude",
+            f"is the energy of the disturbance, at least 0; got {options['amplitude']}.",
+        )
+    return initial_field(kind, model, **options)
 
 
 def _time(check: Checker, config: dict) -> TimeSpan:

@@ -9,6 +9,7 @@ Kolmogorov flow. Velocity, energy and spectra are in `simlab.grid` (`velocity`,
 """
 
 import functools
+import warnings
 from collections.abc import Callable
 from typing import ClassVar
 
@@ -18,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
+from .._misc import is_concrete
 from ..grid import Grid
 from ..grid._spectral import (
     _derivative_wavenumbers,
@@ -126,6 +128,12 @@ class NavierStokes2D(AbstractSpectralGridModel):
     )
 
     def _check_fields(self):
+        if self.grid.ndim == 2 and not all(self.grid.is_periodic):
+            raise ValueError(
+                "NavierStokes2D is spectral and needs a periodic grid on both axes; got "
+                f"boundaries {self.grid.boundaries}. For walls use "
+                "simlab.models.WalledNavierStokes2D (e.g. its lid_driven_cavity or channel)."
+            )
         _check_plane(self.grid, "NavierStokes2D")
         fraction = self.dealiasing_fraction
         if not isinstance(fraction, int | float) or not 0 < fraction <= 1:
@@ -203,22 +211,86 @@ class NavierStokes2D(AbstractSpectralGridModel):
         r"""The largest stable fixed step from `y0`: for ETDRK4 the advective CFL limit
         $2\sqrt2 / \max(|u|\,k_{x,\max} + |v|\,k_{y,\max})$ (infinite for a flow at rest);
         for explicit Runge–Kutta solvers the limit of `linear_eigenvalues`, viscous and
-        advective; `None` for implicit solvers."""
+        advective; `None` for implicit solvers. Warns first if the grid is too coarse for
+        a concrete `y0` (see the class's *Resolution*)."""
+        self._warn_if_under_resolved(y0)
+        return self._stable_step(solver, y0)
+
+    def _stable_step(self, solver, y0):
         if not isinstance(solver, ETDRK4):
             return super().max_stable_step(solver, y0)
-        kept = dealiasing_mask(self.grid, self.dealiasing_fraction)
-        largest_kept = [float(np.max(np.abs(k) * kept)) for k in _derivative_wavenumbers(self.grid)]
+        largest_kept = self._largest_kept_wavenumbers()
         u, v = jax.lax.stop_gradient(self._initial_velocity(jnp.asarray(y0)))
         rate = jnp.max(jnp.abs(u) * largest_kept[0] + jnp.abs(v) * largest_kept[1])
         return jnp.where(
             rate > 0, _RK4_IMAGINARY_AXIS_LIMIT / jnp.where(rate > 0, rate, 1.0), jnp.inf
         )
 
+    def _largest_kept_wavenumbers(self) -> list[float]:
+        """The largest kept $|k_x|$ and $|k_y|$ after dealiasing."""
+        kept = dealiasing_mask(self.grid, self.dealiasing_fraction)
+        return [float(np.max(np.abs(k) * kept)) for k in _derivative_wavenumbers(self.grid)]
+
+    def dissipation_wavenumber(self, y0: ArrayLike) -> Array:
+        r"""Kraichnan's dissipation wavenumber of the enstrophy cascade,
+        $k_\eta = 1/\eta = (\beta/\nu^3)^{1/6}$, with the enstrophy dissipation rate
+        $\beta = 2\nu P$ of the vorticity `y0`, $P = \tfrac12\langle|\nabla\omega|^2\rangle$
+        its palinstrophy: $k_\eta = (2P/\nu^2)^{1/6}$. Scales below $1/k_\eta$ are damped
+        by viscosity; a grid resolves the flow when its largest kept wavenumber reaches
+        $k_\eta$ ($k_{\max}\eta \ge 1$). Decaying turbulence first steepens its gradients,
+        so $P$, and $k_\eta$, grow for a while: the estimate from `y0` is a lower bound.
+
+        **Returns:** $k_\eta$, a scalar array (infinite for $\nu = 0$: the truncated Euler
+        equations have no dissipation scale).
+
+        !!! example
+
+            ```python
+            grid = simlab.Grid((64, 64), extent=2 * jnp.pi)
+            model = simlab.models.NavierStokes2D(grid=grid, viscosity=1e-3)
+            w0 = simlab.models.random_vorticity(jax.random.PRNGKey(0), grid)
+            model.dissipation_wavenumber(w0)  # about 14, below k_max = 21: resolved
+            ```
+        """
+        y0 = jnp.asarray(y0)
+        vorticity = y0[0] if self.passive_scalar else y0
+        kx, ky = _derivative_wavenumbers(self.grid)
+        spectrum = fourier_transform(vorticity, self.grid)
+        gradient = inverse_fourier_transform(
+            jnp.stack([apply_symbol(1j * kx, spectrum), apply_symbol(1j * ky, spectrum)]),
+            self.grid,
+        )
+        palinstrophy = 0.5 * jnp.mean(jnp.sum(gradient**2, axis=0))
+        viscosity = jnp.asarray(self.viscosity, palinstrophy.dtype)
+        safe = jnp.where(viscosity > 0, viscosity, 1.0)
+        return jnp.where(viscosity > 0, (2 * palinstrophy / safe**2) ** (1 / 6), jnp.inf)
+
+    def _warn_if_under_resolved(self, y0) -> None:
+        if not (is_concrete(y0) and is_concrete(self.viscosity)) or float(self.viscosity) == 0:
+            return
+        dissipation = float(self.dissipation_wavenumber(y0))
+        largest = min(self._largest_kept_wavenumbers())
+        if largest >= dissipation or not np.isfinite(dissipation):  # overflowed: blown up
+            return
+        # k_max scales with the number of cells: this many resolve k_eta on each axis.
+        needed = [int(np.ceil(n * dissipation / largest)) for n in self.grid.shape]
+        warnings.warn(
+            f"NavierStokes2D: the grid {self.grid.shape} may be too coarse for this flow: its "
+            f"largest kept wavenumber k_max = {largest:.3g} is below the dissipation "
+            f"wavenumber of the enstrophy cascade, k_eta = (2P/nu^2)^(1/6) = {dissipation:.3g} "
+            f"estimated from y0 (P its palinstrophy), so k_max·eta = {largest / dissipation:.2f}"
+            f" < 1. Energy reaching the grid scale is not dissipated there; resolving it takes "
+            f"about {tuple(needed)} cells or a larger viscosity (an under-resolved run made on "
+            "purpose may ignore this).",
+            UserWarning,
+            stacklevel=3,
+        )
+
     def describe_blow_up(self, solver, y, dt0):
         vorticity = y[0] if self.passive_scalar else y
         courant = float(courant_number(vorticity, self.grid, dt0))
         text = f"the Courant number dt0·max(|u|/h_x + |v|/h_y) was {courant:.3g}"
-        limit = self.max_stable_step(solver, y)
+        limit = self._stable_step(solver, y)
         if limit is None or not float(limit) < float(dt0):
             return text + "."
         return (

@@ -14,9 +14,11 @@ from ._fit import (
     posterior_curves as posterior_curves,
 )
 from ._flow import (
+    centreline_profile as centreline_profile,
     energy_enstrophy as energy_enstrophy,
     energy_spectrum as energy_spectrum,
     flow_field as flow_field,
+    walled_flow_field as walled_flow_field,
 )
 from ._gallery import animate as animate, sweep_gallery as sweep_gallery
 from ._hamiltonian import (

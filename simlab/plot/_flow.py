@@ -1,9 +1,11 @@
-"""Figures of two-dimensional incompressible flow from its vorticity: the field with
-streamlines, the kinetic energy spectrum with a reference slope, energy and enstrophy in
-time."""
+"""Figures of two-dimensional incompressible flow: from its vorticity (periodic), the field
+with streamlines, the kinetic energy spectrum with a reference slope, energy and enstrophy
+in time; from the staggered velocity of a walled flow, its speed with streamlines and a
+centreline profile against a reference."""
 
 from fractions import Fraction
 
+import jax.numpy as jnp
 import numpy as np
 
 from ..grid import energy_spectrum as _energy_spectrum, enstrophy, kinetic_energy, velocity
@@ -61,13 +63,116 @@ def flow_field(
     else:
         field_image(np.hypot(u, v), grid, ax=ax, label="speed |u|", vmin=0.0)
     if streamlines:
-        x, y = (np.asarray(c) for c in grid.coordinates())
-        with style():
-            ax.streamplot(x, y, u.T, v.T, density=density, color="black", linewidth=0.6,
-                          arrowsize=0.7, broken_streamlines=True)  # fmt: skip
-        ax.set_xlim(grid.origin[0], grid.origin[0] + grid.extent[0])
-        ax.set_ylim(grid.origin[1], grid.origin[1] + grid.extent[1])
+        _streamlines(ax, grid, u, v, density)
     ax.set_aspect("equal")
+    return ax
+
+
+def _streamlines(ax, grid, u, v, density: float) -> None:
+    """Streamlines of the cell-centre velocity `(u, v)` over the grid's box."""
+    x, y = (np.asarray(c) for c in grid.coordinates())
+    with style():
+        ax.streamplot(x, y, u.T, v.T, density=density, color="black", linewidth=0.6,
+                      arrowsize=0.7, broken_streamlines=True)  # fmt: skip
+    ax.set_xlim(grid.origin[0], grid.origin[0] + grid.extent[0])
+    ax.set_ylim(grid.origin[1], grid.origin[1] + grid.extent[1])
+
+
+def walled_flow_field(y, model, *, streamlines: bool = True, density: float = 1.2, ax=None):
+    r"""Draws a flow of [`simlab.models.WalledNavierStokes2D`][] as an image of its speed
+    $|\mathbf u|$ at the cell centres
+    ([`cell_velocity`][simlab.models.WalledNavierStokes2D.cell_velocity]), with
+    streamlines.
+
+    **Arguments:**
+
+    - `y`: the staggered state, shape `(2, *model.grid.shape)` (e.g. `trajectory.ys[-1]`).
+    - `model`: the model it belongs to (its grid and walls).
+    - `streamlines`: whether to draw the streamlines over the image.
+    - `density`: their density (matplotlib's `streamplot`).
+    - `ax`: the axes to draw on (default: a new figure).
+
+    **Returns:** the Axes.
+
+    !!! example
+
+        ```python
+        model, y0 = simlab.models.WalledNavierStokes2D.lid_driven_cavity(num_cells=16)
+        trajectory = simlab.simulate(model, y0, jnp.array([0.0, 2.0]), solver="rk4",
+                                     adaptive=False)
+        ax = simlab.plot.walled_flow_field(trajectory.ys[-1], model)
+        ```
+    """
+    grid = model.grid
+    values = np.asarray(y)
+    if values.shape != (2, *grid.shape):
+        raise ValueError(
+            f"walled_flow_field draws a staggered velocity of shape {(2, *grid.shape)}; got "
+            f"{values.shape}."
+        )
+    u, v = np.asarray(model.cell_velocity(values))
+    figure, ax = new_axes(ax, figsize=(5.0, 4.2), layout="constrained")
+    field_image(np.hypot(u, v), grid, ax=ax, label="speed |u|", vmin=0.0)
+    if streamlines:
+        _streamlines(ax, grid, u, v, density)
+    ax.set_aspect("equal")
+    return ax
+
+
+def centreline_profile(y, model, *, reference=None, reference_label: str = "reference", ax=None):
+    r"""Draws $u$ across the vertical centreline of a walled flow against height
+    ([`centreline_profile`][simlab.models.WalledNavierStokes2D.centreline_profile]), the
+    velocity on the horizontal axis as in the cavity literature, with reference points.
+
+    **Arguments:**
+
+    - `y`: the staggered state of `model`, shape `(2, *model.grid.shape)`, or a stack of
+      states `(n, 2, ...)` drawn as `n` curves, the last darkest (e.g. the approach to a
+      steady state).
+    - `model`: the [`simlab.models.WalledNavierStokes2D`][].
+    - `reference`: `(heights, u)` to mark as points, e.g.
+      [`simlab.datasets.ghia_cavity_centreline`][]`(100)`.
+    - `reference_label`: their legend entry.
+    - `ax`: the axes to draw on (default: a new figure).
+
+    **Returns:** the Axes.
+
+    !!! example
+
+        ```python
+        model, y0 = simlab.models.WalledNavierStokes2D.lid_driven_cavity(16, 100.0)
+        trajectory = simlab.simulate(model, y0, jnp.array([0.0, 5.0]), solver="rk4",
+                                     adaptive=False)
+        ax = simlab.plot.centreline_profile(
+            trajectory.ys[-1], model, reference=simlab.datasets.ghia_cavity_centreline(100),
+            reference_label="Ghia et al. (1982)",
+        )
+        ```
+    """
+    states = np.asarray(y)
+    states = states[None] if states.ndim == 3 else states
+    if states.ndim != 4 or states.shape[1:] != (2, *model.grid.shape):
+        raise ValueError(
+            f"centreline_profile draws staggered states of shape {(2, *model.grid.shape)} or "
+            f"(n, 2, *{model.grid.shape}); got {np.shape(y)}."
+        )
+    figure, ax = new_axes(ax, figsize=(4.2, 4.6), layout="constrained")
+    with style():
+        for index, state in enumerate(states):
+            heights, u = (np.asarray(a) for a in model.centreline_profile(jnp.asarray(state)))
+            last = index == len(states) - 1
+            ax.plot(u, heights, color=COLOURS[0], alpha=1.0 if last else 0.35,
+                    label="simulated" if last else None)  # fmt: skip
+        if reference is not None:
+            ref_heights, ref_u = (np.asarray(a) for a in reference)
+            ax.plot(ref_u, ref_heights, "o", color=COLOURS[1], markersize=4,
+                    label=reference_label)  # fmt: skip
+        ax.axvline(0.0, color="grey", linewidth=0.6)
+        ax.set_xlabel("u on the vertical centreline")
+        ax.set_ylabel("y")
+        (_, bottom), (_, height) = model.grid.origin, model.grid.extent
+        ax.set_ylim(bottom, bottom + height)
+        ax.legend()
     return ax
 
 
