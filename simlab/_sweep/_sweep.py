@@ -533,7 +533,11 @@ def _model_record(model: AbstractModel) -> str:
         value = np.asarray(value)
         return f"{value.item():.6g}" if value.size == 1 else f"array{value.shape}"
 
-    arguments = ", ".join(f"{name}={describe(v)}" for name, v in model.parameters().items())
+    # By name rather than `model.parameters()`: calling a method of an Equinox module first
+    # builds a bound-method module, which costs more than the rest of this record.
+    arguments = ", ".join(
+        f"{name}={describe(getattr(model, name))}" for name in model.parameter_names()
+    )
     return f"{type(model).__name__}({arguments})"
 
 
