@@ -296,6 +296,7 @@ def _known_steps_per_interval(given_ts: Any, dtype: Any, options: SolveOptions) 
 def checked_ts(ts: ArrayLike | Sequence[float]) -> Array:
     """`ts` as an array of at least two floating-point save times, strictly increasing
     where the values are known (traced values are checked inside the solve)."""
+    given = ts
     ts = jnp.asarray(ts)
     if ts.ndim != 1 or ts.shape[0] < 2:
         raise ValueError(
@@ -308,7 +309,7 @@ def checked_ts(ts: ArrayLike | Sequence[float]) -> Array:
             "Pass e.g. jnp.asarray(ts, dtype=float)."
         )
     if is_concrete(ts):
-        values = np.asarray(ts)
+        values = _host_values(given, ts.dtype)
         if not np.all(np.isfinite(values)):
             raise ValueError("ts must be finite; it holds NaN or inf.")
         steps = np.diff(values)
@@ -321,8 +322,15 @@ def checked_ts(ts: ArrayLike | Sequence[float]) -> Array:
     return ts
 
 
+def _host_values(given: Any, dtype: np.dtype) -> np.ndarray:
+    """The values of `given` (concrete) as NumPy's array of `dtype`: host data is read where
+    it is, without the wait of reading it back from the device."""
+    return np.asarray(given, dtype=dtype)
+
+
 def checked_y0(model: Any, y0: ArrayLike | Sequence[float]) -> Array:
     """`y0` as a floating-point array of the model's state shape, finite where known."""
+    given = y0
     y0 = jnp.asarray(y0)
     if not jnp.issubdtype(y0.dtype, jnp.inexact):
         raise ValueError(
@@ -338,7 +346,7 @@ def checked_y0(model: Any, y0: ArrayLike | Sequence[float]) -> Array:
         )
     # An array spread over several processes cannot be read whole on one: skip the value check.
     readable = is_concrete(y0) and y0.is_fully_addressable
-    if readable and not np.all(np.isfinite(np.asarray(y0))):
+    if readable and not np.all(np.isfinite(_host_values(given, y0.dtype))):
         shown = y0 if y0.size < 8 else "an array"
         raise ValueError(f"y0 must be finite; got {shown} with NaN or inf.")
     return y0

@@ -2,6 +2,7 @@
 
 import abc
 import dataclasses
+import functools
 import math
 from typing import Any, ClassVar
 
@@ -83,6 +84,13 @@ def _check_declared_array(owner: str, name: str, value: Any, annotation: Any) ->
         )
 
 
+@functools.cache
+def _parameter_fields(cls: type) -> tuple[dataclasses.Field, ...]:
+    # A class's fields never change, and `dataclasses.fields` of a Module takes about as
+    # long as a small compiled call: look them up once per class.
+    return tuple(f for f in dataclasses.fields(cls) if "bounds" in f.metadata)
+
+
 class AbstractModel(eqx.Module):
     """A physical model: `model(t, y, args)` is the vector field $dy/dt$.
 
@@ -137,21 +145,17 @@ class AbstractModel(eqx.Module):
     @classmethod
     def parameter_names(cls) -> tuple[str, ...]:
         """Names of the physical parameters, in declaration order."""
-        return tuple(f.name for f in dataclasses.fields(cls) if "bounds" in f.metadata)
+        return tuple(f.name for f in _parameter_fields(cls))
 
     @classmethod
     def parameter_bounds(cls) -> dict[str, Bounds]:
         """The valid range of each physical parameter."""
-        return {
-            f.name: f.metadata["bounds"] for f in dataclasses.fields(cls) if "bounds" in f.metadata
-        }
+        return {f.name: f.metadata["bounds"] for f in _parameter_fields(cls)}
 
     @classmethod
     def parameter_units(cls) -> dict[str, str]:
         """The unit of each physical parameter ("" where dimensionless)."""
-        return {
-            f.name: f.metadata["unit"] for f in dataclasses.fields(cls) if "bounds" in f.metadata
-        }
+        return {f.name: f.metadata["unit"] for f in _parameter_fields(cls)}
 
     def parameters(self) -> dict[str, Array]:
         """The current parameter values, name → array."""
