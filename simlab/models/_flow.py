@@ -102,7 +102,7 @@ class NavierStokes2D(AbstractSpectralGridModel):
 
         ```python
         grid = simlab.Grid((64, 64), extent=2 * jnp.pi)
-        model = simlab.models.NavierStokes2D(grid=grid, viscosity=1e-3)
+        model = simlab.models.NavierStokes2D(grid=grid, viscosity=3e-3)  # k_max·η ≈ 1.04
         w0 = simlab.models.random_vorticity(jax.random.PRNGKey(0), grid)
         dt = float(simlab.grid.cfl_step(w0, grid))
         trajectory = simlab.simulate(
@@ -249,7 +249,7 @@ class NavierStokes2D(AbstractSpectralGridModel):
             grid = simlab.Grid((64, 64), extent=2 * jnp.pi)
             model = simlab.models.NavierStokes2D(grid=grid, viscosity=1e-3)
             w0 = simlab.models.random_vorticity(jax.random.PRNGKey(0), grid)
-            model.dissipation_wavenumber(w0)  # about 14, below k_max = 21: resolved
+            model.dissipation_wavenumber(w0)  # about 29, above k_max = 21: too coarse
             ```
         """
         y0 = jnp.asarray(y0)
