@@ -89,7 +89,7 @@ def isolated(tmp_path, monkeypatch):
 
 # The long cases (each 12 s or more on an idle 2-core machine, most of it compiling), which
 # `make test` leaves to `make slow`: whole files, and single tests by node id.
-LONG_FILES = {"test_experiment_fit.py"}
+LONG_FILES = {"test_experiment_fit.py", "test_flow_assimilation.py"}
 LONG_DOCS_PAGES = (
     "fitting",
     "events",
@@ -99,6 +99,10 @@ LONG_DOCS_PAGES = (
     "analysis",
     "decomposition",
     "sde",
+    "dae",
+    "kernels",
+    "sweeps",
+    "stiff",
 )
 LONG_TESTS = {
     *(
@@ -142,6 +146,14 @@ LONG_TESTS = {
     "test_imex.py::test_gradient_through_imex_matches_finite_differences",
     "test_parallel.py::test_two_processes_equal_one_process",
     "test_driven_boundaries.py::test_fit_recovers_a_wall_temperature_history_from_interior_sensors",
+    "test_experiment.py::test_heat_inverse_recovers_the_true_diffusivity",
+    "test_experiment.py::test_gray_scott_patterns_gallery_and_animation",
+    "test_fit_multistart.py::test_sharded_multi_start_equals_unsharded",
+    "test_hybrid.py::test_per_sample_gradients_average_to_the_batch_gradient",
+    "test_hamiltonian_fit.py::test_planet_masses_from_their_perturbed_orbits",
+    "test_events.py::test_event_time_gradient_matches_finite_differences[reverse-lean]",
+    "test_flow.py::test_gradients_wrt_viscosity_and_forcing_amplitude_match_central_differences",
+    "test_lean.py::test_sensitivities_give_the_derivatives_of_the_loop_in_both_modes[True]",
 }
 
 

@@ -297,7 +297,8 @@ def fit(
       (or `(batch, ...)`). Left out for a stochastic model (see `transition`).
     - `params`: names of the parameters to fit, e.g. `["alpha", "beta"]`. Nested ones are
       named by path (`"physics.alpha"`); a name that points to a module (e.g. a hybrid
-      model's `"correction"` network) fits all its floating-point arrays.
+      model's `"correction"` network) fits all its floating-point arrays. Empty (`[]`)
+      with `fit_y0=True` fits the initial state alone, e.g. a whole field (4D-Var).
     - `observe`: what is measured: `None` (the whole state), names of state components
       (`["I"]`), or a function `observe(y) -> (k,)` of one state.
     - `fit_y0`: also fit the initial state(s), starting from `y0`.

@@ -317,7 +317,7 @@ def make_problem(
 ) -> tuple[FitProblem, Layout]:
     ts, observations = from_series(ts, observations)
     overrides = _checked_bounds(model, params, bounds)
-    array_paths, module_paths = _checked_params(model, params, overrides)
+    array_paths, module_paths = _checked_params(model, params, overrides, fit_y0)
     # A list of arrays is several data sets; a plain list of numbers is one time axis.
     is_list = isinstance(ts, list | tuple) and any(np.ndim(t) > 0 for t in ts)
     if is_list:
@@ -504,14 +504,15 @@ def _checked_bounds(model: Any, params: Any, bounds: Any) -> tuple[tuple[str, fl
 
 
 def _checked_params(
-    model: Any, params: Any, overrides: tuple = ()
+    model: Any, params: Any, overrides: tuple = (), fit_y0: bool = False
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     if isinstance(params, str):
         raise TypeError(f"params must be a list of names, e.g. params=[{params!r}]; got a string.")
     params = list(params)
-    if not params:
+    if not params and not fit_y0:  # with fit_y0 the initial state alone may be fitted
         raise ValueError(
-            "params is empty: name the parameters to fit, e.g. params=['alpha', 'beta']"
+            "params is empty: name the parameters to fit, e.g. params=['alpha', 'beta'], or "
+            "pass fit_y0=True to fit the initial state alone"
             + (
                 f"; {type(model).__name__} has {list(model.parameter_names())}."
                 if isinstance(model, AbstractModel)

@@ -52,6 +52,10 @@ from ._split import (
     require_split,
 )
 
+# How each `adjoint=` runs a run-time number of steps: a checkpointed loop that reverse
+# mode differentiates, or a `lax` loop that forward mode (`jax.jvp`, `jax.jacfwd`) does.
+LOOP_KINDS = {None: "checkpointed", "checkpoint": "checkpointed", "forward": "lax"}
+
 
 class _Coefficients(eqx.Module):
     exp_full: Array
@@ -141,7 +145,14 @@ def _etdrk4_step(model: FourierSplitVectorField, coefficients: _Coefficients, t,
 
 @eqx.filter_jit
 def _solve(
-    solver: "ETDRK4", model: FourierSplitVectorField, ts, y0, args, steps_per_interval, max_steps
+    solver: "ETDRK4",
+    model: FourierSplitVectorField,
+    ts,
+    y0,
+    args,
+    steps_per_interval,
+    max_steps,
+    loop_kind,
 ):
     uniform = isinstance(steps_per_interval, int)
     spectrum0 = model.to_spectrum(y0)
@@ -167,7 +178,7 @@ def _solve(
 
         # A count known only at run time (traced ts or dt0) still differentiates in reverse.
         count = steps_per_interval if uniform else num_steps
-        v = repeat_step(step, count, v, max_steps=max_steps, kind="checkpointed")
+        v = repeat_step(step, count, v, max_steps=max_steps, kind=loop_kind)
         return (v, coefficients, h), model.from_spectrum(v).astype(y0.dtype)
 
     h0 = (ts[1] - ts[0]) / counts[0].astype(ts.dtype)
@@ -231,7 +242,15 @@ class ETDRK4(eqx.Module):
     order: ClassVar[int] = 4  # of the solution: its global error falls as h^4
 
     def solve(
-        self, model: Any, ts: Array, y0: Array, args: Any, *, dt0: Any, max_steps: int
+        self,
+        model: Any,
+        ts: Array,
+        y0: Array,
+        args: Any,
+        *,
+        dt0: Any,
+        max_steps: int,
+        adjoint: str | None = None,
     ) -> tuple[Array, RESULTS, dict[str, Array]]:
         """Solves `model` from `y0` at `ts[0]`, saving at every `ts`.
 
@@ -244,6 +263,9 @@ class ETDRK4(eqx.Module):
         - `args`: passed to the model's parts.
         - `dt0`: the largest step; each save interval takes equal steps of at most `dt0`.
         - `max_steps`: the most steps in all; more give `RESULTS.max_steps_reached`.
+        - `adjoint`: how a step count known only at run time (traced `ts` or `dt0`) is
+          differentiated: `None` or `"checkpoint"` in reverse mode (`jax.grad`),
+          `"forward"` in forward mode (`jax.jvp`, `jax.jacfwd`). A static count takes both.
 
         **Returns:** `(ys, result, stats)`: the states at `ts` (`ys[0]` is `y0`), a
         [`simlab.RESULTS`][] status and int32 step counts (`num_steps`,
@@ -268,7 +290,10 @@ class ETDRK4(eqx.Module):
                     f"{total} ETDRK4 steps of at most dt0={dt0} are needed to reach ts[-1], more "
                     f"than max_steps={max_steps}; raise max_steps or dt0."
                 )
-        return _solve(self, model, ts, y0, args, steps_per_interval, max_steps)
+        if adjoint not in LOOP_KINDS:
+            raise ValueError(f"ETDRK4: adjoint must be one of {list(LOOP_KINDS)}; got {adjoint!r}.")
+        loop_kind = LOOP_KINDS[adjoint]
+        return _solve(self, model, ts, y0, args, steps_per_interval, max_steps, loop_kind)
 
 
 class ExponentialIntegrator(AbstractIntegrator):
@@ -278,6 +303,7 @@ class ExponentialIntegrator(AbstractIntegrator):
     runs = "exponential integrators ('etdrk4')"
     exclusive = True
     adaptive_steps = False
+    adjoints = tuple(LOOP_KINDS)
 
     def accepts_solver(self, solver: Any) -> bool:
         return isinstance(solver, ETDRK4)
@@ -290,5 +316,6 @@ class ExponentialIntegrator(AbstractIntegrator):
             problem.args,
             dt0=problem.dt0,
             max_steps=problem.max_steps,
+            adjoint=problem.adjoint,
         )
         return Solution(ys, status, stats)
