@@ -89,7 +89,7 @@ def block_draws(
 
 
 def standard_normal(bits: Array, dtype: Any) -> Array:
-    """Standard normals of float type `dtype` from as wide random bits, as
+    r"""Standard normals of float type `dtype` from as wide random bits, as
     `jax.random.normal` makes them: $\sqrt 2\,\mathrm{erf}^{-1}(u)$ with $u$ uniform in
     $(-1, 1)$, from the bits' top mantissa-many bits."""
     finfo = jnp.finfo(dtype)
