@@ -14,15 +14,7 @@ import simlab
 from simlab.integrate import SOLVERS
 
 SIZE, REYNOLDS, END = 128, 100.0, 20.0
-# Ghia, Ghia & Shin, J. Comput. Phys. 48 (1982) 387-411, Table I, Re = 100 (interior points).
-GHIA_Y = np.array(
-    [0.9766, 0.9688, 0.9609, 0.9531, 0.8516, 0.7344, 0.6172, 0.5000]
-    + [0.4531, 0.2813, 0.1719, 0.1016, 0.0703, 0.0625, 0.0547]
-)
-GHIA_U = np.array(
-    [0.84123, 0.78871, 0.73722, 0.68717, 0.23151, 0.00332, -0.13641, -0.20581]
-    + [-0.21090, -0.15662, -0.10150, -0.06434, -0.04775, -0.04192, -0.03717]
-)
+GHIA_Y, GHIA_U = simlab.datasets.ghia_cavity_centreline(REYNOLDS)
 
 
 @eqx.filter_jit
