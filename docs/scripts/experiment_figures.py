@@ -1,6 +1,6 @@
 """Regenerates docs/figures/experiment_*.png from full runs of the shipped experiments.
 
-python docs/scripts/experiment_figures.py               # runs them all (≈ 12 min on 2 cores)
+python docs/scripts/experiment_figures.py               # runs them all (≈ 13 min on 2 cores)
 python docs/scripts/experiment_figures.py RUN_FOLDER... # copies from finished runs
 """
 
@@ -32,6 +32,11 @@ CHOSEN = {
     "kramers_escape": [("kramers_escape.png", "experiment_kramers_escape.png")],
     "taylor_green_decay": [("flow_snapshots.png", "experiment_taylor_green_snapshots.png"),
                            ("energy_enstrophy.png", "experiment_taylor_green_energy.png")],
+    "decaying_turbulence": [("flow_snapshots.png", "experiment_decaying_turbulence.png"),
+                            ("energy_spectrum.png", "experiment_decaying_turbulence_spectrum.png")],
+    "kolmogorov_flow": [("flow_snapshots.png", "experiment_kolmogorov_flow.png")],
+    "lid_driven_cavity": [("walled_flow_field.png", "experiment_lid_driven_cavity.png"),
+                          ("centreline.png", "experiment_lid_driven_cavity_centreline.png")],
 }  # fmt: skip
 
 
