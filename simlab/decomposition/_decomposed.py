@@ -12,6 +12,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from ..models import AbstractModel
 from ..models._pde import AbstractGridModel
+from ..models._split import AbstractSpectralGridModel
 from ..parallel import gather_to_host
 from ._halo import block_grid, checked_mesh_axes
 
@@ -122,6 +123,12 @@ class Decomposed(AbstractModel):
             raise TypeError(
                 "Decomposed splits grid PDE models (simlab.models.AbstractGridModel, e.g. Heat, "
                 f"GrayScott); got {type(model).__name__}."
+            )
+        if isinstance(model, AbstractSpectralGridModel):
+            raise TypeError(
+                f"{type(model).__name__} is pseudo-spectral: its transforms need the whole "
+                "field, not halos. Split it with simlab.decomposition.DecomposedSpectral "
+                "(distributed FFTs), where the model supports it."
             )
         self.mesh_axes = checked_mesh_axes(model.grid, mesh, mesh_axes)
         self.mesh = mesh

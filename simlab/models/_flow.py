@@ -47,6 +47,23 @@ from ._split import AbstractSpectralGridModel
 _RK4_IMAGINARY_AXIS_LIMIT = 2 * np.sqrt(2)
 
 
+class _WholeGridFourier:
+    """The transforms of a field held whole on one device: `rfft2`, `irfft2`, and Fourier
+    multipliers as they are."""
+
+    def __init__(self, grid: Grid):
+        self.grid = grid
+
+    def forward(self, field: Array) -> Array:
+        return fourier_transform(field, self.grid)
+
+    def inverse(self, spectrum: Array) -> Array:
+        return inverse_fourier_transform(spectrum, self.grid)
+
+    def multiplier(self, symbol: ArrayLike) -> Array:
+        return jnp.asarray(symbol)
+
+
 class NavierStokes2D(AbstractSpectralGridModel):
     r"""The incompressible Navier–Stokes equations in two dimensions, as the vorticity
     equation on a periodic grid, with linear drag, Kolmogorov forcing and an optional
@@ -183,13 +200,23 @@ class NavierStokes2D(AbstractSpectralGridModel):
         return jnp.stack([vorticity_symbol, -self.scalar_diffusivity * k2])
 
     def nonlinear_spectral(self, t, spectrum, args):
-        mask = dealiasing_mask(self.grid, self.dealiasing_fraction)
+        return self.nonlinear_spectral_with(_WholeGridFourier(self.grid), t, spectrum, args)
+
+    def nonlinear_spectral_with(self, fourier, t, spectrum, args):
+        r"""`nonlinear_spectral` with the transforms of `fourier`: its `forward` and
+        `inverse` between fields and spectra, and its `multiplier`, which lays a Fourier
+        multiplier on the half spectrum out as its spectra are. On one device these are
+        `rfft2`, `irfft2` and the identity; [`simlab.decomposition.SlabFFT`][] gives the
+        same on a field split into slabs over devices."""
+        kept = dealiasing_mask(self.grid, self.dealiasing_fraction)
         kx, ky = _derivative_wavenumbers(self.grid)
         # Static multipliers with the 2/3 truncation folded in: u and v from ω̂, ∂x and ∂y
         # of every advected channel (ω, and c); one batch of inverse transforms.
-        to_velocity = jnp.asarray(velocity_symbols(self.grid) * mask, spectrum.dtype)
-        to_gradient = np.stack(np.broadcast_arrays(1j * kx * mask, 1j * ky * mask))
-        to_gradient = jnp.asarray(to_gradient, spectrum.dtype)
+        to_velocity = fourier.multiplier(velocity_symbols(self.grid) * kept)
+        to_velocity = to_velocity.astype(spectrum.dtype)
+        to_gradient = np.stack(np.broadcast_arrays(1j * kx * kept, 1j * ky * kept))
+        to_gradient = fourier.multiplier(to_gradient).astype(spectrum.dtype)
+        mask = fourier.multiplier(kept)
         channels = spectrum.reshape(-1, *mask.shape)
         batch = jnp.concatenate(
             [
@@ -197,12 +224,12 @@ class NavierStokes2D(AbstractSpectralGridModel):
                 (to_gradient[:, None] * channels[None]).reshape(-1, *mask.shape),
             ]
         )
-        fields = inverse_fourier_transform(batch, self.grid)
+        fields = fourier.inverse(batch)
         u, v, gradients = fields[:1], fields[1:2], fields[2:].reshape(2, -1, *self.grid.shape)
         advection = (u * gradients[0] + v * gradients[1]).reshape(self.state_shape)
-        tendency = apply_symbol(mask, -fourier_transform(advection, self.grid))
-        shape_spectrum = jnp.asarray(np.fft.rfft2(self._forcing_shape()), tendency.dtype)
-        forcing = apply_symbol(self.forcing_amplitude, shape_spectrum)
+        tendency = apply_symbol(mask, -fourier.forward(advection))
+        shape_spectrum = fourier.multiplier(np.fft.rfft2(self._forcing_shape()))
+        forcing = apply_symbol(self.forcing_amplitude, shape_spectrum.astype(tendency.dtype))
         if self.passive_scalar:
             return tendency.at[0].add(forcing)  # the scalar is not forced
         return tendency + forcing
