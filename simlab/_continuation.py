@@ -8,7 +8,6 @@ state in units of its size at the start (at least 1).
 """
 
 import dataclasses
-import warnings
 from typing import Any
 
 import equinox as eqx
@@ -18,7 +17,7 @@ import numpy as np
 import optimistix as optx
 from jaxtyping import Array, ArrayLike
 
-from ._misc import Integer, RealNumber, as_count
+from ._misc import Integer, RealNumber, as_count, warn_at_caller
 from ._results import RESULTS, status_name
 from ._simulate import checked_y0, simulate
 from ._steady_state import (
@@ -472,7 +471,7 @@ def _warn_if_stopped(walk: _Walk, points: _Point, parameter: str, values, max_po
         )
     else:
         return
-    warnings.warn(message, ContinuationWarning, stacklevel=3)
+    warn_at_caller(message, ContinuationWarning)
 
 
 def _crossings(points: _Point, succeeded, eigenvalue_tol):

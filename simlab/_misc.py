@@ -1,6 +1,8 @@
 """Small helpers shared across simlab's packages."""
 
 import numbers
+import sys
+import warnings
 from typing import Any, TypeAlias
 
 import jax
@@ -12,6 +14,24 @@ from jaxtyping import Array, ArrayLike
 # scalars (`np.int64`, `np.float32`) are registered there.
 Integer: TypeAlias = int | numbers.Integral
 RealNumber: TypeAlias = float | numbers.Real
+
+
+# Packages whose frames lie between a user's call and a warning raised inside simlab: the
+# warning points at the first frame outside them (a fixed `stacklevel` breaks whenever a
+# decorator such as jaxtyping's or a jitted call adds frames).
+_LIBRARY_PACKAGES = ("simlab", "equinox", "jaxtyping", "jax", "typeguard")
+
+
+def warn_at_caller(message: str, category: type[Warning] = UserWarning) -> None:
+    """`warnings.warn` attributed to the user's line that led into simlab."""
+    frame, level = sys._getframe(1), 2  # level 1 would be this function
+    while frame is not None and _in_library(frame.f_globals.get("__name__", "")):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
+
+
+def _in_library(module: str) -> bool:
+    return module.split(".", 1)[0] in _LIBRARY_PACKAGES
 
 
 def is_concrete(value: Any) -> bool:

@@ -7,14 +7,13 @@ compiled sweep and fit loops use it as their cache key.
 
 import dataclasses
 import math
-import warnings
 from collections.abc import Mapping
 from typing import Any
 
 import diffrax as dfx
 import jax.numpy as jnp
 
-from ._misc import Integer, as_count, is_concrete, is_real_number
+from ._misc import Integer, as_count, is_concrete, is_real_number, warn_at_caller
 from .integrate._registry import integrator_names, runs_anywhere
 from .integrate._solvers import ADJOINT_NAMES, SOLVERS, solver_name
 
@@ -170,13 +169,12 @@ def tolerances(options: SolveOptions, dtype: Any) -> tuple[Any, Any]:
     atol = default_atol if options.atol is None else options.atol
     floor = RESOLVABLE_EPSILONS * float(precision.eps)
     if is_concrete(rtol) and float(rtol) < floor:
-        warnings.warn(
+        warn_at_caller(
             f"rtol={float(rtol):g} is below {RESOLVABLE_EPSILONS} machine epsilons of the "
             f"{jnp.dtype(dtype).name} state ({floor:.1e}): the error estimate is then mostly "
             f"roundoff, and adaptive solves reject steps until max_steps. Pass "
             f"rtol>={default_rtol:g} (with atol={default_atol:g}), or leave rtol and atol "
-            "unset, or solve in float64 (jax.config.update('jax_enable_x64', True)).",
-            stacklevel=3,
+            "unset, or solve in float64 (jax.config.update('jax_enable_x64', True))."
         )
     return rtol, atol
 

@@ -7,7 +7,6 @@ Jacobian $|g'(u)|$, so every draw is a valid model.
 """
 
 import dataclasses
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -22,7 +21,7 @@ from jaxtyping import Array
 from ._fit._fit import FitResult
 from ._fit._problem import FitProblem, get_path
 from ._fit._uncertainty import natural_values
-from ._misc import Integer, as_count
+from ._misc import Integer, as_count, warn_at_caller
 
 # The fraction of transitions that may run into a point of zero density before `sample`
 # warns: past it, the region they ran into holds posterior mass the draws are missing.
@@ -189,14 +188,13 @@ class RejectedProposalsWarning(UserWarning):
 
 def _warn_if_rejected(rejected: np.ndarray) -> None:
     if rejected.mean() > NEGLIGIBLE_REJECTED:
-        warnings.warn(
+        warn_at_caller(
             f"{int(rejected.sum())} of {rejected.size} transitions ran into parameter values "
             "where the log posterior is not finite (the model gave NaN, its solve failed, or a "
             "prior excludes them): the draws stop short of them, so the posterior is cut off "
             "there. Check the model over the range the chains reach (Posterior.rejected marks "
             "the transitions), or give priors that exclude the invalid region.",
             RejectedProposalsWarning,
-            stacklevel=3,
         )
 
 

@@ -38,9 +38,12 @@ def test_dissipation_wavenumber_of_taylor_green_is_exact():
 def test_spectral_grid_too_coarse_warns_with_the_estimate():
     # k_eta = (2 / 0.005^2)^(1/6) = 6.56 > k_max = 5: under-resolved, by 0.76.
     coarse = NavierStokes2D(grid=GRID, viscosity=0.005)
-    with pytest.warns(UserWarning, match=r"k_max = 5 is below .* = 6.56 .* k_max·eta = 0.76"):
+    with pytest.warns(
+        UserWarning, match=r"k_max = 5 is below .* = 6.56 .* k_max·eta = 0.76"
+    ) as caught:
         trajectory = _simulate(coarse, VORTEX)
     assert bool(trajectory.succeeded)  # a warning: the run goes on
+    assert caught[0].filename == __file__  # it points at the call, not into simlab
     # k_eta = 4.13 < 5, and an inviscid flow has no dissipation scale: no warning.
     with warnings.catch_warnings():
         warnings.simplefilter("error")

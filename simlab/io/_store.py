@@ -27,6 +27,7 @@ import numpy as np
 import zarr
 from zarr.storage import LocalStore
 
+from .._misc import warn_at_caller
 from .._results import status_codes
 from ._atomic import atomic_write, fsync_file_and_folder
 
@@ -129,10 +130,9 @@ class SweepStore:
             if complete:  # an unfinished chunk is recomputed anyway: that is no damage
                 damaged += problems
         if damaged:
-            warnings.warn(
+            warn_at_caller(
                 f"the sweep store {str(self.path)!r} has missing or damaged chunk files "
-                f"({'; '.join(damaged)}); recomputing those chunks.",
-                stacklevel=3,
+                f"({'; '.join(damaged)}); recomputing those chunks."
             )
         return np.array(finished, bool)
 

@@ -9,7 +9,6 @@ Kolmogorov flow. Velocity, energy and spectra are in `simlab.grid` (`velocity`,
 """
 
 import functools
-import warnings
 from collections.abc import Callable
 from typing import ClassVar
 
@@ -19,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from .._misc import is_concrete
+from .._misc import is_concrete, warn_at_caller
 from ..grid import Grid
 from ..grid._spectral import (
     _derivative_wavenumbers,
@@ -301,7 +300,7 @@ class NavierStokes2D(AbstractSpectralGridModel):
             return
         # k_max scales with the number of cells: this many resolve k_eta on each axis.
         needed = [int(np.ceil(n * dissipation / largest)) for n in self.grid.shape]
-        warnings.warn(
+        warn_at_caller(
             f"NavierStokes2D: the grid {self.grid.shape} may be too coarse for this flow: its "
             f"largest kept wavenumber k_max = {largest:.3g} is below the dissipation "
             f"wavenumber of the enstrophy cascade, k_eta = (2P/nu^2)^(1/6) = {dissipation:.3g} "
@@ -310,7 +309,6 @@ class NavierStokes2D(AbstractSpectralGridModel):
             f"about {tuple(needed)} cells or a larger viscosity (an under-resolved run made on "
             "purpose may ignore this).",
             UserWarning,
-            stacklevel=3,
         )
 
     def describe_blow_up(self, solver, y, dt0):
