@@ -216,9 +216,9 @@ def mac_momentum(
     !!! example
 
         ```python
-        model, y0 = simlab.models.WalledNavierStokes2D.lid_driven_cavity(num_cells=16)
-        padded = jnp.pad(y0, ((0, 0), (1, 1), (1, 1)))  # a wall at rest all round
-        simlab.kernels.mac_momentum(padded, model.grid.spacing, model.viscosity)
+        velocity = jax.random.normal(jax.random.key(0), (2, 16, 16))
+        padded = jnp.pad(velocity, ((0, 0), (1, 1), (1, 1)), mode="wrap")  # periodic
+        simlab.kernels.mac_momentum(padded, (1 / 16, 1 / 16), viscosity=0.01)
         ```
     """
     name = KERNEL
