@@ -23,6 +23,7 @@ import simlab
 import simlab.kernels as sk
 from simlab._sweep._execute import run_chunk
 from simlab.kernels import (
+    _flow as flow_module,
     _laplacian as laplacian_module,
     _reaction_diffusion as reaction_diffusion_module,
     _temporal as temporal_module,
@@ -155,6 +156,21 @@ KERNEL_CASES = {
         ),
         (2, 3, 39, 31),
         jnp.float32,
+    ),
+    "mac momentum 512²": (
+        lambda p, c, backend: sk.mac_momentum(p, (1.0, 1.0), c, 0.5, backend=backend),
+        (2, 514, 514),
+        jnp.float32,
+    ),
+    "mac momentum 13×9 in a batch": (
+        lambda p, c, backend: sk.mac_momentum(p, (0.5, 0.7), c, 0.5, backend=backend),
+        (3, 2, 15, 11),
+        jnp.float32,
+    ),
+    "mac momentum 1000×777 float64": (
+        lambda p, c, backend: sk.mac_momentum(p, (0.5, 0.7), c, 0.5, backend=backend),
+        (2, 1002, 779),
+        jnp.float64,
     ),
     "heat 512², 16 steps, 8 per launch": (_heat(16, 8, (512, 512)), (512, 512), jnp.float32),
     "heat 512², 16 steps, 1 per launch": (_heat(16, 1, (512, 512)), (512, 512), jnp.float32),
@@ -363,6 +379,16 @@ def test_each_targets_layout_computes_reaction_diffusion_and_its_steps(target):
     _close(_gray_scott_launch(state, 0.5, 3, plan), _euler_steps(state, 0.5, 3))
 
 
+@pytest.mark.parametrize("target", list(LAYOUT_DTYPES))
+def test_each_targets_layout_computes_the_mac_momentum(target):
+    dtype = LAYOUT_DTYPES[target]
+    velocity = jax.random.normal(jax.random.key(5), (2, 19, 138), dtype)
+    params = jnp.array([0.1, 0.5], dtype)
+    plan = _interpreted(target, "mac_momentum", (17, 136), 1, 2, (8, 64))
+    got = flow_module._launch(velocity, params, (0.5, 0.7), plan)
+    _close(got, sk.mac_momentum_reference(velocity, (0.5, 0.7), 0.1, 0.5))
+
+
 def test_mosaic_gpus_tma_copies_run_in_its_interpreter():
     """Float32 windows and tiles go through the TMA and its barrier (float64 ones, above,
     through threads): Mosaic GPU's interpreter simulates the copies, here around three
@@ -472,6 +498,26 @@ def test_a_pde_rollout_with_pallas_stencils_exports_its_kernels():
         return simlab.simulate(model, state, ts, solver="tsit5").ys
 
     text = _export(rollout, jnp.ones((2, 32, 32), jnp.float32))
+    assert CALLS["triton"] in text and CALLS["tpu"] in text
+
+
+def test_a_walled_flow_rollout_with_the_fused_kernel_and_its_gradient_export():
+    """The cavity on 13² cells with `impl="pallas"`: the fused momentum kernel and the
+    Laplacian kernels of its derivative, exported for Triton and Mosaic TPU (adaptive
+    steps, in float32)."""
+    model, y0 = simlab.models.WalledNavierStokes2D.lid_driven_cavity(num_cells=13)
+    grid = model.grid
+
+    def rollout(viscosity):
+        model = simlab.models.WalledNavierStokes2D(viscosity=viscosity, grid=grid, impl="pallas")
+        model = with_dtype(model, jnp.float32)  # a TPU computes in 32 bits
+        ts = jnp.array([0.0, 0.01, 0.02], jnp.float32)
+        return simlab.simulate(model, y0.astype(jnp.float32), ts, solver="tsit5").ys
+
+    def both(viscosity):
+        return rollout(viscosity), jax.grad(lambda nu: jnp.sum(rollout(nu)[-1] ** 2))(viscosity)
+
+    text = _export(both, jnp.asarray(0.01, jnp.float32))
     assert CALLS["triton"] in text and CALLS["tpu"] in text
 
 

@@ -27,6 +27,10 @@ from ._cells import (
     neighbour_pair_forces as neighbour_pair_forces,
     neighbour_squared_distances as neighbour_squared_distances,
 )
+from ._flow import (
+    mac_momentum as mac_momentum,
+    mac_momentum_reference as mac_momentum_reference,
+)
 from ._laplacian import (
     laplacian as laplacian,
     laplacian2d as laplacian2d,

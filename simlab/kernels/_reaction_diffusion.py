@@ -167,7 +167,7 @@ def packed_parameters(
     for value in values:
         if jnp.ndim(value) != 0:
             raise ValueError(
-                f"{kernel}: diffusivities and parameters must be scalars (the fused kernel does "
+                f"{kernel}: coefficients and parameters must be scalars (the fused kernel does "
                 f"not take coefficient fields; use a model with impl='xla'); got shape "
                 f"{jnp.shape(value)}."
             )

@@ -30,7 +30,7 @@ import jax
 
 Target = Literal["interpret", "triton", "mosaic_gpu", "tpu"]
 TARGETS: tuple[Target, ...] = ("interpret", "triton", "mosaic_gpu", "tpu")
-KERNELS = ("laplacian2d", "laplacian3d", "reaction_diffusion", "temporal2d")
+KERNELS = ("laplacian2d", "laplacian3d", "reaction_diffusion", "temporal2d", "mac_momentum")
 
 # (target, kernel) -> tile. Triton and Mosaic GPU tiles are powers of two; Mosaic TPU
 # tiles are multiples of (8, 128) on their last two axes.
@@ -39,18 +39,22 @@ BLOCK_SHAPES: dict[tuple[str, str], tuple[int, ...]] = {
     ("interpret", "laplacian3d"): (32, 32, 64),
     ("interpret", "reaction_diffusion"): (256, 256),
     ("interpret", "temporal2d"): (256, 256),
+    ("interpret", "mac_momentum"): (256, 256),
     ("triton", "laplacian2d"): (32, 128),
     ("triton", "laplacian3d"): (4, 16, 64),
     ("triton", "reaction_diffusion"): (16, 128),
     ("triton", "temporal2d"): (32, 64),
+    ("triton", "mac_momentum"): (16, 128),
     ("mosaic_gpu", "laplacian2d"): (32, 128),
     ("mosaic_gpu", "laplacian3d"): (4, 16, 64),
     ("mosaic_gpu", "reaction_diffusion"): (16, 128),
     ("mosaic_gpu", "temporal2d"): (32, 64),
+    ("mosaic_gpu", "mac_momentum"): (16, 128),
     ("tpu", "laplacian2d"): (256, 512),
     ("tpu", "laplacian3d"): (8, 64, 256),
     ("tpu", "reaction_diffusion"): (256, 256),
     ("tpu", "temporal2d"): (256, 256),
+    ("tpu", "mac_momentum"): (256, 256),
 }
 
 # Shared memory a Mosaic GPU block may use (the H100/H200 opt-in limit); Mosaic GPU starts
@@ -108,7 +112,8 @@ def default_block_shape(
 
     **Arguments:**
 
-    - `kernel`: `"laplacian2d"`, `"laplacian3d"`, `"reaction_diffusion"` or `"temporal2d"`.
+    - `kernel`: `"laplacian2d"`, `"laplacian3d"`, `"reaction_diffusion"`, `"temporal2d"` or
+      `"mac_momentum"`.
     - `spatial_shape`: the interior (unpadded) shape of the field.
     - `target`: `"interpret"`, `"triton"`, `"mosaic_gpu"` or `"tpu"`; `None` for the one
       a kernel takes on the default device (`"interpret"` on a CPU, `"triton"` on a GPU).

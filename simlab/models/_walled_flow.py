@@ -20,8 +20,9 @@ import numpy as np
 from jax.scipy.fft import dct, idct
 from jaxtyping import Array, ArrayLike, Float
 
+from .. import kernels
 from .._misc import is_concrete
-from ..grid import Dirichlet, Grid, pad_axis
+from ..grid import Dirichlet, Grid, pad_axis, resolve_impl
 from ..grid._stability import advection_symbol, as_complex, laplacian_symbol
 from ..grid._vorticity import DEFAULT_COURANT
 from ._base import parameter
@@ -90,6 +91,10 @@ class WalledNavierStokes2D(AbstractGridModel):
     - `grid`: a 2-D [`simlab.Grid`][]: each axis periodic or walled on both sides.
     - `body_force`: $G$, a force per unit mass along $x$ (a constant pressure gradient
       $-\partial_x p$ that the periodic pressure cannot hold).
+    - `impl`: the momentum tendency's path: `"xla"` (shifted arrays), `"pallas"` (the
+      fused kernel [`simlab.kernels.mac_momentum`][], on the velocity padded with the
+      walls' ghosts) or `"auto"` (Pallas on a GPU or TPU, XLA on a CPU). The projection
+      is XLA's fast transforms on every path.
 
     !!! example
 
@@ -104,8 +109,8 @@ class WalledNavierStokes2D(AbstractGridModel):
     viscosity: Float[Array, ""] = parameter(lower=0.0, lower_inclusive=True, unit="length²/time")
     grid: Grid
     body_force: Float[Array, ""] = parameter(default=0.0, unit="length/time²")
+    impl: str = eqx.field(static=True, default="auto")
 
-    impl: ClassVar[str] = "xla"  # shifted arrays and fast transforms, no stencil kernels
     presets: ClassVar[tuple[str, ...]] = ("lid_driven_cavity", "channel")
     step_limit: ClassVar[str] = (
         "the viscous limit and the advective CFL limit of the initial velocity and the wall "
@@ -119,6 +124,12 @@ class WalledNavierStokes2D(AbstractGridModel):
             )
         for name in ("viscosity", "body_force"):
             self._check_coefficient(name, allow_field=False)
+        if self.impl == "spectral":
+            raise ValueError(
+                "WalledNavierStokes2D: impl must be 'auto', 'xla' or 'pallas' (finite volumes "
+                "on a staggered grid); got 'spectral'. Use simlab.models.NavierStokes2D for "
+                "Fourier-spectral flow on a periodic grid."
+            )
 
     @property
     def channel_shape(self) -> tuple[int, ...]:
@@ -173,6 +184,11 @@ class WalledNavierStokes2D(AbstractGridModel):
     def momentum_tendency(self, y: Array) -> Array:
         r"""$F(\mathbf u) = -\nabla\cdot(\mathbf u\mathbf u) + \nu\nabla^2\mathbf u +
         G\hat{\mathbf x}$ on the faces, before the projection (zero on wall faces)."""
+        if resolve_impl(self.impl) == "pallas":
+            tendency = kernels.mac_momentum(
+                self._padded_velocity(y), self.grid.spacing, self.viscosity, self.body_force
+            )
+            return tendency * self._open_faces(y.dtype)
         u, v = y[0], y[1]
         hx, hy = self.grid.spacing
         u_west, u_east = jnp.roll(u, 1, 0), jnp.roll(u, -1, 0)
@@ -199,6 +215,14 @@ class WalledNavierStokes2D(AbstractGridModel):
             ]
         )
         return tendency * self._open_faces(y.dtype)
+
+    def _padded_velocity(self, y: Array) -> Array:
+        """$(u, v)$ with one ghost cell per side, as the shifts above read them: across
+        walls, the tangential ghosts of the walls' conditions; along the normal axis (and
+        then at the corners), wrapped, which reads the zero wall faces as `jnp.roll` does."""
+        u = jnp.pad(pad_axis(y[0], self.grid, 1, 1), ((1, 1), (0, 0)), mode="wrap")
+        v = jnp.pad(pad_axis(y[1], self.grid, 0, 1), ((0, 0), (1, 1)), mode="wrap")
+        return jnp.stack([u, v])
 
     @eqx.filter_jit
     def project(self, y: Array) -> Array:
