@@ -225,3 +225,38 @@ def test_cfl_step_and_refusals(cavity):
         WalledNavierStokes2D(viscosity=0.1, grid=simlab.Grid((8,)))
     with pytest.raises(ValueError, match="walled along y"):
         poiseuille_velocity(model)
+
+
+def _as_float32(tree):
+    return jax.tree.map(lambda x: x.astype(jnp.float32) if eqx.is_inexact_array(x) else x, tree)
+
+
+@pytest.mark.parametrize("make", ["cavity", "burgers", "advection_diffusion"])
+def test_fixed_steps_in_float32_follow_float64(make):
+    """The stable-step estimate mixes the float64 Laplacian symbol with the model's own
+    parameters: a float32 model must still run (strict dtype promotion) and track float64."""
+    grid = simlab.Grid((16,), extent=1.0, boundary="periodic")
+    x = np.asarray(grid.coordinates()[0])
+    model, y0 = {
+        "cavity": lambda: WalledNavierStokes2D.lid_driven_cavity(num_cells=8, reynolds=10.0),
+        "burgers": lambda: (
+            simlab.models.Burgers(viscosity=0.05, grid=grid),
+            jnp.asarray(np.sin(2 * np.pi * x)),
+        ),
+        "advection_diffusion": lambda: (
+            simlab.models.AdvectionDiffusion(
+                diffusivity=0.05, velocity=jnp.array([1.0]), grid=grid
+            ),
+            jnp.asarray(np.sin(2 * np.pi * x)),
+        ),
+    }[make]()
+    ts, dt = np.array([0.0, 0.1]), 0.005
+
+    def final(model, y0, dtype):
+        return simlab.simulate(
+            model, y0, ts.astype(dtype), solver="rk4", adaptive=False, dt0=dt
+        ).ys[-1]
+
+    single = final(*_as_float32((model, y0)), np.float32)
+    assert single.dtype == jnp.float32
+    np.testing.assert_allclose(single, final(model, y0, np.float64), atol=1e-5)

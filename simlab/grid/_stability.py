@@ -53,6 +53,15 @@ def laplacian_symbol(spacing: tuple[float, ...], order: int, impl: str = "xla") 
     return total
 
 
+def diffusion_symbol(
+    coefficient: ArrayLike, spacing: tuple[float, ...], order: int, impl: str = "xla"
+) -> Array:
+    """`coefficient` times `laplacian_symbol`, in the coefficient's precision (strict dtype
+    promotion never mixes a float32 parameter with the float64 symbol)."""
+    coefficient = jnp.asarray(coefficient)
+    return coefficient * jnp.asarray(laplacian_symbol(spacing, order, impl), coefficient.dtype)
+
+
 def advection_symbol(
     spacing: tuple[float, ...], speeds: ArrayLike, scheme: str, impl: str = "xla"
 ) -> Array:

@@ -25,6 +25,7 @@ from ..grid._spectral import (
 from ..grid._stability import (
     advection_symbol,
     as_complex,
+    diffusion_symbol,
     laplacian_symbol,
 )
 from ..integrate._solvers import largest_stable_step, stability_function
@@ -352,7 +353,7 @@ class AdvectionDiffusion(AbstractAffineSplitGridModel):
 
     def linear_eigenvalues(self, y0):
         velocity = jnp.abs(jnp.asarray(self.velocity)).reshape(self.grid.ndim, -1).max(axis=1)
-        diffusion = _largest(self.diffusivity) * laplacian_symbol(self.grid.spacing, 2, self.impl)
+        diffusion = diffusion_symbol(_largest(self.diffusivity), self.grid.spacing, 2, self.impl)
         advection = advection_symbol(self.grid.spacing, velocity, self.scheme, self.impl)
         return as_complex(diffusion) + advection
 
@@ -485,7 +486,7 @@ class Burgers(AbstractAffineSplitGridModel):
 
     def linear_eigenvalues(self, y0):
         speed = jnp.full(self.grid.ndim, _largest(y0))
-        diffusion = _largest(self.viscosity) * laplacian_symbol(self.grid.spacing, 2, self.impl)
+        diffusion = diffusion_symbol(_largest(self.viscosity), self.grid.spacing, 2, self.impl)
         advection = advection_symbol(self.grid.spacing, speed, self.scheme, self.impl)
         return as_complex(diffusion) + advection
 

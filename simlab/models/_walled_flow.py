@@ -10,7 +10,6 @@ Laplacian with zero normal derivative at the walls.
 """
 
 import math
-import warnings
 from typing import Any, ClassVar
 
 import equinox as eqx
@@ -21,9 +20,9 @@ from jax.scipy.fft import dct, idct
 from jaxtyping import Array, ArrayLike, Float
 
 from .. import kernels
-from .._misc import is_concrete
+from .._misc import is_concrete, warn_at_caller
 from ..grid import Dirichlet, Grid, pad_axis, resolve_impl
-from ..grid._stability import advection_symbol, as_complex, laplacian_symbol
+from ..grid._stability import advection_symbol, as_complex, diffusion_symbol
 from ..grid._vorticity import DEFAULT_COURANT
 from ._base import parameter
 from ._pde import AbstractGridModel
@@ -184,42 +183,20 @@ class WalledNavierStokes2D(AbstractGridModel):
     def momentum_tendency(self, y: Array) -> Array:
         r"""$F(\mathbf u) = -\nabla\cdot(\mathbf u\mathbf u) + \nu\nabla^2\mathbf u +
         G\hat{\mathbf x}$ on the faces, before the projection (zero on wall faces)."""
-        if resolve_impl(self.impl) == "pallas":
-            tendency = kernels.mac_momentum(
-                self._padded_velocity(y), self.grid.spacing, self.viscosity, self.body_force
-            )
-            return tendency * self._open_faces(y.dtype)
-        u, v = y[0], y[1]
-        hx, hy = self.grid.spacing
-        u_west, u_east = jnp.roll(u, 1, 0), jnp.roll(u, -1, 0)
-        v_south, v_north = jnp.roll(v, 1, 1), jnp.roll(v, -1, 1)
-        # The tangential neighbours across a wall are the ghosts of its condition; the
-        # normal ones need none: the wall faces hold zero, so rolling reads them.
-        u_padded, v_padded = pad_axis(u, self.grid, 1, 1), pad_axis(v, self.grid, 0, 1)
-        u_south, u_north = u_padded[:, :-2], u_padded[:, 2:]
-        v_west, v_east = v_padded[:-2], v_padded[2:]
-        # u v at the cell corners (x-face i + 1, y-face j + 1), shared by both momenta.
-        corner_flux = 0.25 * (u + u_north) * (v + v_east)
-        advection_u = ((u + u_east) ** 2 - (u_west + u) ** 2) / (4 * hx) + (
-            corner_flux - jnp.roll(corner_flux, 1, 1)
-        ) / hy
-        advection_v = (corner_flux - jnp.roll(corner_flux, 1, 0)) / hx + (
-            (v + v_north) ** 2 - (v_south + v) ** 2
-        ) / (4 * hy)
-        viscous_u = (u_east - 2 * u + u_west) / hx**2 + (u_north - 2 * u + u_south) / hy**2
-        viscous_v = (v_east - 2 * v + v_west) / hx**2 + (v_north - 2 * v + v_south) / hy**2
-        tendency = jnp.stack(
-            [
-                self.viscosity * viscous_u - advection_u + self.body_force,
-                self.viscosity * viscous_v - advection_v,
-            ]
+        momentum = (
+            kernels.mac_momentum
+            if resolve_impl(self.impl) == "pallas"
+            else kernels.mac_momentum_reference
+        )
+        tendency = momentum(
+            self._padded_velocity(y), self.grid.spacing, self.viscosity, self.body_force
         )
         return tendency * self._open_faces(y.dtype)
 
     def _padded_velocity(self, y: Array) -> Array:
-        """$(u, v)$ with one ghost cell per side, as the shifts above read them: across
-        walls, the tangential ghosts of the walls' conditions; along the normal axis (and
-        then at the corners), wrapped, which reads the zero wall faces as `jnp.roll` does."""
+        """$(u, v)$ with one ghost cell per side: across walls, the tangential ghosts of the
+        walls' conditions; along the normal axis (and then at the corners), wrapped: the
+        face beyond the last is the wall face, which holds zero."""
         u = jnp.pad(pad_axis(y[0], self.grid, 1, 1), ((1, 1), (0, 0)), mode="wrap")
         v = jnp.pad(pad_axis(y[1], self.grid, 0, 1), ((0, 0), (1, 1)), mode="wrap")
         return jnp.stack([u, v])
@@ -381,7 +358,7 @@ class WalledNavierStokes2D(AbstractGridModel):
         return speeds[0] / hx + speeds[1] / hy
 
     def linear_eigenvalues(self, y0):
-        viscous = jnp.abs(self.viscosity) * laplacian_symbol(self.grid.spacing, 2)
+        viscous = diffusion_symbol(jnp.abs(self.viscosity), self.grid.spacing, 2)
         advective = advection_symbol(self.grid.spacing, self._speeds(jnp.asarray(y0)), "central")
         return as_complex(viscous) + advective
 
@@ -405,7 +382,8 @@ class WalledNavierStokes2D(AbstractGridModel):
             model.cell_reynolds_number(y0)  # 1/64 / 0.01 = 1.56: the lid at 1, nu = 1/100
             ```
         """
-        cell_speeds = self._speeds(jnp.asarray(y)) * jnp.asarray(self.grid.spacing)
+        speeds = self._speeds(jnp.asarray(y))
+        cell_speeds = speeds * jnp.asarray(self.grid.spacing, speeds.dtype)
         advection = jnp.max(cell_speeds)
         viscosity = jnp.asarray(self.viscosity, advection.dtype)
         safe = jnp.where(viscosity > 0, viscosity, 1.0)
@@ -430,14 +408,13 @@ class WalledNavierStokes2D(AbstractGridModel):
                 max(int(np.ceil(c)), n) for c, n in zip(cells, self.grid.shape, strict=True)
             )
             remedy = f"about {needed} cells, or {remedy},"
-        warnings.warn(
+        warn_at_caller(
             f"WalledNavierStokes2D: the cell Reynolds number max(U_x h_x, U_y h_y)/nu of y0 "
             f"and the walls is {cell_reynolds:.3g}, above {CELL_REYNOLDS_BOUND:g}, the bound "
             f"for centred advection-diffusion to stay free of grid-scale wiggles in steady "
             f"boundary layers. The grid {self.grid.shape} may be too coarse for this Reynolds "
             f"number: {remedy} would bring it to {CELL_REYNOLDS_BOUND:g}.",
             UserWarning,
-            stacklevel=3,
         )
 
     def describe_blow_up(self, solver, y, dt0):
