@@ -80,7 +80,7 @@ def ensemble_statistics(paths: Array, statistics: Sequence[str]) -> Array:
 
 
 def _variance(paths: Array) -> Array:
-    deviations = paths - jnp.mean(paths, axis=0)
+    deviations = paths - jnp.mean(paths, axis=0, keepdims=True)
     return jnp.sum(deviations**2, axis=0) / (paths.shape[0] - 1)
 
 
@@ -88,7 +88,7 @@ def path_contributions(paths: np.ndarray, statistics: Sequence[str]) -> np.ndarr
     """Each path's contribution to the statistics, whose covariance over the paths is the
     asymptotic covariance of the ensemble's statistics times the number of paths: its value
     for the mean, its squared deviation from the mean for the variance."""
-    columns = {"mean": paths, "variance": (paths - paths.mean(axis=0)) ** 2}
+    columns = {"mean": paths, "variance": (paths - paths.mean(axis=0, keepdims=True)) ** 2}
     return np.concatenate([columns[name] for name in statistics], axis=-1)
 
 
