@@ -57,6 +57,8 @@ class MomentProblem(FitProblem):
 
     def _experiment_predictions(self, model, experiment, y0, adjoint):
         dt0 = self.simulate_options.dt0
+        # The fixed-step SDE loop differentiates by its own rules: forward, or reverse (None).
+        adjoint = "forward" if adjoint == "forward" else None
 
         def one_path(key):
             return self.predict(model, y0[0], experiment.ts, adjoint, key=key, dt0=dt0)
@@ -187,7 +189,7 @@ def fit_moments(
     whitening = _whitening(contributions, paths)
     moments = np.asarray(ensemble_statistics(jnp.asarray(observed[:, 1:]), statistics))
     whitened = (whitening @ moments.reshape(-1)).reshape(1, *moments.shape)
-    y0 = jnp.asarray(observed[:1, 0])
+    y0 = jnp.asarray(observed[:1, 0]).reshape(1, *model.state_shape)
     experiment = ObservationBatch(
         ts=ts,
         observations=jnp.asarray(whitened),
