@@ -123,10 +123,15 @@ def test_pathwise_gradient_of_the_moment_objective_matches_central_differences(m
         return 0.5 * jnp.sum(residuals**2)
 
     point, h = jnp.array([1.2, 0.8]), 1e-5
-    reverse = jax.jit(jax.grad(objective), static_argnums=1)(point, None)
-    forward = jax.jit(jax.jacfwd(objective), static_argnums=1)(point, "forward")
     shifted = point[None] + h * jnp.concatenate([jnp.eye(2), -jnp.eye(2)])
-    values = jax.jit(jax.vmap(lambda p: objective(p, "forward")))(shifted)
+
+    @jax.jit
+    def derivatives_and_values():  # one compiled program for all three
+        reverse = jax.grad(objective)(point, None)
+        forward = jax.jacfwd(objective)(point, "forward")
+        return reverse, forward, jax.vmap(lambda p: objective(p, "forward"))(shifted)
+
+    reverse, forward, values = derivatives_and_values()
     central = (values[:2] - values[2:]) / (2 * h)
     np.testing.assert_allclose(reverse, central, rtol=1e-6)
     np.testing.assert_allclose(forward, central, rtol=1e-6)
