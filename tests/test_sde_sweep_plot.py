@@ -120,3 +120,24 @@ def test_bad_requests_name_what_to_do(streamed, kept):
         simlab.plot.sweep_lines(result, "trajectory", band=(0.9, 0.1), at=AT_END)
     with pytest.raises(ValueError, match="'path' was not swept"):
         simlab.plot.sweep_lines(result, "trajectory", x="path", at=AT_END)
+
+
+def test_lines_outside_a_grid_split_kept_paths_by_point_and_sort_along_x():
+    """A zip sweep in unsorted theta: the kept paths of each point (members run path by
+    path within a point) give the same means as the streamed sweep, drawn in theta order."""
+    thetas = np.array([2.0, 0.5, 1.0])
+
+    def final_x(trajectory):
+        return {"x": trajectory.ys[-1, 0]}
+
+    settings = SETTINGS | dict(paths=16, mode="zip", observable=final_x)
+    ts = jnp.linspace(0.0, T_END, 3)
+    kept = simlab.sweep(OU, {"theta": thetas}, jnp.array([X0]), ts, keep_paths=True, **settings)
+    streamed = simlab.sweep(OU, {"theta": thetas}, jnp.array([X0]), ts, **settings)
+    per_point = kept.observables["x"].reshape(thetas.size, 16)
+    order = np.argsort(thetas)
+    for result in (kept, streamed):
+        ax = simlab.plot.sweep_lines(result, "x")
+        np.testing.assert_allclose(ax.lines[0].get_xdata(), thetas[order])
+        np.testing.assert_allclose(ax.lines[0].get_ydata(), per_point.mean(axis=1)[order])
+        plt.close(ax.figure)

@@ -149,12 +149,13 @@ def fit_moments(
       same objective).
 
     **Returns:** a [`simlab.FitResult`][]. Its `covariance` and `stderr` are the
-    generalised method of moments' sandwich $(J^\top \Omega^{-1} J)^{-1}$, $J$ the
+    generalised method of moments' covariance $(J^\top \Omega^{-1} J)^{-1}$, $J$ the
     derivative of the simulated statistics: asymptotic in $M$, with the moments'
     covariance across times and statistics taken into account. `loss` is half Hansen's J
     statistic ($\chi^2$ with `num_observed - len(params)` degrees of freedom for a right
     model), and `noise_variance` that $\chi^2$ per degree of freedom (near 1 for a right
-    model). `profile` works as for `fit`.
+    model). `profile` works as for `fit`; `predict(ts, key=...)` draws one fitted path
+    from `ts[0]` of the fit, at times after it.
 
     !!! example
 

@@ -125,9 +125,10 @@ def sweep_lines(result, variable: str, *, x=None, hue=None, at=None, band=None, 
     x = x or _point_names(result)[0]
     _check_swept(result, x)
     others = [name for name in _point_names(result) if name != x]
-    hue = (
-        (hue if hue is not None else (others[0] if others else None)) if _is_grid(result) else None
-    )
+    if not _is_grid(result):
+        hue = None  # outside a grid the other swept names label members, not lines
+    elif hue is None:
+        hue = others[0] if others else None
     fixed = {name: value for name, value in (at or {}).items() if name != hue}
     keep = (x,) + ((hue,) if hue else ())
     centre = _select(result, variable, fixed, keep=keep, statistic="mean")
