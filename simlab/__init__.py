@@ -17,6 +17,7 @@ from ._continuation import (
 from ._expectation import Estimate as Estimate, expectation as expectation
 from ._export import export as export
 from ._fit import FitResult as FitResult, fit as fit
+from ._fit._moments import fit_moments as fit_moments
 from ._fit._multistart import Starts as Starts
 from ._fit._noise import AbstractNoise as AbstractNoise, NegativeBinomial as NegativeBinomial
 from ._fit._profile import Profile as Profile

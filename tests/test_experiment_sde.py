@@ -61,7 +61,7 @@ def _with(table: str, **changes) -> dict:
     return config
 
 
-def test_kramers_experiment_matches_the_exact_mean_first_passage_time(tmp_path):
+def test_kramers_experiment_matches_the_exact_mean_first_passage_time(tmp_path, capsys):
     out = tmp_path / "run"
     assert cli.main(["run", "kramers_escape", "--quick", "--quiet", "--out", str(out)]) == 0
     stored = experiments._folder.read_run(out)
@@ -85,6 +85,16 @@ def test_kramers_experiment_matches_the_exact_mean_first_passage_time(tmp_path):
     assert np.all(stored.arrays["simulation_ys"][0] == start)
     figures = {path.name for path in (out / "figures").iterdir()}
     assert figures == {"kramers_escape.png", "kramers_escape.svg"}
+    # `simlab show` prints the ensemble: its paths and seed, each point's mean ± error.
+    capsys.readouterr()
+    assert cli.main(["show", str(out)]) == 0
+    shown = capsys.readouterr().out
+    assert f"ensemble: {ensemble['paths']} paths per point, seed 0" in shown
+    for D, mean, error in zip(
+        ensemble["points"]["D"], times["mean"], times["standard_error"], strict=True
+    ):
+        paths = ensemble["paths"]
+        assert f"D = {D:.4g}: {mean:.4g} ± {error:.3g} ({paths} of {paths} paths)" in shown
 
 
 @pytest.mark.parametrize("D", [0.05, 0.15, 0.3, 1.0])

@@ -414,6 +414,36 @@ def fit(
         bounds=bounds,
         transition=transition,
     )
+    return fit_problem(
+        problem,
+        layout,
+        stepper,
+        max_steps,
+        starts=starts,
+        key=key,
+        devices=devices,
+        progress=progress,
+        checkpoint=checkpoint,
+        checkpoint_every=checkpoint_every,
+        throw=throw,
+    )
+
+
+def fit_problem(
+    problem: FitProblem,
+    layout: Layout,
+    stepper: AbstractStepper,
+    max_steps: int,
+    *,
+    starts: Integer | None = None,
+    key: Any = None,
+    devices: Sequence[jax.Device] | None = None,
+    progress: bool | None = None,
+    checkpoint: str | os.PathLike | None = None,
+    checkpoint_every: Integer = 100,
+    throw: bool = True,
+) -> FitResult:
+    """Runs the optimiser on a validated problem and gathers the `FitResult`."""
     arrays = jtu.tree_leaves(eqx.filter(problem, eqx.is_array))
     traced = not all(is_concrete(leaf) for leaf in arrays)
     if traced and (checkpoint is not None or devices is not None):

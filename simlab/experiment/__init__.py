@@ -231,6 +231,8 @@ def _summary(stored: StoredRun) -> str:
         for name, summary in sweep["observables"].items():
             if summary["min"] is not None and not summary["shape"]:
                 lines.append(f"    {name}: {summary['min']:.4g} … {summary['max']:.4g}")
+        if "ensemble" in sweep:
+            lines.extend(_ensemble_lines(sweep["ensemble"]))
     if "sensitivity" in metrics:
         lines.extend(_sensitivity_lines(metrics["sensitivity"]))
     if "continuation" in metrics:
@@ -240,6 +242,33 @@ def _summary(stored: StoredRun) -> str:
     figures = sorted(path.name for path in stored.figures_folder.glob("*.*"))
     lines.append(f"  figures in {stored.figures_folder}: {', '.join(figures) or 'none'}")
     return "\n".join(lines)
+
+
+def _ensemble_lines(ensemble: dict) -> list[str]:
+    """Each swept point's mean ± standard error over its paths, per scalar observable."""
+    paths = ensemble["paths"]
+    lines = [f"    ensemble: {paths} paths per point, seed {ensemble['seed']}"]
+    points = ensemble["points"]
+    labels = [
+        ", ".join(f"{name} = {values[i]:.4g}" for name, values in points.items())
+        for i in range(len(next(iter(points.values()), [])))
+    ]
+    for name, statistics in ensemble["statistics"].items():
+        lines.append(f"    {name}, mean ± standard error over the paths:")
+        for label, count, mean, error in zip(
+            labels,
+            statistics["count"],
+            statistics["mean"],
+            statistics["standard_error"],
+            strict=True,
+        ):
+            value = "no finite value" if mean is None else f"{mean:.4g} ± {_error_text(error)}"
+            lines.append(f"      {label}: {value} ({count} of {paths} paths)")
+    return lines
+
+
+def _error_text(value) -> str:
+    return "-" if value is None else f"{value:.3g}"
 
 
 def _fit_lines(fit: dict, truth: dict) -> list[str]:
