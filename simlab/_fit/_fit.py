@@ -2,7 +2,6 @@
 
 import os
 import sys
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -16,7 +15,7 @@ import optimistix as optx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array, ArrayLike
 
-from .._misc import Integer, RealNumber, as_count, is_concrete, is_real_number
+from .._misc import Integer, RealNumber, as_count, is_concrete, is_real_number, warn_at_caller
 from .._options import SolveOptions
 from .._results import RESULTS
 from ..integrate._sde import is_stochastic
@@ -745,12 +744,11 @@ def _in_layout(per_set: Sequence[Array], layout: Layout):
 def _warn_unidentifiable(labels: tuple[str, ...], unidentifiable: np.ndarray) -> None:
     names = [label for label, flag in zip(labels, unidentifiable, strict=True) if flag]
     if names:
-        warnings.warn(
+        warn_at_caller(
             f"the data cannot identify {names}: the fit's Jacobian is (nearly) singular along "
             "a direction combining them, so their standard errors are reported as inf. Fix "
             "some of them (leave them out of params) or add data that separates them.",
             UnidentifiableWarning,
-            stacklevel=3,
         )
 
 

@@ -2,7 +2,6 @@
 
 import dataclasses
 import math
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -13,7 +12,7 @@ import jax.tree_util as jtu
 import numpy as np
 from jaxtyping import Array
 
-from .._misc import is_concrete
+from .._misc import is_concrete, warn_at_caller
 from .._options import SolveOptions, as_solve_options
 from .._simulate import checked_ts, simulate, with_default_solver
 from ..models._base import AbstractModel
@@ -395,23 +394,21 @@ def _warn_if_underdetermined(problem: FitProblem) -> None:
     if not is_concrete(observed):
         return  # the observation mask is traced (fits under vmap): counted per member at run time
     if int(observed) < unknowns:
-        warnings.warn(
+        warn_at_caller(
             f"the fit is underdetermined: {int(observed)} observed values for "
             f"{unknowns} fitted unknowns, so the data cannot determine them all; the standard "
             "errors and noise variance are undefined (nan). Add observations, or fit fewer "
             "parameters (leave some out of params, or fit_y0=False).",
             UnderdeterminedWarning,
-            stacklevel=4,
         )
     elif int(observed) == unknowns and problem.fit_noise:
-        warnings.warn(
+        warn_at_caller(
             f"the fit leaves no degrees of freedom for its noise scale: {int(observed)} observed "
             f"values for {unknowns} fitted unknowns, so the residuals can vanish and the noise "
             "scale cannot be estimated; the standard errors, noise variance, log_likelihood, "
             "aic and bic are undefined (nan). Pass the known noise level as noise_scale=, add "
             "observations, or fit fewer parameters.",
             UnderdeterminedWarning,
-            stacklevel=4,
         )
 
 
