@@ -34,6 +34,8 @@ GRAY_SCOTT = dict(
     parameters=(0.035, 0.065),
     reaction_fn=simlab.models.GrayScott.reaction,
 )
+# Staggered-grid momentum: cell sizes, viscosity and body force.
+MAC = dict(spacing=(0.5, 0.7), viscosity=0.01, body_force=0.3)
 TARGETS = {"laplacian2d": 400.0, "temporal": 600.0, "gray_scott": 200.0}  # Gcell/s, H200
 
 
@@ -143,6 +145,20 @@ def correctness_cases(shape2d, shape3d, backend, interpret):
                 tolerance,
             )
         )
+        velocity = jax.random.normal(key, (2, *(n + 2 for n in shape2d)), dtype)
+        for label, transform in (
+            ("mac_momentum", lambda f: f),
+            ("mac_momentum gradient", _gradient),
+        ):
+            cases.append(
+                (
+                    name.format(label),
+                    transform(ft.partial(sk.mac_momentum, **MAC, **options)),
+                    transform(ft.partial(sk.mac_momentum_reference, **MAC)),
+                    velocity,
+                    tolerance,
+                )
+            )
         grid = simlab.Grid(shape2d, boundary=["periodic", "neumann"])
         heat = heat_settings(grid, diffusivity=0.2, dt=0.5, num_steps=8)
         cases.append(
@@ -216,6 +232,15 @@ def throughput_cases(size, backends, interpret, steps):
             None,
         ),
         (
+            "mac_momentum XLA",
+            "mac_momentum (fused)",
+            ft.partial(sk.mac_momentum_reference, **MAC),
+            state,
+            cells,
+            4 * cells * word,
+            None,
+        ),
+        (
             f"heat {steps} steps XLA (pad + step)",
             "heat, 1 steps/launch",
             ft.partial(sk.heat_steps_reference, **heat),
@@ -245,6 +270,15 @@ def throughput_cases(size, backends, interpret, steps):
                 cells,
                 4 * cells * word,
                 target("gray_scott"),
+            ),
+            (
+                f"[{backend}] mac_momentum Pallas (fused)",
+                "mac_momentum (fused)",
+                ft.partial(sk.mac_momentum, **MAC, **options),
+                state,
+                cells,
+                4 * cells * word,
+                None,
             ),
         ]
         for per_launch in (1, 4, 8):

@@ -129,6 +129,16 @@ KERNELS = (
         1,
         ft.partial(sk.reaction_diffusion_reference, **GRAY_SCOTT),
     ),
+    Kernel(
+        "mac_momentum (fused)",
+        "mac_momentum",
+        2,
+        1,
+        2,
+        2,
+        1,
+        ft.partial(sk.mac_momentum_reference, spacing=(1.0, 1.0), viscosity=0.01),
+    ),
     *(
         Kernel(f"heat, {k} steps/launch", "temporal2d", 2, k, 1, 1, k, _heat_step())
         for k in (1, 4, 8)
