@@ -105,6 +105,21 @@ def test_lynx_hare_fit(lynx_hare_fit):
     assert np.all(np.isfinite(stderr)) and np.all(stderr > 0)
 
 
+def test_skipping_the_covariance_changes_nothing_else(lynx_hare, lynx_hare_fit):
+    start = simlab.models.LotkaVolterra(alpha=0.5, beta=0.02, gamma=0.8, delta=0.02)
+    arguments = (start, lynx_hare.ts, lynx_hare.observations)
+    options = dict(y0=lynx_hare.observations[0], params=LV_PARAMS, fit_y0=True)
+    quick = simlab.fit(*arguments, **options, covariance=False)
+    for name in LV_PARAMS:
+        np.testing.assert_allclose(quick.params[name], lynx_hare_fit.params[name], rtol=1e-12)
+        assert np.isnan(quick.stderr[name])
+    np.testing.assert_allclose(quick.loss, lynx_hare_fit.loss, rtol=1e-12)
+    np.testing.assert_allclose(quick.aic, lynx_hare_fit.aic, rtol=1e-12)
+    assert quick.covariance.shape == (6, 6) and np.all(np.isnan(quick.covariance))
+    with pytest.raises(TypeError, match="covariance"):
+        simlab.fit(*arguments, **options, covariance="no")
+
+
 def test_lotka_volterra_recovery_with_5_percent_noise(lynx_hare, lynx_hare_fit):
     truth = LOTKA_VOLTERRA
     y0 = jnp.array([30.0, 4.0])

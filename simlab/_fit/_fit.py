@@ -255,6 +255,7 @@ def fit(
     checkpoint_every: Integer = 100,
     throw: bool = True,
     transition: str | None = None,
+    covariance: bool = True,
 ) -> FitResult:
     r"""Fits model parameters (and optionally initial states) to observations by maximum
     likelihood.
@@ -344,6 +345,9 @@ def fit(
       count as the same only if they compute the same (a digest of their jaxprs, so a
       class or function redefined under its name is a different one).
     - `throw`: raise if the fit does not converge; with `False` read `.result`.
+    - `covariance`: with `False`, skip the covariance and standard errors (left NaN). They
+      take one Jacobian (or Hessian) at the optimum: a pass through the solves per fitted
+      scalar, most of the time of a fit of a whole field (an initial vorticity of 4D-Var).
     - `transition`: for a stochastic model ([`simlab.models.AbstractSDEModel`][]), whose
       `observations` are observed paths of the whole state (`(T, k)`, or `(batch, T, k)`
       for independent paths sharing `ts`): the transition density whose product along
@@ -425,6 +429,7 @@ def fit(
         checkpoint=checkpoint,
         checkpoint_every=checkpoint_every,
         throw=throw,
+        covariance=covariance,
     )
 
 
@@ -441,8 +446,10 @@ def fit_problem(
     checkpoint: str | os.PathLike | None = None,
     checkpoint_every: Integer = 100,
     throw: bool = True,
+    covariance: bool = True,
 ) -> FitResult:
-    """Runs the optimiser on a validated problem and gathers the `FitResult`."""
+    """Runs the optimiser on a validated problem and gathers the `FitResult` (with the
+    covariance at the optimum unless `covariance=False`)."""
     arrays = jtu.tree_leaves(eqx.filter(problem, eqx.is_array))
     traced = not all(is_concrete(leaf) for leaf in arrays)
     if traced and (checkpoint is not None or devices is not None):
@@ -469,7 +476,7 @@ def fit_problem(
             checkpoint=checkpoint,
             checkpoint_every=checkpoint_every,
         )
-    result, unidentifiable = _result(problem, carry, layout, starts, stepper, max_steps)
+    result, unidentifiable = _result(problem, carry, layout, starts, stepper, max_steps, covariance)
     if not traced:
         _warn_unidentifiable(result.covariance_labels, np.asarray(unidentifiable))
     if throw:
@@ -627,13 +634,15 @@ def _sharded(problem: FitProblem, devices: list) -> FitProblem:
 
 
 @eqx.filter_jit
-def _finish(problem: FitProblem, carry: Carry, num_fitted: int):
-    """The fitted model, its likelihood, information criteria and covariance."""
+def _finish(problem: FitProblem, carry: Carry, num_fitted: int, with_covariance: bool):
+    """The fitted model, its likelihood, information criteria and covariance (NaN without
+    `with_covariance`)."""
     model, y0s = problem.build(carry.best_u)
     noise = problem.noise_at(carry.best_u)
     num_observed = problem.num_observed()
     dof = num_observed - num_fitted  # an integer count: cast before dividing floats by it
-    has_scalars = bool(problem.array_paths or problem.fit_y0 or problem.noise_paths)
+    fits_scalars = bool(problem.array_paths or problem.fit_y0 or problem.noise_paths)
+    has_scalars = fits_scalars and with_covariance
     if problem.is_least_squares:
         # One pass through the solves gives the residuals, the likelihood and J.
         if has_scalars:
@@ -663,8 +672,11 @@ def _finish(problem: FitProblem, carry: Carry, num_fitted: int):
         else:
             loss, solved = problem.negative_log_likelihood_at(model, y0s, noise, "forward")
         nll, noise_variance = loss, jnp.full((), jnp.nan)
-    if not has_scalars:
+    if not fits_scalars:
         cov, unidentifiable = jnp.zeros((0, 0)), jnp.zeros((0,), bool)
+    elif not with_covariance:
+        cov = jnp.full((num_fitted, num_fitted), jnp.nan, loss.dtype)
+        unidentifiable = jnp.zeros((num_fitted,), bool)
     num_estimated = num_fitted + int(problem.fit_noise)
     criteria = {
         "log_likelihood": -nll,
@@ -676,11 +688,11 @@ def _finish(problem: FitProblem, carry: Carry, num_fitted: int):
 
 
 def _result(
-    problem, carry: Carry, layout: Layout, starts, stepper, max_steps
+    problem, carry: Carry, layout: Layout, starts, stepper, max_steps, with_covariance: bool
 ) -> tuple[FitResult, Array]:
     num_fitted = num_scalars(carry.best_u)
     model, y0s, noise, loss, solved, cov, unidentifiable, noise_variance, criteria = _finish(
-        problem, carry, num_fitted
+        problem, carry, num_fitted, with_covariance
     )
     result = RESULTS.where(
         (carry.result == RESULTS.successful) & ~carry.done,
