@@ -1,0 +1,154 @@
+"""Adaptive steps on stochastic models (SPaRK on the key's virtual Brownian tree): the strong
+error against geometric Brownian motion's exact solution on the tree's own path as the
+tolerance shrinks, agreement in the mean with the lean fixed-step solve as its step
+shrinks, pathwise derivatives against the exact one, and clear refusals.
+
+Statistical assertions use fixed keys; each states the confidence of its tolerance.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import simlab
+from simlab.integrate import brownian_path
+from simlab.models import GeometricBrownianMotion
+
+TS = jnp.linspace(0.0, 1.0, 3)
+Y0 = jnp.array([1.0])
+KEYS = jax.random.split(jax.random.key(3), 64)
+TOLERANCES = (1e-3, 1e-4, 1e-5)  # rtol; atol is rtol / 100
+
+
+def _adaptive_end(mu, sigma, key, rtol, adjoint="forward"):
+    model = GeometricBrownianMotion(mu=mu, sigma=sigma)
+    path = simlab.simulate(
+        model, Y0, TS, solver="spark", key=key, rtol=rtol, atol=rtol / 100, adjoint=adjoint
+    )
+    return path.ys[-1, 0], path.stats["num_accepted_steps"]
+
+
+@jax.jit
+def _adaptive_ends(mu, sigma, keys, rtol):
+    """Per path: S_T, its pathwise derivative in mu (forward mode), the tree's W_T, steps."""
+
+    def one(key):
+        end = lambda m: _adaptive_end(m, sigma, key, rtol)  # noqa: E731
+        (value, steps), (slope, _) = jax.jvp(end, (mu,), (jnp.ones_like(mu),))
+        return value, slope, brownian_path(key, TS)[-1], steps
+
+    return jax.vmap(one)(keys)
+
+
+@jax.jit
+def _euler_maruyama_ends(mu, sigma, keys, dt0):
+    """S_T of the lean fixed-step loop (a traced dt0: one compiled solve for every step)."""
+    model = GeometricBrownianMotion(mu=mu, sigma=sigma)
+    end = lambda key: simlab.simulate(  # noqa: E731
+        model, Y0, TS, solver="euler_maruyama", key=key, adaptive=False, dt0=dt0
+    ).ys[-1, 0]
+    return jax.vmap(end)(keys)
+
+
+def _exact_end(mu, sigma, W_T):
+    return jnp.exp((mu - sigma**2 / 2) * TS[-1] + sigma * W_T)
+
+
+@pytest.fixture(scope="module")
+def gbm_runs():
+    """The adaptive solves of GBM(mu=0.5, sigma=0.8) at each tolerance."""
+    return {rtol: _adaptive_ends(0.5, 0.8, KEYS, rtol) for rtol in TOLERANCES}
+
+
+def test_strong_error_on_the_trees_path_falls_as_the_tolerance_shrinks(gbm_runs):
+    errors, steps = [], []
+    for rtol in TOLERANCES:
+        ends, _, W_T, num_steps = gbm_runs[rtol]
+        errors.append(float(jnp.sqrt(jnp.mean((ends - _exact_end(0.5, 0.8, W_T)) ** 2))))
+        steps.append(float(jnp.mean(num_steps)))
+    assert errors[0] > errors[1] > errors[2]
+    assert steps[0] < steps[1] < steps[2]
+    # Diagonal noise is commutative: SPaRK's strong order is 1 in the step, so the error
+    # falls about as fast as the number of steps grows (measured: 0.9).
+    order = -np.polyfit(np.log(steps), np.log(errors), 1)[0]
+    assert 0.6 < order < 1.5
+
+
+def test_pathwise_derivative_is_the_exact_one_on_the_trees_path(gbm_runs):
+    # On a fixed path dS_T/dmu = T S_T.
+    _, slopes, W_T, _ = gbm_runs[TOLERANCES[-1]]
+    exact = TS[-1] * _exact_end(0.5, 0.8, W_T)
+    np.testing.assert_allclose(slopes, exact, rtol=0.02)
+
+
+def test_mean_agrees_with_the_lean_fixed_step_solve_as_its_step_shrinks():
+    """Euler–Maruyama's mean of GBM is exactly (1 + mu h)^(T/h): its gap to the adaptive mean
+    is that bias within 4 standard errors (a miss has probability below 1e-4 for each step
+    if the adaptive mean is unbiased), so the gap closes as the step shrinks."""
+    mu, sigma = 1.0, 0.1
+    adaptive, _, _, _ = _adaptive_ends(mu, sigma, KEYS, 1e-3)
+    gaps = []
+    for dt0 in (1 / 2, 1 / 8, 1 / 32):
+        lean = _euler_maruyama_ends(mu, sigma, KEYS, dt0)
+        stderr = float(jnp.sqrt((jnp.var(lean) + jnp.var(adaptive)) / KEYS.shape[0]))
+        gap = float(jnp.mean(lean) - jnp.mean(adaptive))
+        bias = (1 + mu * dt0) ** (1 / dt0) - np.exp(mu)
+        assert abs(gap - bias) < 4 * stderr
+        gaps.append((abs(gap), stderr))
+    (coarse, coarse_stderr), _, (fine, fine_stderr) = gaps
+    assert coarse > 4 * coarse_stderr and fine < 4 * fine_stderr
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        (dict(solver="milstein"), r"Milstein takes fixed steps.*solver='spark'"),
+        (dict(), r"Milstein takes fixed steps.*solver='spark'"),  # the default solver
+        (dict(solver="spark", adaptive=False, dt0=0.1), "SPaRK takes adaptive steps only"),
+        (dict(solver="spark", key=None), r"pass key=jax\.random\.key"),
+        (dict(solver="spark", adjoint="backsolve"), "adjoint=None, 'checkpoint'"),
+        (dict(solver="spark", integrator="diffrax"), "drop integrator='diffrax'"),
+    ],
+)
+def test_adaptive_steps_refuse_fixed_step_methods_and_missing_keys(settings, message):
+    settings = dict(key=jax.random.key(0)) | settings
+    with pytest.raises(ValueError, match=message):
+        simlab.simulate(GeometricBrownianMotion(mu=0.5, sigma=0.8), Y0, TS, **settings)
+
+
+def test_spark_refuses_deterministic_models():
+    lorenz = simlab.models.Lorenz(sigma=10.0, rho=28.0, beta=8 / 3)
+    with pytest.raises(ValueError, match="SPaRK solves stochastic models"):
+        simlab.simulate(lorenz, jnp.ones(3), TS, solver="spark")
+
+
+def test_reverse_mode_gradient_is_the_exact_pathwise_derivative():
+    """`jax.grad` (the default checkpointed reverse mode) on one path, against dS_T/dmu =
+    T S_T on the tree's path."""
+    key = KEYS[0]
+    grad = jax.jit(jax.grad(lambda mu: _adaptive_end(mu, 0.8, key, 1e-4, adjoint=None)[0]))
+    exact = TS[-1] * _exact_end(0.5, 0.8, brownian_path(key, TS)[-1])
+    np.testing.assert_allclose(grad(0.5), exact, rtol=0.02)
+
+
+def test_a_refused_fixed_step_of_a_stochastic_model_names_the_stochastic_remedies():
+    grid = simlab.Grid((16,), extent=1.0, boundary="periodic")
+    heat = simlab.models.StochasticHeat(diffusivity=1.0, noise_strength=0.1, grid=grid)
+    with pytest.raises(simlab.SimulationError, match="for a stochastic model .* solver='spark'"):
+        simlab.simulate(heat, grid.zeros(), TS, key=jax.random.key(0), adaptive=False, dt0=0.1)
+
+
+def test_a_fixed_step_blow_up_suggests_a_smaller_step_or_adaptive_steps():
+    # Euler–Maruyama on the double well's cubic drift overshoots without bound for dt0 = 1.
+    well = simlab.models.DoubleWell(D=0.1)
+    with pytest.raises(simlab.SimulationError, match=r"smaller dt0, or solver='spark'"):
+        simlab.simulate(
+            well,
+            jnp.array([3.0]),
+            jnp.array([0.0, 20.0]),
+            key=jax.random.key(0),
+            solver="euler_maruyama",
+            adaptive=False,
+            dt0=1.0,
+        )
