@@ -10,7 +10,7 @@ bridges per evaluation: far more than a fixed step's draw, which is why adaptive
 asked for, not picked.
 """
 
-from typing import Any, ClassVar
+from typing import Any
 
 import diffrax as dfx
 import equinox as eqx
