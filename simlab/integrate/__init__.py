@@ -31,6 +31,7 @@ from ._registry import (
 from ._sde import (
     SRA1 as SRA1,
     AbstractSDESolver as AbstractSDESolver,
+    AbstractStochasticSolver as AbstractStochasticSolver,
     EulerMaruyama as EulerMaruyama,
     Milstein as Milstein,
     SDEIntegrator as SDEIntegrator,
