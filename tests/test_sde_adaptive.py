@@ -62,17 +62,19 @@ def gbm_runs():
 
 
 def test_strong_error_on_the_trees_path_falls_as_the_tolerance_shrinks(gbm_runs):
+    """The strong error E|S_T - exact S_T| (Kloeden & Platen's), over 64 fixed paths."""
     errors, steps = [], []
     for rtol in TOLERANCES:
         ends, _, W_T, num_steps = gbm_runs[rtol]
-        errors.append(float(jnp.sqrt(jnp.mean((ends - _exact_end(0.5, 0.8, W_T)) ** 2))))
+        errors.append(float(jnp.mean(jnp.abs(ends - _exact_end(0.5, 0.8, W_T)))))
         steps.append(float(jnp.mean(num_steps)))
     assert errors[0] > errors[1] > errors[2]
     assert steps[0] < steps[1] < steps[2]
-    # Diagonal noise is commutative: SPaRK's strong order is 1 in the step, so the error
-    # falls about as fast as the number of steps grows (measured: 0.9).
+    # Against the mean number of steps the error falls at least at SPaRK's order for any
+    # noise, 1/2, and not faster than the order 1 it has on diagonal noise with uniform
+    # steps (measured: 0.62).
     order = -np.polyfit(np.log(steps), np.log(errors), 1)[0]
-    assert 0.6 < order < 1.5
+    assert 0.5 < order < 1.2
 
 
 def test_pathwise_derivative_is_the_exact_one_on_the_trees_path(gbm_runs):
