@@ -6,14 +6,18 @@ shrinks, pathwise derivatives against the exact one, and clear refusals.
 Statistical assertions use fixed keys; each states the confidence of its tolerance.
 """
 
+from typing import ClassVar
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jaxtyping import Array, Float
 
 import simlab
 from simlab.integrate import brownian_path
-from simlab.models import GeometricBrownianMotion
+from simlab.integrate._sde import stratonovich_drift
+from simlab.models import AbstractSDEModel, GeometricBrownianMotion, parameter
 
 TS = jnp.linspace(0.0, 1.0, 3)
 Y0 = jnp.array([1.0])
@@ -154,3 +158,31 @@ def test_a_fixed_step_blow_up_suggests_a_smaller_step_or_adaptive_steps():
             adaptive=False,
             dt0=1.0,
         )
+
+
+class _CrossedNoise(AbstractSDEModel):
+    """General noise whose columns depend on every component (no commutativity)."""
+
+    scale: Float[Array, ""] = parameter()
+    state_names: ClassVar[tuple[str, ...]] = ("x", "y")
+    noise: ClassVar[str] = "general"
+
+    def drift(self, t, y, args):
+        return -y
+
+    def diffusion(self, t, y, args):
+        x, z = y
+        return self.scale * jnp.array([[x * z, jnp.sin(x), 1.0], [z**2, x * jnp.cos(z), x]])
+
+
+def test_the_stratonovich_drift_is_the_ito_drift_less_half_the_noise_correction():
+    # GBM by hand: mu S - sigma^2 S / 2.
+    gbm = GeometricBrownianMotion(mu=0.5, sigma=0.8)
+    drift = stratonovich_drift(gbm)(0.0, jnp.array([2.0]), None)
+    np.testing.assert_allclose(drift, [(0.5 - 0.8**2 / 2) * 2.0], rtol=1e-14)
+    # General noise against the full Jacobian: sum over j, k of G_kj dG_ij/dy_k.
+    model, y = _CrossedNoise(scale=0.7), jnp.array([0.3, -1.2])
+    G = model.diffusion(0.0, y, None)
+    dG = jax.jacfwd(lambda state: model.diffusion(0.0, state, None))(y)  # [i, j, k]
+    expected = model.drift(0.0, y, None) - 0.5 * jnp.einsum("kj,ijk->i", G, dG)
+    np.testing.assert_allclose(stratonovich_drift(model)(0.0, y, None), expected, rtol=1e-14)

@@ -1,4 +1,5 @@
-r"""Stochastic differential equations $dy = f(t, y)\,dt + g(t, y)\,dW$ (Itô) with fixed steps.
+r"""Stochastic differential equations $dy = f(t, y)\,dt + g(t, y)\,dW$ (Itô): their methods,
+and the fixed-step loop.
 
 A stochastic model is anything with `drift(t, y, args)`, `diffusion(t, y, args)` and a
 `noise` kind (the `StochasticVectorField` protocol; `simlab.models.AbstractSDEModel`
@@ -12,7 +13,8 @@ implements it):
 `additive = True` declares that `diffusion` does not depend on `y`. The loop is as lean
 as the explicit Runge–Kutta one: the increments are drawn from the key inside the loop, a
 block of steps at a time (`simlab.integrate._brownian`), so the only memory is the state
-and one block of normals.
+and one block of normals. SPaRK, the adaptive method, runs on Diffrax instead
+(`simlab.integrate._sde_adaptive`), on the Stratonovich form (`stratonovich_drift`).
 """
 
 from typing import Any, ClassVar, Protocol, runtime_checkable
@@ -195,7 +197,7 @@ class SPaRK(AbstractStochasticSolver):
             model, jnp.array([1.0]), jnp.linspace(0.0, 1.0, 5), solver="spark",
             key=jax.random.key(0), rtol=1e-3, atol=1e-5,
         )
-        path.stats["num_accepted_steps"]  # about 20
+        path.stats["num_accepted_steps"]  # about 15
         ```
     """
 
