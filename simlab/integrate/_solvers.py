@@ -96,7 +96,7 @@ class SolverSpec:
         return solution_order(self.build())
 
     @functools.cached_property
-    def error_order(self) -> int | None:
+    def error_order(self) -> int | float | None:
         """The local order of the error estimate (`error_order`); `None` without one."""
         return error_order(self.build())
 
@@ -255,11 +255,11 @@ def solution_order(solver: Any) -> int | float:
     return solver.order
 
 
-def error_order(solver: Any) -> int | None:
+def error_order(solver: Any) -> int | float | None:
     r"""The local order $q$ of `solver`'s error estimate, $\text{err} \propto h^q$: the
     step-size controller scales the step by $\text{err}^{-1/q}$. `None` for a solver
     without an estimate (fixed steps only). For Diffrax solvers $q = p + 1$, the rule of
-    Diffrax's own controller for ODEs; simlab's stiff solvers state theirs."""
+    Diffrax's own controller for ODEs; simlab's stiff solvers and SPaRK state theirs."""
     if not has_error_estimate(solver):
         return None
     if isinstance(solver, dfx.AbstractSolver):
