@@ -5,9 +5,10 @@ adaptive steps need the Brownian motion at times not known beforehand, and again
 same times after a rejected step. A `diffrax.VirtualBrownianTree` built from the key gives
 both: $W(t)$ (and the space-time Lévy area SPaRK uses) at any time, rebuilt from the key
 by Brownian bridges down to `TREE_RESOLUTION` of the span, so the path depends only on the
-key and the save times' span, never on the steps taken. It costs about a tree's depth of
-bridges per evaluation: far more than a fixed step's draw, which is why adaptive steps are
-asked for, not picked.
+key and the save times' span, never on the steps taken. Steps end on that finest grid
+(`_OnTreeGrid`), so roundoff never moves them: a member of a `vmap` takes the steps of a
+direct call. It costs about a tree's depth of bridges per evaluation: far more than a
+fixed step's draw, which is why adaptive steps are asked for, not picked.
 """
 
 from typing import Any
