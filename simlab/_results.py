@@ -70,9 +70,10 @@ class RESULTS(dfx.RESULTS):
         "The fixed step dt0 is above the largest stable step of the explicit solver for this "
         "model (its diffusion-number/CFL limit, model.max_stable_step(solver, y0); zero when "
         "no step is stable, as for forward Euler on waves), so the solution would grow "
-        "without bound. Pass a smaller dt0 (or dt0=None to have a stable one chosen), "
-        "adaptive=True, or an implicit or IMEX solver such as solver='kvaerno5' or "
-        "solver='kencarp4'."
+        "without bound. Pass a smaller dt0 (or dt0=None to have a stable one chosen); for "
+        "an ODE also adaptive=True or an implicit or IMEX solver such as solver='kvaerno5' "
+        "or solver='kencarp4'; for a stochastic model (whose solvers are all explicit) also "
+        "adaptive steps with solver='spark'."
     )
     nonfinite_event_condition = (
         "The event condition returned NaN or infinity at a finite state, so whether the event "

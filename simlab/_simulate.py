@@ -30,6 +30,7 @@ from .integrate._solvers import (
     has_error_estimate,
     is_implicit,
     is_stiff_solver,
+    is_stochastic_solver,
     resolve_solver,
     solver_name,
 )
@@ -42,6 +43,10 @@ STABLE_STEP_SAFETY = 0.9  # a step at the exact limit leaves the fastest mode un
 # What JAX raises for forward mode through a custom_vjp (reverse-mode-only) function.
 FORWARD_MODE_REFUSAL = "can't apply forward-mode autodiff (jvp) to a custom_vjp function"
 EVENT_ROOT_TOLERANCE = 1e-12  # on the event time, relative and absolute (Newton on Diffrax)
+STOCHASTIC_BLOW_UP_REMEDY = (
+    " For a stochastic model at fixed steps: pass a smaller dt0, or solver='spark' with "
+    "adaptive=True, whose steps shrink where the drift is steep or the noise large."
+)
 
 
 def simulate(
@@ -136,7 +141,10 @@ def simulate(
       steps (`adaptive=False`, `dt0=...`) with `"sra1"` (additive noise, strong order
       1.5), `"milstein"` (diagonal or scalar noise, order 1) or `"euler_maruyama"` (any
       noise, order 1/2); `solver=None` picks the first the noise allows, and `"baoab"` for
-      a Langevin thermostat ([`simlab.models.Langevin`][]). See the SDE page.
+      a Langevin thermostat ([`simlab.models.Langevin`][]). Adaptive steps are asked for
+      with `solver="spark"` (`adaptive=True`, `rtol`, `atol`): Diffrax's SPaRK on a
+      virtual Brownian tree built from the key (`brownian_path(key, ts)` returns it at
+      `ts`), many times slower a step. See the SDE page.
 
     Hamiltonian models ([`simlab.models.AbstractHamiltonianModel`][]) run on any ODE solver,
     and with fixed steps on the symplectic splitting methods `"verlet"`,
@@ -435,8 +443,7 @@ def _step_detail(status: RESULTS, step: _FixedStep | None, model: Any, solver: A
             return (
                 f" Here no fixed step is stable for {type(model).__name__} with "
                 f"{type(solver).__name__} (its eigenvalues lie outside the solver's stability "
-                "region at any step): use a higher-order explicit solver such as "
-                "solver='tsit5', an implicit solver, or adaptive=True."
+                f"region at any step): {_unstable_step_remedy(solver)}."
             )
         return (
             f" Here dt0={float(step.dt0):g} is above the largest stable step {limit:.6g} of "
@@ -448,6 +455,19 @@ def _step_detail(status: RESULTS, step: _FixedStep | None, model: Any, solver: A
             "reach ts[-1], more than max_steps; raise max_steps or dt0."
         )
     return ""
+
+
+def _unstable_step_remedy(solver: Any) -> str:
+    """What to pass instead of a method that no fixed step makes stable."""
+    if is_stochastic_solver(solver):
+        return (
+            "pass solver='spark' with adaptive=True, whose step control keeps the growth "
+            "within rtol (simlab has no implicit method for stochastic models)"
+        )
+    return (
+        "use a higher-order explicit solver such as solver='tsit5', an implicit solver, or "
+        "adaptive=True"
+    )
 
 
 def _input_status(
@@ -525,7 +545,7 @@ def _is_known(result: RESULTS) -> bool:
 
 
 def _failure_hint(solver: Any) -> str:
-    if is_implicit(solver):
+    if is_implicit(solver) or is_stochastic_solver(solver):  # no stiff solver takes noise
         return ""
     return (
         f" The explicit solver {solver_name(solver)!r} was used: if the model is stiff (fast "
@@ -537,16 +557,20 @@ def _blow_up_detail(
     model: Any, solver: Any, ts: Array, ys: Array, step: _FixedStep | None, result: RESULTS
 ) -> str:
     """The model's account of the last saved state before a blow-up at fixed steps (a
-    flow's Courant number there), where it gives one; known at top level only."""
-    if step is None or not isinstance(model, AbstractModel) or not _is_known(result):
+    flow's Courant number there), where it gives one, and for a stochastic model what
+    applies to it (the status suggests implicit solvers, which take no noise); known at top
+    level only."""
+    if step is None or not _is_known(result) or result != RESULTS.nonfinite_state:
         return ""
-    if result != RESULTS.nonfinite_state:
-        return ""
+    remedy = STOCHASTIC_BLOW_UP_REMEDY if is_stochastic_solver(solver) else ""
+    if not isinstance(model, AbstractModel):
+        return remedy
     states = np.asarray(ys)
     finite = np.all(np.isfinite(states.reshape(len(states), -1)), axis=1)
     last = int(np.argmin(finite)) - 1  # y0 is finite: the save before the first NaN or inf
     detail = model.describe_blow_up(solver, jnp.asarray(states[last]), step.dt0)
-    return f" At t = {float(ts[last]):.6g}, the last save before it, {detail}" if detail else ""
+    at_last_save = f" At t = {float(ts[last]):.6g}, the last save before it, {detail}"
+    return (at_last_save if detail else "") + remedy
 
 
 def _raise_on_failure(

@@ -84,6 +84,7 @@ def test_every_registered_solver_states_its_published_orders():
         "milstein": (1.0, None),
         "sra1": (1.5, None),
         "baoab": (1.0, None),  # additive noise; measured in tests/test_langevin.py
+        "spark": (0.5, 1.0),  # Foster 2023, general noise; Diffrax's SDE rule q = p + 1/2
         "symplectic_euler": (1, None),  # Hairer, Lubich & Wanner, GNI, Sect. II.4-5
         "verlet": (2, None),
         "forest_ruth": (4, None),  # Forest & Ruth 1990; Yoshida 1990

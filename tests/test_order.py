@@ -192,14 +192,15 @@ def _marks(name: str, dtype_name: str) -> list:
     return marks
 
 
-# The SDE methods' strong orders are measured on their own problems in tests/test_sde.py,
-# the symplectic methods' (Hamiltonian models only) in tests/test_hamiltonian.py.
+# The SDE methods' strong orders are measured on their own problems in tests/test_sde.py
+# and tests/test_sde_adaptive.py, the symplectic methods' (Hamiltonian models only) in
+# tests/test_hamiltonian.py.
 ODE_SOLVERS = [
     name
     for name, spec in simlab.SOLVERS.items()
     if not isinstance(
         spec.build(),
-        simlab.integrate.AbstractSDESolver | simlab.integrate.AbstractSymplecticSolver,
+        simlab.integrate.AbstractStochasticSolver | simlab.integrate.AbstractSymplecticSolver,
     )
 ]
 FIXED_CASES = [
@@ -238,7 +239,7 @@ def test_fixed_step_order(name, dtype_name):
     assert measured > order - 0.3, (errors, measured)
 
 
-ADAPTIVE_CASES = [name for name, spec in simlab.SOLVERS.items() if spec.adaptive]
+ADAPTIVE_CASES = [name for name in ODE_SOLVERS if simlab.SOLVERS[name].adaptive]
 
 
 def _adaptive_tolerances(order: int) -> tuple[float, ...]:

@@ -9,7 +9,7 @@ small protocols (`SplitVectorField`, `FourierSplitVectorField`, `HamiltonianSyst
 `LangevinSystem`, `max_stable_step`); they never import a model class.
 """
 
-from ._brownian import brownian_path as brownian_path
+from ._brownian import brownian_path as brownian_path, brownian_tree as brownian_tree
 from ._diffrax import DiffraxIntegrator as DiffraxIntegrator
 from ._exponential import ETDRK4 as ETDRK4, ExponentialIntegrator as ExponentialIntegrator
 from ._imex import ImexIntegrator as ImexIntegrator, imex_solve as imex_solve
@@ -31,11 +31,14 @@ from ._registry import (
 from ._sde import (
     SRA1 as SRA1,
     AbstractSDESolver as AbstractSDESolver,
+    AbstractStochasticSolver as AbstractStochasticSolver,
     EulerMaruyama as EulerMaruyama,
     Milstein as Milstein,
     SDEIntegrator as SDEIntegrator,
+    SPaRK as SPaRK,
     StochasticVectorField as StochasticVectorField,
 )
+from ._sde_adaptive import AdaptiveSDEIntegrator as AdaptiveSDEIntegrator
 from ._selection import (
     EXPLICIT_STEP_LIMIT as EXPLICIT_STEP_LIMIT,
     default_solver as default_solver,

@@ -7,13 +7,15 @@ scaled by its step length. Deriving a key costs as much as drawing several norma
 key per block rather than per step makes drawing nearly as cheap as drawing every
 increment beforehand, while only one block is ever held. A path depends only on the key,
 the step grid and the noise shape, never on how members are batched, chunked or spread
-over devices, and no path is stored unless asked for (`brownian_path`).
+over devices, and no path is stored unless asked for (`brownian_path`). Adaptive steps
+draw from a virtual Brownian tree built from the key instead (`brownian_tree`).
 """
 
 import functools
 import math
 from typing import Any, NamedTuple
 
+import diffrax as dfx
 import jax
 import jax.lax as lax
 import jax.numpy as jnp
@@ -23,6 +25,9 @@ from jaxtyping import Array
 from ._loops import fixed_steps_per_interval
 
 VALUES_PER_BLOCK = 32  # normals a block draws per kind: past ~32, bigger blocks gain little
+# The virtual Brownian tree of adaptive steps resolves the path down to this fraction of
+# the span (about 1e-6: 20 levels of bridges an evaluation), far below any step taken.
+TREE_RESOLUTION = 2.0**-20
 
 
 class Increment(NamedTuple):
@@ -128,10 +133,11 @@ def increment(draws: BlockDraws, step: Any, h: Array) -> Increment:
     return Increment(jnp.sqrt(h) * standard_normal(draws.dW[row], h.dtype), H)
 
 
-def brownian_path(key: Any, ts: Any, dt0: Any, noise_shape: tuple[int, ...] = ()) -> Array:
-    """The Brownian motion $W$ at the save times `ts` that a fixed-step stochastic solve
-    with the same `key`, `ts` and `dt0` drew (`W(ts[0]) = 0`), of shape
-    `(len(ts), *noise_shape)`.
+def brownian_path(key: Any, ts: Any, dt0: Any = None, noise_shape: tuple[int, ...] = ()) -> Array:
+    """The Brownian motion $W$ at the save times `ts` that a stochastic solve with the same
+    `key` and `ts` drew (`W(ts[0]) = 0`), of shape `(len(ts), *noise_shape)`: with fixed
+    steps of `dt0`, the sum of the steps' increments; with `dt0=None`, the values of the
+    virtual Brownian tree that adaptive steps (`solver="spark"`) ran on (`brownian_tree`).
 
     Tests build exact solutions from it: geometric Brownian motion with `y0`, drift `mu`
     and volatility `sigma` is `y0 * exp((mu - sigma**2 / 2) * t + sigma * W(t))` on the
@@ -147,11 +153,36 @@ def brownian_path(key: Any, ts: Any, dt0: Any, noise_shape: tuple[int, ...] = ()
         ts = jnp.linspace(0.0, 1.0, 5)
         W = simlab.integrate.brownian_path(jax.random.key(0), ts, 0.01, (2,))
         W.shape  # (5, 2)
+        adaptive_W = simlab.integrate.brownian_path(jax.random.key(0), ts, None, (2,))
         ```
     """
     ts = jnp.asarray(ts)
+    if dt0 is None:
+        return _tree_at_save_times(checked_key(key), ts, tuple(noise_shape))
     counts = np.broadcast_to(fixed_steps_per_interval(ts, dt0), (ts.shape[0] - 1,))
     return _path_at_save_times(checked_key(key), ts, tuple(counts.tolist()), tuple(noise_shape))
+
+
+def brownian_tree(key: Array, ts: Array, noise_shape: tuple[int, ...]) -> dfx.VirtualBrownianTree:
+    """The virtual Brownian tree that adaptive stochastic steps from `ts[0]` to `ts[-1]` run
+    on: it depends only on the key and the span, resolved to `TREE_RESOLUTION` of it, with
+    the space-time Lévy area SPaRK uses. `tree.evaluate(ts[0], t)` is $W(t)$."""
+    return dfx.VirtualBrownianTree(
+        ts[0],
+        ts[-1],
+        tol=TREE_RESOLUTION * (ts[-1] - ts[0]),
+        shape=jax.ShapeDtypeStruct(noise_shape, ts.dtype),
+        key=key,
+        levy_area=dfx.SpaceTimeLevyArea,
+    )
+
+
+@functools.partial(jax.jit, static_argnames=("noise_shape",))
+def _tree_at_save_times(key: Array, ts: Array, noise_shape: tuple[int, ...]) -> Array:
+    """`brownian_path` of adaptive steps: the tree evaluated at every save time."""
+    tree = brownian_tree(key, ts, noise_shape)
+    # A map, not a vmap: the tree's descent compiles in a fraction of the time.
+    return lax.map(lambda t: tree.evaluate(ts[0], t), ts)
 
 
 @functools.partial(jax.jit, static_argnames=("counts", "noise_shape"))

@@ -13,6 +13,7 @@ from ._imex import ImexIntegrator
 from ._interface import AbstractIntegrator
 from ._lean import LeanIntegrator
 from ._sde import SDEIntegrator
+from ._sde_adaptive import AdaptiveSDEIntegrator
 from ._solvers import SOLVERS, solver_name
 from ._stiff_integrator import StiffIntegrator
 from ._symplectic import SymplecticIntegrator
@@ -22,6 +23,7 @@ from ._symplectic import SymplecticIntegrator
 INTEGRATORS: list[AbstractIntegrator] = [
     StiffIntegrator(),
     SDEIntegrator(),
+    AdaptiveSDEIntegrator(),
     SymplecticIntegrator(),
     ExponentialIntegrator(),
     ImexIntegrator(),

@@ -1,4 +1,5 @@
-r"""Stochastic differential equations $dy = f(t, y)\,dt + g(t, y)\,dW$ (Itô) with fixed steps.
+r"""Stochastic differential equations $dy = f(t, y)\,dt + g(t, y)\,dW$ (Itô): their methods,
+and the fixed-step loop.
 
 A stochastic model is anything with `drift(t, y, args)`, `diffusion(t, y, args)` and a
 `noise` kind (the `StochasticVectorField` protocol; `simlab.models.AbstractSDEModel`
@@ -12,7 +13,8 @@ implements it):
 `additive = True` declares that `diffusion` does not depend on `y`. The loop is as lean
 as the explicit Runge–Kutta one: the increments are drawn from the key inside the loop, a
 block of steps at a time (`simlab.integrate._brownian`), so the only memory is the state
-and one block of normals.
+and one block of normals. SPaRK, the adaptive method, runs on Diffrax instead
+(`simlab.integrate._sde_adaptive`), on the Stratonovich form (`stratonovich_drift`).
 """
 
 from typing import Any, ClassVar, Protocol, runtime_checkable
@@ -74,14 +76,13 @@ def noise_term(model: Any, g: Array, dW: Array) -> Array:
     return g @ dW if model.noise == "general" else g * dW
 
 
-class AbstractSDESolver(eqx.Module):
-    """A fixed-step method for Itô SDEs: `strong_order`, `weak_order`, which noise it
-    needs, whether its `step` reads the space-time Lévy area `draw.H`, and one `step`."""
+class AbstractStochasticSolver(eqx.Module):
+    """A method for Itô SDEs: its `strong_order`, which noise it needs, and whether it takes
+    adaptive steps (`adaptive_steps`, with an error estimate) or fixed ones."""
 
     strong_order: ClassVar[float]
-    weak_order: ClassVar[float]
     needs: ClassVar[str] = "any"  # "any", "commutative" (diagonal or scalar) or "additive"
-    uses_area: ClassVar[bool] = False  # False: `draw.H` is None (not drawn)
+    adaptive_steps: ClassVar[bool] = False
 
     @property
     def order(self) -> float:
@@ -104,6 +105,14 @@ class AbstractSDESolver(eqx.Module):
                 "solver='milstein' or 'euler_maruyama'."
             )
         return None
+
+
+class AbstractSDESolver(AbstractStochasticSolver):
+    """A fixed-step method for Itô SDEs, run by simlab's loop: its `weak_order`, whether its
+    `step` reads the space-time Lévy area `draw.H`, and one `step`."""
+
+    weak_order: ClassVar[float]
+    uses_area: ClassVar[bool] = False  # False: `draw.H` is None (not drawn)
 
     def step(self, model: Any, t: Array, y: Array, h: Array, draw: Increment, args: Any):
         raise NotImplementedError
@@ -162,6 +171,61 @@ class SRA1(AbstractSDESolver):
         g_end = model.diffusion(t + h, y, args)
         noise = noise_term(model, g_mid, draw.dW) + noise_term(model, g0 - g_end, draw.H)
         return y + h * (f0 / 3 + 2 * f1 / 3) + noise
+
+
+class SPaRK(AbstractStochasticSolver):
+    r"""Foster's Splitting Path Runge–Kutta method (`diffrax.SPaRK`; arXiv:2311.10598),
+    three drift and diffusion evaluations a step with an embedded error estimate, for
+    adaptive steps (`simulate(..., solver="spark", adaptive=True, key=...)`) on any noise.
+
+    SPaRK solves Stratonovich SDEs, so it runs on the Stratonovich form of the Itô SDE,
+    with drift $f - \tfrac12 \sum_j (\partial_y G_{:,j})\, G_{:,j}$
+    (`stratonovich_drift`; the two forms agree for additive noise), driven by the key's
+    virtual Brownian tree (`simlab.integrate.brownian_path(key, ts)` returns its values
+    at the save times). Strong order 1/2 for general noise, 1 for diagonal or scalar
+    noise, 3/2 for additive noise.
+
+    !!! example
+
+        ```python
+        import jax
+        import jax.numpy as jnp
+        import simlab
+
+        model = simlab.models.GeometricBrownianMotion(mu=0.5, sigma=0.8)
+        path = simlab.simulate(
+            model, jnp.array([1.0]), jnp.linspace(0.0, 1.0, 5), solver="spark",
+            key=jax.random.key(0), rtol=1e-3, atol=1e-5,
+        )
+        path.stats["num_accepted_steps"]  # 17
+        ```
+    """
+
+    strong_order = 0.5
+    error_order: ClassVar[float] = 1.0  # strong order + 1/2: Diffrax's rule for SDEs
+    adaptive_steps = True  # run by `simlab.integrate._sde_adaptive`
+
+
+def stratonovich_drift(model: Any) -> Any:
+    r"""The drift $\tilde f = f - \tfrac12 \sum_j (\partial_y G_{:,j})\, G_{:,j}$ of the
+    Stratonovich form of `model`'s Itô SDE: one Jacobian-vector product per noise column
+    for general noise; one in all for scalar and diagonal noise (for diagonal noise exact
+    where $g_i$ depends on $y_i$ alone, as Milstein's correction); $f$ itself for additive
+    noise."""
+
+    def drift(t, y, args):
+        if model.additive:
+            return model.drift(t, y, args)
+        diffusion = lambda state: model.diffusion(t, state, args)  # noqa: E731
+        g = diffusion(y)
+        if model.noise == "general":
+            columns = jax.vmap(lambda column: jax.jvp(diffusion, (y,), (column,))[1])(g.T)
+            correction = jnp.einsum("jij->i", columns)  # column j of G's derivative along G_j
+        else:
+            correction = jax.jvp(diffusion, (y,), (g,))[1]
+        return model.drift(t, y, args) - 0.5 * correction
+
+    return drift
 
 
 # How the loop is differentiated for each adjoint (where the step count is traced; a count
@@ -239,7 +303,7 @@ def checked_stochastic_inputs(
     after checking that model, solver and key belong together; errors name the argument."""
     name = type(model).__name__
     if not is_stochastic(model):
-        if isinstance(solver, AbstractSDESolver):
+        if isinstance(solver, AbstractStochasticSolver):
             raise ValueError(
                 f"{type(solver).__name__} solves stochastic models; {name} is deterministic: "
                 "use an ODE solver such as solver='tsit5'" + _thermostat_hint(model) + "."
@@ -255,21 +319,34 @@ def checked_stochastic_inputs(
             f"{name} is stochastic: pass key=jax.random.key(seed); the same key gives the "
             "same Brownian path."
         )
-    if not isinstance(solver, AbstractSDESolver):
+    if not isinstance(solver, AbstractStochasticSolver):
         raise ValueError(
             f"{name} is stochastic; {type(solver).__name__} solves ODEs: use "
             "solver='euler_maruyama', 'milstein', 'sra1' or, for simlab.models.Langevin, "
-            "'baoab'."
+            "'baoab' (fixed steps), or 'spark' (adaptive steps)."
         )
-    if adaptive:
-        raise ValueError(
-            f"{name} is stochastic and takes fixed steps: pass adaptive=False and dt0=..."
-        )
+    _check_step_mode(model, solver, adaptive)
     noise_shape(model, y0, args)
     reason = solver.refusal(model)
     if reason is not None:
         raise ValueError(reason)
     return checked_key(key)
+
+
+def _check_step_mode(model: Any, solver: AbstractStochasticSolver, adaptive: bool) -> None:
+    """Adaptive steps only with an adaptive method (SPaRK), fixed steps only with the others."""
+    method = type(solver).__name__
+    if adaptive and not solver.adaptive_steps:
+        raise ValueError(
+            f"{type(model).__name__} is stochastic and {method} takes fixed steps: pass "
+            "adaptive=False and dt0=..., or solver='spark' for adaptive steps (Diffrax on a "
+            "virtual Brownian tree: many times slower a step)."
+        )
+    if not adaptive and solver.adaptive_steps:
+        raise ValueError(
+            f"{method} takes adaptive steps only: pass adaptive=True (with rtol and atol), "
+            "or a fixed-step solver such as solver='euler_maruyama' with adaptive=False."
+        )
 
 
 def _thermostat_hint(model: Any) -> str:

@@ -27,7 +27,7 @@ from jaxtyping import Array, ArrayLike
 from ..grid._stability import as_complex
 from ._exponential import ETDRK4
 from ._langevin import BAOAB
-from ._sde import SRA1, AbstractSDESolver, EulerMaruyama, Milstein
+from ._sde import SRA1, AbstractStochasticSolver, EulerMaruyama, Milstein, SPaRK
 from ._stiff import AbstractStiffSolver, Radau5, Rodas5P
 from ._symplectic import ForestRuth, McLachlan4, SymplecticEuler, Verlet, Yoshida6
 
@@ -96,7 +96,7 @@ class SolverSpec:
         return solution_order(self.build())
 
     @functools.cached_property
-    def error_order(self) -> int | None:
+    def error_order(self) -> int | float | None:
         """The local order of the error estimate (`error_order`); `None` without one."""
         return error_order(self.build())
 
@@ -137,6 +137,7 @@ SOLVERS: dict[str, SolverSpec] = {
         SolverSpec("milstein", Milstein),
         SolverSpec("sra1", SRA1),
         SolverSpec("baoab", BAOAB),
+        SolverSpec("spark", SPaRK),
         SolverSpec("symplectic_euler", SymplecticEuler),
         SolverSpec("verlet", Verlet),
         SolverSpec("forest_ruth", ForestRuth),
@@ -222,14 +223,16 @@ def is_imex_solver(solver: Any) -> bool:
 
 
 def is_stochastic_solver(solver: Any) -> bool:
-    """Whether `solver` is one of simlab's fixed-step methods for SDEs."""
-    return isinstance(solver, AbstractSDESolver)
+    """Whether `solver` is one of simlab's methods for SDEs (fixed or adaptive steps)."""
+    return isinstance(solver, AbstractStochasticSolver)
 
 
 def has_error_estimate(solver: Any) -> bool:
     """Whether `solver` carries an embedded error estimate (needed for adaptive steps)."""
     if is_stiff_solver(solver) or is_imex_solver(solver):
         return True
+    if is_stochastic_solver(solver):
+        return solver.adaptive_steps
     if isinstance(solver, dfx.AbstractRungeKutta):
         return bool(np.any(np.asarray(solver.tableau.b_error) != 0))
     return isinstance(solver, dfx.AbstractAdaptiveSolver)
@@ -252,11 +255,11 @@ def solution_order(solver: Any) -> int | float:
     return solver.order
 
 
-def error_order(solver: Any) -> int | None:
+def error_order(solver: Any) -> int | float | None:
     r"""The local order $q$ of `solver`'s error estimate, $\text{err} \propto h^q$: the
     step-size controller scales the step by $\text{err}^{-1/q}$. `None` for a solver
     without an estimate (fixed steps only). For Diffrax solvers $q = p + 1$, the rule of
-    Diffrax's own controller for ODEs; simlab's stiff solvers state theirs."""
+    Diffrax's own controller for ODEs; simlab's stiff solvers and SPaRK state theirs."""
     if not has_error_estimate(solver):
         return None
     if isinstance(solver, dfx.AbstractSolver):
