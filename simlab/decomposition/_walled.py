@@ -71,7 +71,7 @@ class DecomposedWalled(Decomposed):
         split = simlab.decomposition.DecomposedWalled(channel, mesh)
         trajectory = simlab.simulate(
             split, split.shard(y0), jnp.linspace(0.0, 0.1, 3), solver="rk4",
-            adaptive=False, dt0=2e-3, throw=False,
+            adaptive=False, dt0=1e-3, throw=False,
         )
         final_velocity = split.gather(trajectory.ys[-1])  # NumPy, (2, 16, 8)
         ```
