@@ -7,6 +7,9 @@
 - [`simlab.decomposition.DecomposedSpectral`][] runs a pseudo-spectral model
   (`NavierStokes2D`) on slabs, its transforms [`simlab.decomposition.SlabFFT`][]s: 2-D
   real FFTs with one `all_to_all` each.
+- [`simlab.decomposition.DecomposedWalled`][] runs a walled channel flow
+  (`WalledNavierStokes2D`) on slabs along its periodic axis: halos for the stencils, a
+  DCT on each slab and a distributed FFT for the pressure.
 - [`simlab.decomposition.decomposition_mesh`][] builds the mesh.
 - [`simlab.decomposition.ring_pair_forces`][] splits particles instead: all-pairs forces
   with the sources passed round a ring of devices.
@@ -20,3 +23,4 @@ from ._fft import SlabFFT as SlabFFT
 from ._halo import HaloExchange as HaloExchange, block_grid as block_grid
 from ._ring import ring_pair_forces as ring_pair_forces
 from ._spectral import DecomposedSpectral as DecomposedSpectral
+from ._walled import DecomposedWalled as DecomposedWalled

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from ..models import AbstractModel
+from ..models import AbstractModel, WalledNavierStokes2D
 from ..models._pde import AbstractGridModel
 from ..models._split import AbstractSpectralGridModel
 from ..parallel import gather_to_host
@@ -129,6 +129,12 @@ class Decomposed(AbstractModel):
                 f"{type(model).__name__} is pseudo-spectral: its transforms need the whole "
                 "field, not halos. Split it with simlab.decomposition.DecomposedSpectral "
                 "(distributed FFTs), where the model supports it."
+            )
+        if isinstance(model, WalledNavierStokes2D):
+            raise TypeError(
+                "WalledNavierStokes2D projects its tendency with a pressure solve over the "
+                "whole domain, which halos alone cannot split. Split a channel with "
+                "simlab.decomposition.DecomposedWalled."
             )
         self.mesh_axes = checked_mesh_axes(model.grid, mesh, mesh_axes)
         self.mesh = mesh

@@ -24,7 +24,27 @@ from jaxtyping import Array, ArrayLike
 
 from ..grid import Grid
 from ..grid._spectral import check_periodic
-from ._halo import checked_mesh_axes
+from ._halo import checked_mesh_axes, slab_axis
+
+
+def multiple_of_devices(num_modes: int, num_devices: int) -> int:
+    """`num_modes` rounded up to a multiple of `num_devices`: the columns of a transposed
+    slab, padded with empty modes so that they divide evenly."""
+    return math.ceil(num_modes / num_devices) * num_devices
+
+
+def rows_to_columns(rows: Array, axis_name: str) -> Array:
+    """Inside `jax.shard_map`: an array split along its axis -2 over mesh axis `axis_name`
+    (slabs of rows), split along axis -1 instead (slabs of columns), by one
+    `jax.lax.all_to_all`. Axis -1 must be a multiple of the devices."""
+    x, y = rows.ndim - 2, rows.ndim - 1
+    return jax.lax.all_to_all(rows, axis_name, split_axis=y, concat_axis=x, tiled=True)
+
+
+def columns_to_rows(columns: Array, axis_name: str) -> Array:
+    """The inverse of `rows_to_columns`: slabs of columns back to slabs of rows."""
+    x, y = columns.ndim - 2, columns.ndim - 1
+    return jax.lax.all_to_all(columns, axis_name, split_axis=x, concat_axis=y, tiled=True)
 
 
 class SlabFFT(eqx.Module):
@@ -66,14 +86,7 @@ class SlabFFT(eqx.Module):
         if grid.ndim != 2:
             raise ValueError(f"SlabFFT transforms 2-D grids; got a {grid.ndim}-D grid.")
         check_periodic(grid, "SlabFFT")
-        if axis is None:
-            if not isinstance(mesh, Mesh) or len(mesh.axis_names) != 1:
-                names = getattr(mesh, "axis_names", mesh)
-                raise ValueError(
-                    f"SlabFFT: the mesh has axes {names}; pass axis= to name the one the "
-                    "slabs are split over."
-                )
-            axis = mesh.axis_names[0]
+        axis = slab_axis(mesh, axis, "SlabFFT")
         checked_mesh_axes(grid, mesh, (axis, None))
         self.grid, self.mesh, self.axis = grid, mesh, axis
 
@@ -89,8 +102,7 @@ class SlabFFT(eqx.Module):
     @property
     def spectral_shape(self) -> tuple[int, int]:
         """$N_x$ by the half spectrum padded to a multiple of the devices."""
-        padded = math.ceil(self.num_half_modes / self.num_devices) * self.num_devices
-        return (self.grid.shape[0], padded)
+        return (self.grid.shape[0], multiple_of_devices(self.num_half_modes, self.num_devices))
 
     def field_sharding(self, num_channels: int = 0) -> NamedSharding:
         """The layout of a field with `num_channels` leading axes: slabs along $x$."""
@@ -123,8 +135,7 @@ class SlabFFT(eqx.Module):
 
         def on_slab(slab):
             rows = jnp.pad(jnp.fft.rfft(slab, axis=y), padding)
-            columns = jax.lax.all_to_all(rows, self.axis, split_axis=y, concat_axis=x, tiled=True)
-            return jnp.fft.fft(columns, axis=x)
+            return jnp.fft.fft(rows_to_columns(rows, self.axis), axis=x)
 
         return self._shard_map(on_slab, self._field_spec(x), self._spectrum_spec(x))(field)
 
@@ -137,7 +148,7 @@ class SlabFFT(eqx.Module):
 
         def on_columns(columns):
             columns = jnp.fft.ifft(columns, axis=x)
-            rows = jax.lax.all_to_all(columns, self.axis, split_axis=x, concat_axis=y, tiled=True)
+            rows = columns_to_rows(columns, self.axis)
             half_spectrum = jax.lax.slice_in_dim(rows, 0, self.num_half_modes, axis=y)
             return jnp.fft.irfft(half_spectrum, n=num_y, axis=y)
 

@@ -123,6 +123,19 @@ def checked_mesh_axes(
     return mesh_axes
 
 
+def slab_axis(mesh: Mesh, axis: str | None, owner: str) -> str:
+    """The mesh axis that slabs are split over: `axis`, or the mesh's only axis."""
+    if axis is not None:
+        return axis
+    if not isinstance(mesh, Mesh) or len(mesh.axis_names) != 1:
+        names = getattr(mesh, "axis_names", mesh)
+        raise ValueError(
+            f"{owner}: the mesh has axes {names}; pass axis= to name the one the slabs are "
+            "split over."
+        )
+    return mesh.axis_names[0]
+
+
 def _check_divisible(num_cells: int, num_blocks: int, axis: int, name: str) -> None:
     if num_cells % num_blocks != 0:
         below = num_cells - num_cells % num_blocks
