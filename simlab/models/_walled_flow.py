@@ -6,7 +6,8 @@ tendency (advection, viscosity, a body force), so it is divergence-free to round
 any explicit Runge–Kutta solver of `simlab.simulate` is a projection method: every stage
 stays divergence-free. The pressure Poisson equation is solved exactly by fast transforms
 (a DCT-II along walled axes, an FFT along periodic ones), which diagonalise the 5-point
-Laplacian with zero normal derivative at the walls.
+Laplacian with zero normal derivative at the walls; with an outlet held at $p = 0$, by
+conjugate gradients preconditioned with those transforms.
 """
 
 import math
@@ -61,11 +62,22 @@ class WalledNavierStokes2D(AbstractGridModel):
     through (a channel); the body force $G$ then drives it. Along a walled $x$-axis the
     force is balanced by pressure and drives nothing.
 
+    **Open sides**: `simlab.Inflow` on the low-$x$ side prescribes the normal velocity
+    entering through each face (and a tangential one, as a wall's), `simlab.Outflow` on
+    the high-$x$ side lets the flow leave with zero normal gradient of velocity and
+    $p = 0$ there ([`open_channel`][simlab.models.WalledNavierStokes2D.open_channel]).
+    The inflow counts in the divergence of a state, not in that of the tendency (it is
+    steady), so the flux through every section stays the inlet's. The pressure is then
+    solved by preconditioned conjugate gradients
+    ([`pressure_krylov`][simlab.models.WalledNavierStokes2D.pressure_krylov]).
+
     **State layout**: shape `(2, nx, ny)`. `y[0, i, j]` is $u$ on the face between cells
     $(i, j)$ and $(i + 1, j)$ (the high-$x$ face of cell $(i, j)$), `y[1, i, j]` is $v$ on
     the high-$y$ face of cell $(i, j)$. Along a walled axis the last faces are the wall,
     where the normal velocity is zero: `y[0, -1, :]` (walled $x$) and `y[1, :, -1]`
-    (walled $y$) stay 0; along a periodic axis they are the faces shared with cell 0.
+    (walled $y$) stay 0; along a periodic axis they are the faces shared with cell 0; at
+    an outflow they are the outlet's faces, open. An inflow's faces are boundary data,
+    not in the state.
 
     **Initial state**: `simulate` refuses (for fixed steps, where it asks
     `max_stable_step`) a concrete `y0` that is not divergence-free to roundoff or has a
@@ -95,7 +107,9 @@ class WalledNavierStokes2D(AbstractGridModel):
     - `impl`: the momentum tendency's path: `"xla"` (shifted arrays), `"pallas"` (the
       fused kernel [`simlab.kernels.mac_momentum`][], on the velocity padded with the
       walls' ghosts) or `"auto"` (Pallas on a GPU or TPU, XLA on a CPU). The projection
-      is XLA's fast transforms on every path.
+      is XLA's on every path.
+    - `pressure_solve`: `"auto"` (fast transforms, or conjugate gradients with an outlet),
+      `"transform"` or `"krylov"` (conjugate gradients everywhere).
 
     !!! example
 
