@@ -239,7 +239,7 @@ class Inflow(AbstractBoundaryCondition):
         ```
     """
 
-    velocity: Float[Array, "*faces"] = _value_field()
+    velocity: Float[Array, "*faces"] = eqx.field(converter=as_float_array_if_numeric)
     tangential: Float[Array, ""] = _value_field()
 
     def __check_init__(self):
