@@ -40,7 +40,9 @@ from ._sweep import SweepResult as SweepResult, sweep as sweep
 from .grid import (
     Dirichlet as Dirichlet,
     Grid as Grid,
+    Inflow as Inflow,
     Neumann as Neumann,
+    Outflow as Outflow,
     Periodic as Periodic,
     Robin as Robin,
 )

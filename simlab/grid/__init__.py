@@ -25,7 +25,9 @@
 from ._boundary import (
     AbstractBoundaryCondition as AbstractBoundaryCondition,
     Dirichlet as Dirichlet,
+    Inflow as Inflow,
     Neumann as Neumann,
+    Outflow as Outflow,
     Periodic as Periodic,
     Robin as Robin,
 )

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from .._misc import RealNumber, as_float_array_if_numeric, is_concrete, is_real_number
@@ -214,8 +215,89 @@ class Robin(AbstractBoundaryCondition):
         return (value - (a / 2 - b / distances) * mirror) / (a / 2 + b / distances)
 
 
+class Inflow(AbstractBoundaryCondition):
+    r"""An open side through which a flow enters at a prescribed normal velocity
+    (the low-$x$ side of [`simlab.models.WalledNavierStokes2D`][]).
+
+    The model reads `velocity`, the speed into the domain through each boundary face, as
+    the normal velocity on that side; `tangential` is the velocity along the side, imposed
+    like a sliding wall's through ghost cells, $u_\text{ghost} = 2g - u_\text{mirror}$
+    (so as a condition on any other field, the ghost cells are those of
+    `Dirichlet(tangential)`). Both are array leaves: `jax.grad` flows into them.
+
+    **Arguments:**
+
+    - `velocity`: the inflow speed, a scalar (uniform) or one value per face along the
+      side (a 1-D array as long as the grid's other axis).
+    - `tangential`: the tangential velocity on the side (a finite scalar; default 0).
+
+    !!! example
+
+        ```python
+        boundary = [(simlab.Inflow(1.0), simlab.Outflow()), "dirichlet"]
+        grid = simlab.Grid((16, 8), extent=(2.0, 1.0), boundary=boundary)  # a channel
+        ```
+    """
+
+    velocity: Float[Array, "*faces"] = eqx.field(converter=as_float_array_if_numeric)
+    tangential: Float[Array, ""] = _value_field()
+
+    def __check_init__(self):
+        if not eqx.is_inexact_array(self.velocity) or jnp.ndim(self.velocity) > 1:
+            raise ValueError(
+                "Inflow velocity must be a float or a 1-D array of floats (one per boundary "
+                f"face); got {self.velocity!r}."
+            )
+        if is_concrete(self.velocity) and not bool(jnp.all(jnp.isfinite(self.velocity))):
+            raise ValueError(f"Inflow velocity must be finite; got {self.velocity!r}.")
+        _check_value("Inflow", "tangential", self.tangential)
+
+    @classmethod
+    def parabolic(cls, mean_speed: Any, num_faces: int) -> "Inflow":
+        r"""The plane Poiseuille profile $6\bar U\,\xi(1 - \xi)$, $\xi$ the fraction of
+        the way across the side, averaged over each of `num_faces` equal faces: the
+        discrete flux through the side is exactly $\bar U$ times its length.
+
+        !!! example
+
+            ```python
+            inflow = simlab.Inflow.parabolic(1.0, num_faces=8)  # peak 1.5 at the centre
+            ```
+        """
+        if not isinstance(num_faces, int) or num_faces < 1:
+            raise ValueError(
+                f"Inflow.parabolic: num_faces must be a positive integer; got {num_faces!r}."
+            )
+        width = 1.0 / num_faces
+        centres = (np.arange(num_faces) + 0.5) * width
+        # The mean of xi (1 - xi) over a face is its centre value less width^2 / 12.
+        shape = 6.0 * (centres * (1.0 - centres) - width**2 / 12.0)
+        return cls(velocity=as_float_array_if_numeric(mean_speed) * jnp.asarray(shape))
+
+    def ghost_cells(self, field, axis, side, width, spacing):
+        return 2.0 * self.tangential.astype(field.dtype) - mirror_cells(field, axis, side, width)
+
+
+class Outflow(AbstractBoundaryCondition):
+    r"""An open side through which a flow leaves (the high-$x$ side of
+    [`simlab.models.WalledNavierStokes2D`][]): zero normal gradient of the velocity, ghost
+    cells mirroring the interior (as `Neumann(0.0)`), and the pressure held at 0 on the
+    side.
+
+    !!! example
+
+        ```python
+        outlet = simlab.Outflow()
+        ```
+    """
+
+    def ghost_cells(self, field, axis, side, width, spacing):
+        return mirror_cells(field, axis, side, width)
+
+
 BOUNDARY_NAMES: dict[str, type[AbstractBoundaryCondition]] = {
     "periodic": Periodic,
     "dirichlet": Dirichlet,
     "neumann": Neumann,
+    "outflow": Outflow,
 }

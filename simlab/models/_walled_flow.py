@@ -6,7 +6,8 @@ tendency (advection, viscosity, a body force), so it is divergence-free to round
 any explicit Runge–Kutta solver of `simlab.simulate` is a projection method: every stage
 stays divergence-free. The pressure Poisson equation is solved exactly by fast transforms
 (a DCT-II along walled axes, an FFT along periodic ones), which diagonalise the 5-point
-Laplacian with zero normal derivative at the walls.
+Laplacian with zero normal derivative at the walls; with an outlet held at $p = 0$, by
+conjugate gradients preconditioned with those transforms.
 """
 
 import math
@@ -21,10 +22,11 @@ from jaxtyping import Array, ArrayLike, Float
 
 from .. import kernels
 from .._misc import is_concrete, warn_at_caller
-from ..grid import Dirichlet, Grid, pad_axis, resolve_impl
+from ..grid import Dirichlet, Grid, Inflow, Outflow, pad_axis, resolve_impl
 from ..grid._stability import advection_symbol, as_complex, diffusion_symbol
 from ..grid._vorticity import DEFAULT_COURANT
 from ._base import parameter
+from ._krylov import conjugate_gradient
 from ._pde import AbstractGridModel
 
 # y0 counts as divergence-free when max|div u| h stays below this many ulps of max|u|.
@@ -32,6 +34,7 @@ _DIVERGENCE_ULPS = 1000
 # Centred advection–diffusion, steady and in 1-D, is free of grid-scale wiggles exactly when
 # the cell Péclet (here Reynolds) number |u| h / nu is at most 2.
 CELL_REYNOLDS_BOUND = 2.0
+PRESSURE_SOLVES = ("auto", "transform", "krylov")
 
 
 class WalledNavierStokes2D(AbstractGridModel):
@@ -59,11 +62,22 @@ class WalledNavierStokes2D(AbstractGridModel):
     through (a channel); the body force $G$ then drives it. Along a walled $x$-axis the
     force is balanced by pressure and drives nothing.
 
+    **Open sides**: `simlab.Inflow` on the low-$x$ side prescribes the normal velocity
+    entering through each face (and a tangential one, as a wall's), `simlab.Outflow` on
+    the high-$x$ side lets the flow leave with zero normal gradient of velocity and
+    $p = 0$ there ([`open_channel`][simlab.models.WalledNavierStokes2D.open_channel]).
+    The inflow counts in the divergence of a state, not in that of the tendency (it is
+    steady), so the flux through every section stays the inlet's. The pressure is then
+    solved by preconditioned conjugate gradients
+    ([`pressure_krylov`][simlab.models.WalledNavierStokes2D.pressure_krylov]).
+
     **State layout**: shape `(2, nx, ny)`. `y[0, i, j]` is $u$ on the face between cells
     $(i, j)$ and $(i + 1, j)$ (the high-$x$ face of cell $(i, j)$), `y[1, i, j]` is $v$ on
     the high-$y$ face of cell $(i, j)$. Along a walled axis the last faces are the wall,
     where the normal velocity is zero: `y[0, -1, :]` (walled $x$) and `y[1, :, -1]`
-    (walled $y$) stay 0; along a periodic axis they are the faces shared with cell 0.
+    (walled $y$) stay 0; along a periodic axis they are the faces shared with cell 0; at
+    an outflow they are the outlet's faces, open. An inflow's faces are boundary data,
+    not in the state.
 
     **Initial state**: `simulate` refuses (for fixed steps, where it asks
     `max_stable_step`) a concrete `y0` that is not divergence-free to roundoff or has a
@@ -93,7 +107,9 @@ class WalledNavierStokes2D(AbstractGridModel):
     - `impl`: the momentum tendency's path: `"xla"` (shifted arrays), `"pallas"` (the
       fused kernel [`simlab.kernels.mac_momentum`][], on the velocity padded with the
       walls' ghosts) or `"auto"` (Pallas on a GPU or TPU, XLA on a CPU). The projection
-      is XLA's fast transforms on every path.
+      is XLA's on every path.
+    - `pressure_solve`: `"auto"` (fast transforms, or conjugate gradients with an outlet),
+      `"transform"` or `"krylov"` (conjugate gradients everywhere).
 
     !!! example
 
@@ -109,8 +125,9 @@ class WalledNavierStokes2D(AbstractGridModel):
     grid: Grid
     body_force: Float[Array, ""] = parameter(default=0.0, unit="length/time²")
     impl: str = eqx.field(static=True, default="auto")
+    pressure_solve: str = eqx.field(static=True, default="auto")
 
-    presets: ClassVar[tuple[str, ...]] = ("lid_driven_cavity", "channel")
+    presets: ClassVar[tuple[str, ...]] = ("lid_driven_cavity", "channel", "open_channel")
     step_limit: ClassVar[str] = (
         "the viscous limit and the advective CFL limit of the initial velocity and the wall "
         "speeds; model.cfl_step(y0) gives the step of a Courant number"
@@ -123,11 +140,56 @@ class WalledNavierStokes2D(AbstractGridModel):
             )
         for name in ("viscosity", "body_force"):
             self._check_coefficient(name, allow_field=False)
+        if self.pressure_solve not in PRESSURE_SOLVES:
+            raise ValueError(
+                f"WalledNavierStokes2D: pressure_solve must be one of {PRESSURE_SOLVES}; got "
+                f"{self.pressure_solve!r}."
+            )
+        self._check_open_sides()
         if self.impl == "spectral":
             raise ValueError(
                 "WalledNavierStokes2D: impl must be 'auto', 'xla' or 'pallas' (finite volumes "
                 "on a staggered grid); got 'spectral'. Use simlab.models.NavierStokes2D for "
                 "Fourier-spectral flow on a periodic grid."
+            )
+
+    def _check_open_sides(self) -> None:
+        """Inflow on the low-$x$ side only, Outflow on the high-$x$ side only, an inflow
+        always with an outflow (the mass it brings must leave), one profile value per
+        face, and the transforms only without an outlet."""
+        (low_x, high_x), y_sides = self.grid.boundaries
+        misplaced = [
+            f"{type(side).__name__}() on the {where} side"
+            for side, where, allowed in (
+                (low_x, "low-x", Inflow),
+                (high_x, "high-x", Outflow),
+                (y_sides[0], "low-y", None),
+                (y_sides[1], "high-y", None),
+            )
+            if isinstance(side, Inflow | Outflow) and not (allowed and isinstance(side, allowed))
+        ]
+        if misplaced:
+            raise ValueError(
+                f"WalledNavierStokes2D: open sides carry a flow along x, entering through "
+                f"simlab.Inflow on the low-x side and leaving through simlab.Outflow on the "
+                f"high-x side; got {', '.join(misplaced)}. Move it, or use a wall there."
+            )
+        if isinstance(low_x, Inflow) and not self._has_outlet():
+            raise ValueError(
+                "WalledNavierStokes2D: an Inflow needs an outlet for the mass it brings; put "
+                "simlab.Outflow() on the high-x side."
+            )
+        if isinstance(low_x, Inflow) and low_x.velocity.shape not in ((), self.grid.shape[1:]):
+            raise ValueError(
+                f"WalledNavierStokes2D: the Inflow velocity must be a scalar or one value per "
+                f"face of the low-x side, shape {self.grid.shape[1:]}; got shape "
+                f"{low_x.velocity.shape}."
+            )
+        if self.pressure_solve == "transform" and self._has_outlet():
+            raise ValueError(
+                "WalledNavierStokes2D: pressure_solve='transform' cannot hold p = 0 at an "
+                "Outflow (the transforms diagonalise zero normal derivative only); use "
+                "'auto' or 'krylov'."
             )
 
     @property
@@ -175,10 +237,48 @@ class WalledNavierStokes2D(AbstractGridModel):
         model = cls(viscosity=viscosity, grid=grid, body_force=body_force)
         return model, grid.zeros(channels=2)
 
+    @classmethod
+    def open_channel(
+        cls,
+        num_cells: tuple[int, int] = (32, 8),
+        length: float = 4.0,
+        viscosity: ArrayLike = 1.0,
+        inflow_speed: ArrayLike = 1.0,
+        profile: str = "uniform",
+    ) -> tuple["WalledNavierStokes2D", Array]:
+        r"""A channel with open ends: no-slip walls at $y = 0$ and $y = 1$, fluid entering
+        at $x = 0$ with mean speed $\bar U$ (`inflow_speed`) and no tangential velocity,
+        leaving at $x$ = `length` with zero normal gradient of velocity and $p = 0$.
+        `profile` is `"uniform"` or `"parabolic"` ([`simlab.Inflow.parabolic`][]); far
+        downstream the flow is plane Poiseuille flow of the same flux. The pressure solve
+        is [`pressure_krylov`][simlab.models.WalledNavierStokes2D.pressure_krylov].
+        Starts from the projection of rest: the potential flow of the inflow.
+
+        **Returns:** `(model, y0)`.
+
+        !!! example
+
+            ```python
+            model, y0 = simlab.models.WalledNavierStokes2D.open_channel((16, 8), length=2.0)
+            ```
+        """
+        if profile not in ("uniform", "parabolic"):
+            raise ValueError(
+                f"open_channel: profile must be 'uniform' or 'parabolic'; got {profile!r}."
+            )
+        speed = jnp.asarray(inflow_speed, float)
+        inflow = Inflow.parabolic(speed, num_cells[1]) if profile == "parabolic" else Inflow(speed)
+        boundary = [(inflow, Outflow()), "dirichlet"]
+        grid = Grid(num_cells, extent=(length, 1.0), boundary=boundary)
+        model = cls(viscosity=viscosity, grid=grid)
+        return model, model.project(grid.zeros(channels=2))
+
     # -- the vector field ------------------------------------------------------------------
 
     def __call__(self, t, y, args):
-        return self.project(self.momentum_tendency(y))
+        # The inflow is steady: the tendency's projection keeps the flux through every side.
+        tendency = self.momentum_tendency(y)
+        return tendency - self._gradient(self.solve_pressure(self._divergence(tendency, 0.0)))
 
     def momentum_tendency(self, y: Array) -> Array:
         r"""$F(\mathbf u) = -\nabla\cdot(\mathbf u\mathbf u) + \nu\nabla^2\mathbf u +
@@ -194,10 +294,19 @@ class WalledNavierStokes2D(AbstractGridModel):
         return tendency * self._open_faces(y.dtype)
 
     def _padded_velocity(self, y: Array) -> Array:
-        """$(u, v)$ with one ghost cell per side: across walls, the tangential ghosts of the
-        walls' conditions; along the normal axis (and then at the corners), wrapped: the
-        face beyond the last is the wall face, which holds zero."""
-        u = jnp.pad(pad_axis(y[0], self.grid, 1, 1), ((1, 1), (0, 0)), mode="wrap")
+        """$(u, v)$ with one ghost cell per side: across walls and open sides, the
+        tangential ghosts of their conditions; along the normal axis (and then at the
+        corners), wrapped where periodic. Along a walled $y$-axis the wrap serves too: the
+        face beyond the last is the wall face, which holds zero. Along a walled $x$-axis
+        the low ghost is the low side's normal velocity (a wall's 0, an inflow's profile),
+        the high one a copy of the last face (zero normal gradient at an outflow; at a wall
+        only the wall face's own tendency, which is zero, reads it)."""
+        u = pad_axis(y[0], self.grid, 1, 1)
+        if self.grid.is_periodic[0]:
+            u = jnp.pad(u, ((1, 1), (0, 0)), mode="wrap")
+        else:
+            inlet = jnp.broadcast_to(self._inflow_velocity(y.dtype), y.shape[2:])
+            u = jnp.concatenate([pad_axis(inlet[None], self.grid, 1, 1), u, u[-1:]])
         v = jnp.pad(pad_axis(y[1], self.grid, 0, 1), ((0, 0), (1, 1)), mode="wrap")
         return jnp.stack([u, v])
 
@@ -221,39 +330,117 @@ class WalledNavierStokes2D(AbstractGridModel):
 
     def divergence(self, y: Array) -> Array:
         r"""$\nabla\cdot\mathbf u$ in every cell, shape `grid.shape`: the net outflow
-        through its four faces over its area (the wall faces carry none)."""
+        through its four faces over its area (the wall faces carry none, an inflow its
+        prescribed velocity)."""
+        return self._divergence(y, self._inflow_velocity(y.dtype))
+
+    def _divergence(self, y: Array, inflow: ArrayLike) -> Array:
+        """The divergence with `inflow` on the low-$x$ faces of a walled $x$-axis."""
         hx, hy = self.grid.spacing
         u, v = y[0], y[1]
-        return (u - jnp.roll(u, 1, 0)) / hx + (v - jnp.roll(v, 1, 1)) / hy
+        return (u - self._west_faces(u, inflow)) / hx + (v - jnp.roll(v, 1, 1)) / hy
+
+    def _west_faces(self, u: Array, inflow: ArrayLike) -> Array:
+        """$u$ on the low-$x$ face of every cell: wrapped on a periodic $x$-axis, else the
+        normal velocity `inflow` through the low side (0 at a wall) for the first cells.
+        (Along $y$, `roll` serves walls too: the face beyond the last is the wall's 0.)"""
+        if self.grid.is_periodic[0]:
+            return jnp.roll(u, 1, 0)
+        inlet = jnp.broadcast_to(jnp.asarray(inflow, u.dtype), u.shape[1:])
+        return jnp.concatenate([inlet[None], u[:-1]])
+
+    def _inflow_velocity(self, dtype: Any) -> Array:
+        """The normal velocity through the low-$x$ side: an inflow's, else 0."""
+        inlet = self.grid.boundaries[0][0]
+        return inlet.velocity.astype(dtype) if isinstance(inlet, Inflow) else jnp.zeros((), dtype)
+
+    def _has_outlet(self) -> bool:
+        return isinstance(self.grid.boundaries[0][1], Outflow)
 
     @eqx.filter_jit
     def solve_pressure(self, source: Array) -> Array:
-        r"""The zero-mean $p$ with $L p = s - \bar s$: $L$ the 5-point Laplacian on the cell
-        centres, with zero normal derivative at walls and periodic along periodic axes,
-        diagonalised by a DCT-II (walls) or an FFT (periodic) along each axis."""
+        r"""The pressure $p$ with $L p = s$ ($s - \bar s$ without an outlet, where $p$ has
+        zero mean): $L$ the 5-point Laplacian on the cell centres, with zero normal
+        derivative at walls and inflows, periodic along periodic axes, and $p = 0$ on an
+        outlet's faces. Fast transforms (a DCT-II along walled axes, an FFT along periodic
+        ones) diagonalise it without an outlet; with one, or with
+        `pressure_solve="krylov"`, conjugate gradients solve it
+        ([`pressure_krylov`][simlab.models.WalledNavierStokes2D.pressure_krylov])."""
+        if self._uses_krylov():
+            return self.pressure_krylov(source)[0]
+        return self._transform_solve(source, constant_mode=0.0)
+
+    @eqx.filter_jit
+    def pressure_krylov(self, source: Array, *, preconditioned: bool = True) -> tuple[Array, Array]:
+        r"""$L p = s$ by conjugate gradients (Lineax's `CG`, matrix-free), preconditioned
+        by the fast-transform solve of the nearest problem without an outlet (zero normal
+        derivative there too). That problem's constant mode is singular; the
+        preconditioner maps it to $1/\lambda_0$, $\lambda_0 = -2/(n_x h_x^2)$ the
+        Rayleigh quotient of $L$ on a constant (only the outlet's cells feel it). The
+        residual ends below $100\epsilon$ of $\max|s|$ ($2\times10^{-14}$ in float64).
+
+        **Returns:** `(p, iterations)`.
+
+        !!! example
+
+            ```python
+            model, _ = simlab.models.WalledNavierStokes2D.open_channel((16, 8))
+            source = jax.random.normal(jax.random.PRNGKey(0), (16, 8))
+            p, steps = model.pressure_krylov(source)  # 12 steps; 94 without preconditioning
+            ```
+        """
+        source = jnp.asarray(source)
+        outlet = self._has_outlet()
+        if not outlet:  # all Neumann: the solvable part, and p of zero mean
+            source = source - jnp.mean(source)
+        hx = self.grid.spacing[0]
+        constant_mode = -self.grid.shape[0] * hx**2 / 2 if outlet else 0.0
+        pressure, steps = conjugate_gradient(
+            lambda p: -self.pressure_laplacian(p),
+            (lambda r: -self._transform_solve(r, constant_mode)) if preconditioned else None,
+            -source,
+        )
+        return (pressure if outlet else pressure - jnp.mean(pressure)), steps
+
+    def pressure_laplacian(self, pressure: Array) -> Array:
+        r"""$L p = \nabla\cdot\nabla p$ on the cell centres, the operator of the pressure
+        solve: the divergence of the pressure gradient on the open faces (none through
+        walls or inflows; $p = 0$ on an outlet)."""
+        return self._divergence(self._gradient(pressure), 0.0)
+
+    def _transform_solve(self, source: Array, constant_mode: float) -> Array:
+        """$L^{-1}$ of the all-Neumann/periodic Laplacian by fast transforms, the constant
+        mode multiplied by `constant_mode`."""
         spectrum = source
         for axis in self._walled_axes():
             spectrum = dct(spectrum, type=2, norm="ortho", axis=axis)
         periodic = self._periodic_axes()
         if periodic:
             spectrum = jnp.fft.fftn(spectrum, axes=periodic)
-        spectrum = spectrum * jnp.asarray(self._inverse_laplacian_symbol(), spectrum.dtype)
+        symbol = self._inverse_laplacian_symbol(constant_mode)
+        spectrum = spectrum * jnp.asarray(symbol, spectrum.dtype)
         if periodic:
             spectrum = jnp.fft.ifftn(spectrum, axes=periodic).real
         for axis in self._walled_axes():
             spectrum = idct(spectrum, type=2, norm="ortho", axis=axis)
         return spectrum
 
+    def _uses_krylov(self) -> bool:
+        return self.pressure_solve == "krylov" or self._has_outlet()
+
     def _gradient(self, pressure: Array) -> Array:
-        """$\\nabla p$ on the faces (zero on wall faces)."""
-        hx, hy = self.grid.spacing
-        gradient = jnp.stack(
-            [
-                (jnp.roll(pressure, -1, 0) - pressure) / hx,
-                (jnp.roll(pressure, -1, 1) - pressure) / hy,
-            ]
-        )
-        return gradient * self._open_faces(pressure.dtype)
+        r"""$\nabla p$ on the faces (zero on wall faces; at an outlet, from $p = 0$ on its
+        face half a cell beyond the last centre)."""
+        gradient = []
+        for axis, h in enumerate(self.grid.spacing):
+            n = pressure.shape[axis]
+            first, last = (jax.lax.slice_in_dim(pressure, i, i + 1, axis=axis) for i in (0, n - 1))
+            beyond = first if self.grid.is_periodic[axis] else -last  # 2 * 0 - p
+            ahead = jnp.concatenate(
+                [jax.lax.slice_in_dim(pressure, 1, n, axis=axis), beyond], axis=axis
+            )
+            gradient.append((ahead - pressure) / h)
+        return jnp.stack(gradient) * self._open_faces(pressure.dtype)
 
     def _walled_axes(self) -> tuple[int, ...]:
         return tuple(axis for axis, periodic in enumerate(self.grid.is_periodic) if not periodic)
@@ -262,17 +449,21 @@ class WalledNavierStokes2D(AbstractGridModel):
         return tuple(axis for axis, periodic in enumerate(self.grid.is_periodic) if periodic)
 
     def _open_faces(self, dtype: Any) -> Array:
-        """1 on the faces that carry a velocity, 0 on the wall faces (static)."""
+        """1 on the faces that carry a velocity, 0 on the wall faces (static); an outlet's
+        faces are open."""
         mask = np.ones((2, *self.grid.shape))
         for axis in self._walled_axes():
+            if axis == 0 and self._has_outlet():
+                continue
             index = [axis, slice(None), slice(None)]
             index[1 + axis] = -1
             mask[tuple(index)] = 0.0
         return jnp.asarray(mask, dtype)
 
-    def _inverse_laplacian_symbol(self) -> np.ndarray:
-        """$1/\\lambda$ of the pressure Laplacian per transformed mode, 0 for the constant
-        mode (which fixes the pressure's mean at zero)."""
+    def _inverse_laplacian_symbol(self, constant_mode: float) -> np.ndarray:
+        r"""$1/\lambda$ of the all-Neumann/periodic pressure Laplacian per transformed mode;
+        `constant_mode` for the constant one, where $\lambda = 0$ (0 fixes the pressure's
+        mean at zero)."""
         eigenvalues = 0.0
         for axis, (n, h) in enumerate(zip(self.grid.shape, self.grid.spacing, strict=True)):
             period = n if self.grid.is_periodic[axis] else 2 * n
@@ -281,7 +472,7 @@ class WalledNavierStokes2D(AbstractGridModel):
             shape[axis] = n
             eigenvalues = eigenvalues + ((2 * np.cos(angle) - 2) / h**2).reshape(shape)
         constant = eigenvalues == 0
-        return np.where(constant, 0.0, 1.0 / np.where(constant, 1.0, eigenvalues))
+        return np.where(constant, constant_mode, 1.0 / np.where(constant, 1.0, eigenvalues))
 
     # -- diagnostics -----------------------------------------------------------------------
 
@@ -320,7 +511,8 @@ class WalledNavierStokes2D(AbstractGridModel):
             ```
         """
         y = jnp.asarray(y)
-        return 0.5 * jnp.stack([y[0] + jnp.roll(y[0], 1, 0), y[1] + jnp.roll(y[1], 1, 1)])
+        west = self._west_faces(y[0], self._inflow_velocity(y.dtype))
+        return 0.5 * jnp.stack([y[0] + west, y[1] + jnp.roll(y[1], 1, 1)])
 
     def kinetic_energy(self, y: Array) -> Array:
         r"""$E = \tfrac12\int|\mathbf u|^2\,dA$, each component summed over its faces."""
@@ -343,11 +535,17 @@ class WalledNavierStokes2D(AbstractGridModel):
 
     def _speeds(self, y: Array) -> Array:
         """$(U_x, U_y)$: the largest of each velocity component and of the wall speeds
-        along it (the tangential Dirichlet values of the walls normal to the other axis)."""
+        along it (the tangential values of the walls and inflows normal to the other axis,
+        and an inflow's speed)."""
         speeds = []
         for component in (0, 1):
             walls = self.grid.boundaries[1 - component]
             values = [side.value.astype(y.dtype) for side in walls if isinstance(side, Dirichlet)]
+            values += [
+                jnp.max(jnp.abs(side.tangential if component else side.velocity)).astype(y.dtype)
+                for side in self.grid.boundaries[0]
+                if isinstance(side, Inflow)
+            ]
             candidates = jnp.abs(jnp.stack([jnp.max(jnp.abs(y[component])), *values]))
             speeds.append(jnp.max(candidates))
         return jax.lax.stop_gradient(jnp.stack(speeds))
