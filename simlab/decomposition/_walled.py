@@ -145,7 +145,7 @@ class DecomposedWalled(Decomposed):
     def _inverse_laplacian_columns(self, dtype: Any) -> Array:
         """The model's inverse Laplacian per (k_x, DCT mode), zero-padded along the modes
         to a multiple of the devices: split over them, each device's share of columns."""
-        symbol = self.model._inverse_laplacian_symbol()
+        symbol = self.model._inverse_laplacian_symbol(constant_mode=0.0)  # zero-mean pressure
         num_modes = symbol.shape[1]
         padding = multiple_of_devices(num_modes, self.mesh.shape[self.axis]) - num_modes
         return jnp.asarray(np.pad(symbol, ((0, 0), (0, padding))), dtype)
