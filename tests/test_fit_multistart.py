@@ -106,6 +106,6 @@ def test_one_vmapped_loop_under_jit_equals_the_compacted_run(observations, unsha
 
 def test_batch_size_is_a_device_multiple():
     assert _multistart.batch_size(2000, 1) == _multistart.BATCH_SIZE
-    assert _multistart.batch_size(1000, 24) == 264
-    assert _multistart.batch_size(200, 4) == 200
+    assert _multistart.batch_size(1000, 24) == 144
+    assert _multistart.batch_size(100, 4) == 100
     assert _multistart.batch_size(24, 8) == 24

@@ -86,7 +86,7 @@ def draw_starts(problem: FitProblem, key, num_starts: int) -> dict[str, Array]:
 # its slowest member takes steps, so starts with stiff or fast dynamics are batched together
 # rather than each holding up a batch of easy ones.
 CHUNK_STEPS = 25
-BATCH_SIZE = 256
+BATCH_SIZE = 128
 
 
 def run_starts(problem: FitProblem, stepper, max_steps: int, initial, *, traced, devices=None):
@@ -94,8 +94,8 @@ def run_starts(problem: FitProblem, stepper, max_steps: int, initial, *, traced,
 
     Concrete data: the starts run in chunks, and between chunks the unfinished ones are
     gathered into batches of starts whose solves take similar numbers of steps, because a
-    vmapped loop costs as many steps for every start as its slowest start takes. Traced data (a fit under `jax.jit` or `jax.vmap`):
-    one vmapped loop.
+    vmapped loop costs as many steps for every start as its slowest start takes. Traced
+    data (a fit under `jax.jit` or `jax.vmap`): one vmapped loop.
     """
     if traced:
         carries = _run_together(problem, stepper, max_steps, initial)
