@@ -20,6 +20,7 @@ from jaxtyping import Array
 
 from .._results import RESULTS
 from .._simulate import simulate
+from ..models._sde import AbstractSDEModel
 from ._loop import Carry, advance, run, start
 from ._problem import FitProblem, get_path
 
@@ -172,10 +173,11 @@ def _run_compacting(problem, stepper, max_steps: int, initial, devices) -> Carry
 @eqx.filter_jit
 def _solver_steps(problem: FitProblem, u) -> Array:
     """How many steps the simulations of each start (batched `u`) take, over all
-    experiments and initial states; zeros where the loss needs no solve."""
+    experiments and initial states; zeros for stochastic models (fixed steps, or a
+    transition density without a solve)."""
 
     def one(u):
-        if problem.transition is not None:
+        if isinstance(problem.model, AbstractSDEModel):
             return jnp.zeros((), jnp.int32)
         model, y0s = problem.build(u)
         total = jnp.zeros((), jnp.int32)
