@@ -19,6 +19,8 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array
 
 from .._results import RESULTS
+from .._simulate import simulate
+from ..models._sde import AbstractSDEModel
 from ._loop import Carry, advance, run, start
 from ._problem import FitProblem, get_path
 
@@ -80,21 +82,21 @@ def draw_starts(problem: FitProblem, key, num_starts: int) -> dict[str, Array]:
 
 
 # Starts that finished stop costing: every `CHUNK_STEPS` steps the unfinished ones are
-# gathered into a smaller batch, each size `1/SHRINK` of the last, `NUM_BATCH_SIZES` sizes
-# at most and none below `SMALLEST_BATCH`, so that only a few sizes are ever compiled.
+# gathered, ordered by how many solver steps their simulations take, into batches of
+# `BATCH_SIZE` (one compiled size): a vmapped adaptive solve runs as many loop iterations as
+# its slowest member takes steps, so starts with stiff or fast dynamics are batched together
+# rather than each holding up a batch of easy ones.
 CHUNK_STEPS = 25
-SHRINK = 2
-NUM_BATCH_SIZES = 3
-SMALLEST_BATCH = 256
+BATCH_SIZE = 128
 
 
 def run_starts(problem: FitProblem, stepper, max_steps: int, initial, *, traced, devices=None):
     """All starts' final carries (batched) and their summary.
 
     Concrete data: the starts run in chunks, and between chunks the unfinished ones are
-    gathered into a smaller batch, because a vmapped loop costs as many steps for every
-    start as its slowest start takes. Traced data (a fit under `jax.jit` or `jax.vmap`):
-    one vmapped loop.
+    gathered into batches of starts whose solves take similar numbers of steps, because a
+    vmapped loop costs as many steps for every start as its slowest start takes. Traced
+    data (a fit under `jax.jit` or `jax.vmap`): one vmapped loop.
     """
     if traced:
         carries = _run_together(problem, stepper, max_steps, initial)
@@ -139,34 +141,58 @@ def _advance_all(problem: FitProblem, stepper, carries: Carry, stop_step) -> Car
     return jax.vmap(lambda carry: advance(problem, stepper, carry, stop_step))(carries)
 
 
-def batch_sizes(num_starts: int, multiple: int) -> list[int]:
-    """The batch sizes the unfinished starts are gathered into, largest first; each a
-    multiple of `multiple` (the number of devices)."""
-    sizes = [num_starts]
-    while len(sizes) < NUM_BATCH_SIZES and sizes[-1] // SHRINK >= SMALLEST_BATCH:
-        sizes.append(multiple * math.ceil(sizes[-1] / SHRINK / multiple))
-    return sizes
+def batch_size(num_starts: int, multiple: int) -> int:
+    """The size of the batches unfinished starts are gathered into: `BATCH_SIZE` or all
+    starts if fewer, a multiple of `multiple` (the number of devices)."""
+    return multiple * math.ceil(min(num_starts, BATCH_SIZE) / multiple)
 
 
 def _run_compacting(problem, stepper, max_steps: int, initial, devices) -> Carry:
     carries = _start_all(problem, stepper, max_steps, initial)
-    num_starts = carries.step.shape[0]
     sharding = None if devices is None else starts_sharding(devices)
-    sizes = batch_sizes(num_starts, 1 if devices is None else len(devices))
+    size = batch_size(carries.step.shape[0], 1 if devices is None else len(devices))
     while True:
         running = ~carries.done & (carries.result == RESULTS.successful)
         active = np.flatnonzero(np.asarray(running & (carries.step < max_steps)))
         if active.size == 0:
             return carries
-        size = min(s for s in sizes if s >= active.size)
-        # Padded with copies of one unfinished start, which compute the same values.
-        index = np.concatenate([active, np.repeat(active[:1], size - active.size)])
-        batch = _gather(carries, jnp.asarray(index))
-        if sharding is not None:
-            batch = jax.device_put(batch, sharding)
+        steps = np.asarray(_solver_steps(problem, carries.u))
+        active = active[np.argsort(steps[active], kind="stable")]
         stop_step = min(int(carries.step[active[0]]) + CHUNK_STEPS, max_steps)
-        batch = _advance_all(problem, stepper, batch, jnp.asarray(stop_step))
-        carries = _scatter(carries, jnp.asarray(index), batch)
+        for first in range(0, active.size, size):
+            members = active[first : first + size]
+            # Padded with copies of one unfinished start, which compute the same values.
+            index = np.concatenate([members, np.repeat(members[:1], size - members.size)])
+            batch = _gather(carries, jnp.asarray(index))
+            if sharding is not None:
+                batch = jax.device_put(batch, sharding)
+            batch = _advance_all(problem, stepper, batch, jnp.asarray(stop_step))
+            carries = _scatter(carries, jnp.asarray(index), batch)
+
+
+@eqx.filter_jit
+def _solver_steps(problem: FitProblem, u) -> Array:
+    """How many steps the simulations of each start (batched `u`) take, over all
+    experiments and initial states; zeros for stochastic models (fixed steps, or a
+    transition density without a solve)."""
+
+    def one(u):
+        if isinstance(problem.model, AbstractSDEModel):
+            return jnp.zeros((), jnp.int32)
+        model, y0s = problem.build(u)
+        total = jnp.zeros((), jnp.int32)
+        for experiment, y0 in zip(problem.experiments, y0s, strict=True):
+
+            def steps(y0_member, ts=experiment.ts):
+                trajectory = simulate(
+                    model, y0_member, ts, throw=False, options=problem.simulate_options
+                )
+                return trajectory.stats["num_steps"]
+
+            total = total + jnp.sum(jax.vmap(steps)(y0)).astype(total.dtype)
+        return total
+
+    return jax.vmap(one)(u)
 
 
 @eqx.filter_jit
