@@ -82,18 +82,26 @@ def _coefficients(
         # (the point at angle pi, for an odd count, is its own conjugate).
         indices = np.arange(1, (num_points + 1) // 2 + 1)
         weights = np.where(2 * indices - 1 == num_points, 1.0, 2.0)
-    angles = 2 * np.pi * (indices - 0.5) / num_points
-    roots = jnp.asarray(np.exp(1j * angles), dtype=dtype)
+    offsets = radius * np.exp(2j * np.pi * (indices - 0.5) / num_points)
+    offsets, offset_exps, half_offset_exps = (
+        jnp.asarray(x, dtype) for x in (offsets, np.exp(offsets), np.exp(offsets / 2))
+    )
     weights = jnp.asarray(weights, dtype=coefficient_dtype)
+    exp_z, exp_half_z = jnp.exp(z), jnp.exp(z / 2)
+    complex_z, complex_exp_z, complex_exp_half_z = (x.astype(dtype) for x in (z, exp_z, exp_half_z))
 
     def accumulate(i, sums):
-        r = z.astype(dtype) + radius * roots[i]
-        exp_r = jnp.exp(r)
+        # e^r = e^z e^(r - z): the exponentials at z, once, times constants per point, and
+        # one reciprocal of r per point, rather than two exponentials and four divisions.
+        r = complex_z + offsets[i]
+        exp_r, exp_half_r = complex_exp_z * offset_exps[i], complex_exp_half_z * half_offset_exps[i]
+        inverse = 1 / r
+        inverse_cube = inverse * inverse * inverse
         terms = (
-            (jnp.exp(r / 2) - 1) / r,
-            (-4 - r + exp_r * (4 - 3 * r + r**2)) / r**3,
-            (2 + r + exp_r * (-2 + r)) / r**3,
-            (-4 - 3 * r - r**2 + exp_r * (4 - r)) / r**3,
+            (exp_half_r - 1) * inverse,
+            (-4 - r + exp_r * (4 - 3 * r + r * r)) * inverse_cube,
+            (2 + r + exp_r * (-2 + r)) * inverse_cube,
+            (-4 - 3 * r - r * r + exp_r * (4 - r)) * inverse_cube,
         )
         if real_symbol:
             terms = tuple(term.real for term in terms)
@@ -104,8 +112,8 @@ def _coefficients(
     means = [s / num_points for s in sums]
     step = h.astype(coefficient_dtype)
     return _Coefficients(
-        exp_full=jnp.exp(z),
-        exp_half=jnp.exp(z / 2),
+        exp_full=exp_z,
+        exp_half=exp_half_z,
         stage=step * means[0],
         weight_1=step * means[1],
         weight_2=step * means[2],
