@@ -60,7 +60,9 @@ def _quick_run(name, tmp_path):
     folder = experiments.run(experiment, out=tmp_path / "run", quiet=True)
     figures = {path.name for path in (folder / "figures").iterdir()}
     assert figures == {
-        f"{f.name}.{suffix}" for f in experiment.figures for suffix in ("png", "svg")
+        f"{f.name}.{suffix}"
+        for f in experiment.figures
+        for suffix in (("gif",) if f.kind == "animation" else ("png", "svg"))
     }
     return experiment, experiments._folder.read_run(folder)
 

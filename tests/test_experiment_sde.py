@@ -148,7 +148,10 @@ def test_a_small_escape_experiment_parses_with_its_ensemble(tmp_path):
     ("config", "message"),
     [
         (_with("ensemble"), r"\[ensemble\] is missing; DoubleWell is stochastic"),
-        (_with("solver", adaptive=True), r"\[solver\] DoubleWell is stochastic and takes fixed"),
+        (
+            _with("solver", adaptive=True),
+            r"\[solver\] DoubleWell is stochastic and EulerMaruyama takes fixed",
+        ),
         (_with("solver", name="tsit5"), r"\[solver\] DoubleWell is stochastic; Tsit5 solves"),
         (_with("ensemble", paths=0), r"\[ensemble.paths\] must be an integer >= 1"),
         (_with("ensemble", runs=3), r"\[ensemble.runs\] is not a known key"),
