@@ -25,6 +25,8 @@ DEFAULT_MAX_STEPS = 16_384
 DEFAULT_TOLERANCES = {8: (1e-6, 1e-9), 4: (1e-4, 1e-7), 2: (1e-2, 1e-4)}
 # Below this many machine epsilons a relative tolerance asks for more than the float holds.
 RESOLVABLE_EPSILONS = 100
+# What a fixed step above the stability limit does: fail, or run with a warning.
+UNSTABLE_STEP_CHOICES = ("raise", "warn")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +51,9 @@ class SolveOptions:
     - `integrator`: `"auto"` (the lean loop for explicit Runge–Kutta solvers, simlab's
       stiff loop for `"rodas5p"` and `"radau5"`, Diffrax for the rest), `"lean"` or
       `"diffrax"`.
+    - `unstable_step`: what a fixed `dt0` above a grid model's stable step does: `"raise"`
+      (the status `unstable_step`) or `"warn"` (it runs anyway, with a warning where `dt0`
+      and the model are concrete; a run made unstable on purpose).
 
     !!! example
 
@@ -67,6 +72,7 @@ class SolveOptions:
     max_steps: Integer = DEFAULT_MAX_STEPS
     adjoint: Any = None
     integrator: str = "auto"
+    unstable_step: str = "raise"
 
     def __post_init__(self):
         _check_solver(self.solver)
@@ -85,6 +91,11 @@ class SolveOptions:
             if is_real_number(getattr(self, name)):
                 object.__setattr__(self, name, float(getattr(self, name)))
         _check_adjoint(self.adjoint)
+        if self.unstable_step not in UNSTABLE_STEP_CHOICES:
+            raise ValueError(
+                f"unstable_step must be one of {list(UNSTABLE_STEP_CHOICES)}; got "
+                f"{self.unstable_step!r}."
+            )
         if self.integrator not in integrator_names():
             raise ValueError(
                 f"unknown integrator {self.integrator!r}; use one of {list(integrator_names())}."

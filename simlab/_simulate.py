@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Real
 
-from ._misc import Integer, is_concrete
+from ._misc import Integer, is_concrete, warn_at_caller
 from ._options import DEFAULT_MAX_STEPS, SolveOptions, merged_options, tolerances
 from ._results import RESULTS, SimulationError, Trajectory, quoted_status
 from .integrate._events import Event, check_event
@@ -67,6 +67,7 @@ def simulate(
     integrator: str = "auto",
     event: Event | None = None,
     key: Any = None,
+    unstable_step: str = "raise",
 ) -> Trajectory:
     r"""Solves the initial value problem $\dot y = f(t, y)$, $y(t_0) = y_0$, saving at `ts`.
 
@@ -96,6 +97,7 @@ def simulate(
       (`model.max_stable_step`, computed from the parameters, traced or not): a larger
       `dt0` fails with the status `RESULTS.unstable_step` (raised at top level, returned
       as `.result` with `throw=False` or under `vmap`), and `dt0=None` picks a stable step.
+      `unstable_step="warn"` forces such a `dt0`: it runs, with a warning naming the limit.
     - `adaptive`: adapt the step to meet `rtol`/`atol` (`True`) or take fixed steps.
     - `max_steps`: the most steps the solver may take before reporting failure.
     - `adjoint`: how to differentiate the solve. `None` (the default) is for reverse mode
@@ -179,6 +181,7 @@ def simulate(
         max_steps=max_steps,
         adjoint=adjoint,
         integrator=integrator,
+        unstable_step=unstable_step,
     )
     options = merged_options(options, keywords)
     given_ts, ts = ts, checked_ts(ts)
@@ -414,8 +417,14 @@ def _fixed_step(model: Any, solver: Any, y0: Array, ts: Array, options: SolveOpt
     status = RESULTS.where(
         num_steps > options.max_steps, RESULTS.max_steps_reached, RESULTS.successful
     )
-    if limit is not None:
+    if limit is not None and options.unstable_step == "raise":
         status = RESULTS.where(dt0 > limit, RESULTS.unstable_step, status)
+    elif limit is not None and is_concrete(limit) and is_concrete(dt0) and dt0 > limit:
+        warn_at_caller(
+            f"dt0={float(dt0):g} is above the largest stable step {float(limit):.6g} of "
+            f"{type(solver).__name__} for {type(model).__name__} ({model.step_limit}); it runs "
+            "as unstable_step='warn' asks, and may blow up."
+        )
     return _FixedStep(dt0=dt0, limit=limit, num_steps=num_steps, status=status)
 
 
@@ -447,7 +456,8 @@ def _step_detail(status: RESULTS, step: _FixedStep | None, model: Any, solver: A
             )
         return (
             f" Here dt0={float(step.dt0):g} is above the largest stable step {limit:.6g} of "
-            f"{labels} ({model.step_limit}); pass dt0<={limit:.6g}."
+            f"{labels} ({model.step_limit}); pass dt0<={limit:.6g}, or unstable_step='warn' to "
+            "force it."
         )
     if status == RESULTS.max_steps_reached:
         return (

@@ -330,6 +330,22 @@ def test_simulate_refuses_a_step_above_the_cfl_limit_naming_dt0_and_the_largest_
     expected = rf"dt0={1.1 * limit:g} is above the largest stable step {limit:.6g}.*advective CFL"
     with pytest.raises(simlab.SimulationError, match=expected):
         simlab.simulate(model, TURBULENT, ts, solver="etdrk4", adaptive=False, dt0=1.1 * limit)
+    # Forced: it runs, and the warning names the same numbers.
+    with pytest.warns(UserWarning, match=expected + r".*unstable_step='warn'") as caught:
+        forced = simlab.simulate(
+            model,
+            TURBULENT,
+            ts,
+            solver="etdrk4",
+            adaptive=False,
+            dt0=1.1 * limit,
+            unstable_step="warn",
+            throw=False,
+        )
+    assert caught[0].filename == __file__
+    assert int(forced.stats["num_steps"]) == (SAVES - 1) * np.ceil(float(ts[1]) / (1.1 * limit))
+    with pytest.raises(ValueError, match=r"unstable_step must be one of \['raise', 'warn'\]"):
+        simlab.simulate(model, TURBULENT, ts, solver="etdrk4", unstable_step="ignore")
     # Without dt0, 0.9 of the limit: the fewest such steps per save interval.
     trajectory = simlab.simulate(model, TURBULENT, ts, solver="etdrk4", adaptive=False)
     per_interval = np.ceil(float(ts[1]) / (0.9 * limit))
