@@ -1,7 +1,8 @@
-"""Models that many test files build, with the parameters they share, and a small
-experiment file for the tests of the `simlab` command."""
+"""Models that many test files build, with the parameters they share, a small experiment
+file for the tests of the `simlab` command, and a count of the collectives in compiled HLO."""
 
 import contextlib
+import re
 
 import equinox as eqx
 import jax
@@ -69,3 +70,16 @@ variable = "final_angle"
 [[figures]]
 kind = "phase_portrait"
 """
+
+
+def collectives_by_loop_depth(hlo_text: str) -> dict[str, list[int]]:
+    """Each collective's kind and how many loops enclose it (JAX names an operation of a
+    loop body `.../while/body/...`)."""
+    found: dict[str, list[int]] = {}
+    kinds = "all-to-all|collective-permute|all-reduce|all-gather|reduce-scatter"
+    for line in hlo_text.splitlines():
+        kind = re.search(rf" ({kinds})\(", line)
+        if kind:
+            name = re.search(r'op_name="([^"]*)"', line)
+            found.setdefault(kind.group(1), []).append(name.group(1).count("while/body"))
+    return found

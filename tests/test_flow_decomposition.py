@@ -4,14 +4,12 @@ forced flow with drag and a passive scalar against the one-device run), gradient
 one device and finite differences, and the all_to_alls in the compiled solve.
 """
 
-import re
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import without_type_checks
+from helpers import collectives_by_loop_depth, without_type_checks
 from jax.sharding import NamedSharding, PartitionSpec
 
 import simlab
@@ -144,25 +142,12 @@ def test_rollout_gradients_equal_one_device_and_finite_differences(slabs):
     np.testing.assert_allclose(sharded_model.model.viscosity, finite_difference, rtol=1e-7)
 
 
-def _collectives_by_loop_depth(hlo_text: str) -> dict[str, list[int]]:
-    """Each collective's kind and how many loops enclose it (JAX names an operation of a
-    loop body `.../while/body/...`)."""
-    found: dict[str, list[int]] = {}
-    kinds = "all-to-all|collective-permute|all-reduce|all-gather|reduce-scatter"
-    for line in hlo_text.splitlines():
-        kind = re.search(rf" ({kinds})\(", line)
-        if kind:
-            name = re.search(r'op_name="([^"]*)"', line)
-            found.setdefault(kind.group(1), []).append(name.group(1).count("while/body"))
-    return found
-
-
 def test_etdrk4_step_compiles_to_eight_all_to_alls_and_nothing_else(compiled_rollout):
     """Per step, ETDRK4 evaluates the nonlinear term 4 times, each with one batch of
     inverse transforms and one forward transform: 8 all_to_alls in the step loop. Outside
     it: the forward transform of y0 once, and one inverse per saved state. No all-gather:
     the field is never assembled."""
-    found = _collectives_by_loop_depth(compiled_rollout.as_text())
+    found = collectives_by_loop_depth(compiled_rollout.as_text())
     assert list(found) == ["all-to-all"]
     depths = sorted(found["all-to-all"])
     assert depths == [0, 1] + [2] * 8  # y0; each save interval; each step

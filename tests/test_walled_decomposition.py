@@ -5,14 +5,12 @@ the body force and the initial field (against one device and finite differences)
 halo exchanges and all_to_alls of the compiled solve.
 """
 
-import re
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import without_type_checks
+from helpers import collectives_by_loop_depth, without_type_checks
 
 import simlab
 from simlab.decomposition import Decomposed, DecomposedWalled, decomposition_mesh
@@ -128,19 +126,6 @@ def test_rollout_gradients_equal_one_device_and_finite_differences(channel):
     np.testing.assert_allclose(sharded_model.model.body_force, finite_difference, rtol=1e-7)
 
 
-def _collectives_by_loop_depth(hlo_text: str) -> dict[str, list[int]]:
-    """Each collective's kind and how many loops enclose it (JAX names an operation of a
-    loop body `.../while/body/...`)."""
-    found: dict[str, list[int]] = {}
-    kinds = "all-to-all|collective-permute|all-reduce|all-gather|reduce-scatter"
-    for line in hlo_text.splitlines():
-        kind = re.search(rf" ({kinds})\(", line)
-        if kind:
-            name = re.search(r'op_name="([^"]*)"', line)
-            found.setdefault(kind.group(1), []).append(name.group(1).count("while/body"))
-    return found
-
-
 def test_collectives_are_halo_exchanges_and_two_all_to_alls_per_evaluation(channel):
     """Per evaluation of the vector field: 2 ppermutes pad the velocity, 1 the divergence
     and 1 the pressure gradient; 2 all_to_alls transpose the pressure solve. An RK4 step
@@ -150,12 +135,12 @@ def test_collectives_are_halo_exchanges_and_two_all_to_alls_per_evaluation(chann
     _, split, y0 = channel
     y0 = split.shard(y0)
     vector_field = jax.jit(lambda m, y: m(0.0, y, None)).lower(split, y0).compile()
-    found = _collectives_by_loop_depth(vector_field.as_text())
+    found = collectives_by_loop_depth(vector_field.as_text())
     assert {kind: len(depths) for kind, depths in found.items()} == {
         "collective-permute": 4,
         "all-to-all": 2,
     }
-    found = _collectives_by_loop_depth(jax.jit(_rollout).lower(split, y0).compile().as_text())
+    found = collectives_by_loop_depth(jax.jit(_rollout).lower(split, y0).compile().as_text())
     assert sorted(found) == ["all-reduce", "all-to-all", "collective-permute"]
     step_loop = max(found["all-to-all"])
     assert found["collective-permute"].count(step_loop) == 16
