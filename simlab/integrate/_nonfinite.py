@@ -20,13 +20,12 @@ from jaxtyping import Array
 from .._results import RESULTS
 
 
-class NonfiniteWatch(dfx.AbstractAdaptiveStepSizeController):
-    """`controller`'s steps, with where the latest step that gave NaN or inf started (`NaN`
-    once the solve moved past it) as the second part of its state."""
+class WrappedController(dfx.AbstractAdaptiveStepSizeController):
+    """A step-size controller that changes another's steps: its tolerances and norm are the
+    wrapped `controller`'s (Diffrax's implicit solvers read them)."""
 
     controller: dfx.AbstractAdaptiveStepSizeController
 
-    # The tolerances are the wrapped controller's (Diffrax's implicit solvers read them).
     @property
     def rtol(self):
         return self.controller.rtol
@@ -38,6 +37,11 @@ class NonfiniteWatch(dfx.AbstractAdaptiveStepSizeController):
     @property
     def norm(self) -> Callable:
         return self.controller.norm
+
+
+class NonfiniteWatch(WrappedController):
+    """`controller`'s steps, with where the latest step that gave NaN or inf started (`NaN`
+    once the solve moved past it) as the second part of its state."""
 
     def wrap(self, direction):
         return NonfiniteWatch(self.controller.wrap(direction))

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 
 from ._brownian import TREE_RESOLUTION, brownian_tree
 from ._interface import AbstractIntegrator, Problem, Solution
-from ._nonfinite import NonfiniteWatch, watched_result
+from ._nonfinite import NonfiniteWatch, WrappedController, watched_result
 from ._sde import SPaRK, noise_shape, noise_term, stratonovich_drift
 from ._solvers import resolve_adjoint
 
@@ -60,7 +60,7 @@ class _NoiseTerm(dfx.AbstractTerm):
         return noise_term(self.model, vf, control)
 
 
-class _OnTreeGrid(dfx.AbstractAdaptiveStepSizeController):
+class _OnTreeGrid(WrappedController):
     """`controller`'s steps, each ending on the virtual Brownian tree's finest grid (`origin`
     plus multiples of `spacing`), at least one spacing on.
 
@@ -69,21 +69,8 @@ class _OnTreeGrid(dfx.AbstractAdaptiveStepSizeController):
     a direct call, `jit` and `vmap` (which round differently) would take different steps.
     On the grid a step end is an integer, which roundoff does not move."""
 
-    controller: dfx.AbstractAdaptiveStepSizeController
     origin: Any
     spacing: Any
-
-    @property
-    def rtol(self):
-        return self.controller.rtol
-
-    @property
-    def atol(self):
-        return self.controller.atol
-
-    @property
-    def norm(self):
-        return self.controller.norm
 
     def wrap(self, direction):
         return _OnTreeGrid(self.controller.wrap(direction), self.origin, self.spacing)
