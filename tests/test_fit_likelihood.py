@@ -64,6 +64,8 @@ def test_t0_starts_the_simulation_before_the_first_observation():
     np.testing.assert_allclose(result.y0, [3.0], rtol=1e-7)  # the state at t0, not at ts[0]
     prediction, _ = result.predict(jnp.array([0.25, 1.0, 2.0]))
     np.testing.assert_allclose(prediction[:, 0], closed_form(3.0, 0.7, [0.25, 1.0, 2.0]), 1e-6)
+    from_t0, _ = result.predict(jnp.array([0.0, 1.0]))  # t0 itself may be asked for
+    np.testing.assert_allclose(from_t0[:, 0], closed_form(3.0, 0.7, [0.0, 1.0]), 1e-6)
     with pytest.raises(ValueError, match="t0 = 0.5 must come before the first observation"):
         simlab.fit(Decay(rate=0.3), TS, observations, y0=jnp.ones(1), t0=0.5, params=["rate"])
 

@@ -101,6 +101,19 @@ def test_moment_fit_recovers_ou_rate_and_noise_within_gmm_standard_errors(moment
     assert bool(moment_fit.converged)
 
 
+def test_predicted_path_starts_at_the_fits_start_and_matches_one_from_after_it(moment_fit):
+    """Asked from ts[0], predict gives the start state (without uncertainty) and then the
+    same path as when asked only after it (the same key, the same Brownian increments)."""
+    key = jax.random.key(3)
+    from_start, stderr = moment_fit.predict(TS, key=key)
+    after_start, later_stderr = moment_fit.predict(TS[1:], key=key)
+    np.testing.assert_array_equal(from_start[0], [X0])
+    np.testing.assert_array_equal(stderr[0], [0.0])
+    np.testing.assert_allclose(from_start[1:], after_start, rtol=1e-12)
+    np.testing.assert_allclose(stderr[1:], later_stderr, rtol=1e-12)
+    assert np.all(later_stderr > 0)
+
+
 def test_hansen_j_statistic_lies_in_its_chi_squared_band(moment_fit):
     """2 loss is chi-squared with 6 statistics - 2 parameters = 4 degrees of freedom for
     the right model: inside its central 99% band."""
@@ -151,6 +164,8 @@ def fit_with(observed, **changes):
         (dict(dt0=0.0), r"dt0 must be a positive number"),
         (dict(statistics=("median",)), r"statistics must list some of"),
         (dict(params=["kappa"]), r"unknown parameter 'kappa'"),
+        (dict(simulate_options=dict(dt0=DT / 2)), r"pass the step once, as dt0"),
+        (dict(simulate_options=dict(adaptive=True)), r"drop adaptive=True"),
     ],
 )
 def test_bad_settings_are_refused(observed, changes, message):

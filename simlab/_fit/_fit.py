@@ -162,7 +162,8 @@ class FitResult(eqx.Module):
 
         **Arguments:**
 
-        - `ts`: save times, from the data's first time (or from `t0` when the fit had one).
+        - `ts`: save times, from the data's first time (or from `t0`, or after it, when the
+          fit had one).
         - `data_set`, `member`: which data set (for fits to several) and which member of a
           batch of experiments (for a stochastic model: which observed path) supplies the
           initial state.
@@ -185,8 +186,12 @@ class FitResult(eqx.Module):
         path_settings = _path_settings(model, problem, key, dt0)
         y0s = tuple(e.y0 for e in problem.experiments)
         skip = problem.experiments[data_set].skip
-        if skip:  # the simulation starts at t0, before the first time asked for
-            ts = jnp.concatenate([problem.experiments[data_set].ts[:1], ts])
+        start = problem.experiments[data_set].ts[:1]
+        if skip and not (is_concrete(ts) and ts.size and bool(ts[0] == start[0])):
+            # The simulation starts at t0, before the first time asked for.
+            ts = jnp.concatenate([start, ts])
+        else:
+            skip = 0
 
         def predicted(theta):
             fitted_model, fitted_y0s = with_natural_values(problem, model, y0s, theta)

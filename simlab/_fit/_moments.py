@@ -16,7 +16,7 @@ $\chi^2$ with (number of moments − number of parameters) degrees of freedom wh
 model is right.
 """
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import equinox as eqx
@@ -155,7 +155,7 @@ def fit_moments(
     statistic ($\chi^2$ with `num_observed - len(params)` degrees of freedom for a right
     model), and `noise_variance` that $\chi^2$ per degree of freedom (near 1 for a right
     model). `profile` works as for `fit`; `predict(ts, key=...)` draws one fitted path
-    from `ts[0]` of the fit, at times after it.
+    from `ts[0]` of the fit, at `ts` from that time on.
 
     !!! example
 
@@ -199,8 +199,7 @@ def fit_moments(
         observed=jnp.ones(whitened.shape, bool),
         skip=1,
     )
-    options = as_solve_options(simulate_options).replace(adaptive=False, dt0=dt0)
-    options = with_default_solver(model, y0[0], ts, options)
+    options = with_default_solver(model, y0[0], ts, _fixed_step_options(simulate_options, dt0))
     problem = MomentProblem(
         model=model,
         experiments=(experiment,),
@@ -216,6 +215,24 @@ def fit_moments(
     )
     layout = Layout(is_list=False, batched=(False,))
     return fit_problem(problem, layout, stepper, max_steps, progress=progress, throw=throw)
+
+
+def _fixed_step_options(simulate_options: Any, dt0: float) -> SolveOptions:
+    """The settings of the simulated paths: fixed steps of `dt0` (their derivatives are
+    pathwise, through the steps). Settings that ask for other steps are refused, not
+    overridden."""
+    options = as_solve_options(simulate_options)
+    if options.dt0 is not None and options.dt0 != dt0:
+        raise ValueError(
+            f"fit_moments steps its paths at dt0={dt0}, and simulate_options sets "
+            f"dt0={options.dt0}: pass the step once, as dt0."
+        )
+    if isinstance(simulate_options, Mapping) and simulate_options.get("adaptive", False):
+        raise ValueError(
+            "fit_moments simulates its paths in fixed steps of dt0 (the fit differentiates "
+            "through them); drop adaptive=True from simulate_options."
+        )
+    return options.replace(adaptive=False, dt0=dt0)
 
 
 def _checked_statistics(statistics: Sequence[str]) -> tuple[str, ...]:
