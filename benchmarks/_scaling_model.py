@@ -61,6 +61,7 @@ _ASYNC_START = re.compile(r" (?:" + "|".join(COLLECTIVE_KINDS) + r")-start\(")
 _ARRAY_SHAPE = re.compile(r"([a-z]+\d*)\[([\d,]*)\]")
 _DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "bf16": 2, "f16": 2, "s16": 2, "u16": 2}
 _DTYPE_BYTES |= {"f32": 4, "s32": 4, "u32": 4, "f64": 8, "s64": 8, "u64": 8, "c64": 8}
+_DTYPE_BYTES |= {"c128": 16}
 # JAX names each operation by where it was traced; a time-stepping loop's body is a
 # while loop's body, so operations of every step carry "while/body" in their name.
 _IN_LOOP_MARK = "while/body"
