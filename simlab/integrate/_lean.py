@@ -167,13 +167,16 @@ def _solve_fixed(
     return _Run(ys, RESULTS.successful, stats, final.bracket, None)
 
 
-def _mean_square(x: Array) -> Array:
+def _mean_square(x: Array, scale: Array | float = 1.0) -> Array:
+    """The mean square of `x / scale`."""
     if x.size <= UNROLLED_NORM_SIZE:
         # Under vmap a reduction over a handful of components is slow on XLA:CPU (a short
         # inner loop per trajectory); a sum of components fuses into one vectorised pass.
-        components = [jnp.square(component) for component in x.reshape(-1)]
+        # Dividing component by component too spares a strided pass over the batched state.
+        scales = jnp.broadcast_to(scale, x.shape).reshape(-1)
+        components = [jnp.square(c / s) for c, s in zip(x.reshape(-1), scales, strict=True)]
         return sum(components[1:], components[0]) / x.size
-    return jnp.mean(jnp.square(x))
+    return jnp.mean(jnp.square(x / scale))
 
 
 def _rms(x: Array) -> Array:
@@ -287,7 +290,7 @@ def _solve_adaptive(
         y1, error, f1 = _runge_kutta_step(vector_field, tableau, t, y, f, h_step)
         scale = atol + rtol * jnp.maximum(jnp.abs(primal(y)), jnp.abs(primal(y1)))
         # The squared RMS norm of the scaled error: its square root folds into the power.
-        squared_error = lax.stop_gradient(_mean_square(primal(error) / scale))
+        squared_error = lax.stop_gradient(_mean_square(primal(error), scale))
         # A non-finite candidate (a blow-up) is rejected like a too-large error.
         accept = running & (squared_error < 1)
         finite = jnp.isfinite(squared_error) | ~running
