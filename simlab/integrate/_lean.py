@@ -352,12 +352,12 @@ def _solve_adaptive(
         kind=loop_kind,
     )
     num_steps, num_rejected = final.num_steps, final.num_rejected
-    unfinished = final.slot < num_saves
+    stopped_short = final.slot < num_saves
     if tracker is not None:
-        unfinished = unfinished & ~stopped(tracker[0], final.bracket)
+        stopped_short = stopped_short & ~stopped(tracker[0], final.bracket)
     # A solve that stopped short where a step just gave NaN or inf got stuck there (steps
     # short enough to stay finite no longer advance t): more steps would not help.
-    stuck = unfinished & (final.nonfinite_at == final.t)
+    stuck = stopped_short & (final.nonfinite_at == final.t)
     nonfinite_time = jnp.where(stuck, final.t, jnp.nan)
     stats = {
         "num_steps": num_steps,
@@ -369,7 +369,7 @@ def _solve_adaptive(
         -1, *(1,) * y0.ndim
     )
     ys = jnp.concatenate([y0[None], jnp.where(reached, final.saved[:-1], jnp.inf)])
-    return _Run(ys, _status(~unfinished, nonfinite_time), stats, final.bracket, nonfinite_time)
+    return _Run(ys, _status(~stopped_short, nonfinite_time), stats, final.bracket, nonfinite_time)
 
 
 def _status(finished: Array, nonfinite_time: Array | None) -> RESULTS:
