@@ -167,13 +167,16 @@ def _solve_fixed(
     return _Run(ys, RESULTS.successful, stats, final.bracket, None)
 
 
-def _mean_square(x: Array) -> Array:
+def _mean_square(x: Array, scale: Array | float = 1.0) -> Array:
+    """The mean square of `x / scale`."""
     if x.size <= UNROLLED_NORM_SIZE:
         # Under vmap a reduction over a handful of components is slow on XLA:CPU (a short
         # inner loop per trajectory); a sum of components fuses into one vectorised pass.
-        components = [jnp.square(component) for component in x.reshape(-1)]
+        # Dividing component by component too spares a strided pass over the batched state.
+        scales = jnp.broadcast_to(scale, x.shape).reshape(-1)
+        components = [jnp.square(c / s) for c, s in zip(x.reshape(-1), scales, strict=True)]
         return sum(components[1:], components[0]) / x.size
-    return jnp.mean(jnp.square(x))
+    return jnp.mean(jnp.square(x / scale))
 
 
 def _rms(x: Array) -> Array:
@@ -251,10 +254,18 @@ def _solve_adaptive(
     that save time. Under `jax.vmap` a member therefore never waits for the others at a
     save time: the batch runs as many iterations as its longest member takes steps (a scan
     over save intervals of inner loops would run, per interval, as many as the slowest
-    member takes there). The buffer is an Equinox loop buffer, written in place and
-    predicated per member, and kept out of the checkpoints of reverse mode. The steps are
-    those of a solve interval by interval: clipping a step to the next save time is kept,
-    so each member's step sequence does not depend on the batch it runs in.
+    member takes there). The steps are those of a solve interval by interval: clipping a
+    step to the next save time is kept, so each member's step sequence does not depend on
+    the batch it runs in.
+
+    The loop runs while any member is unfinished, and a finished member's attempts change
+    nothing: its acceptance is false, its step size kept. Masking this way, in the step's
+    own selects, costs less under `jax.vmap` than a batched loop condition, which selects
+    every carried array again after each iteration. For the same reason every attempt
+    writes its candidate state into the save buffer (an Equinox loop buffer, written in
+    place and kept out of the checkpoints of reverse mode): into the slot it landed on, or
+    else into a spare last row that is dropped at the end, rather than reading back the
+    slot to keep it.
 
     With an event (`tracker = (event, value_fn)`), every accepted step updates its
     bracket, and a terminating event ends the loop after the step that brackets it.
@@ -272,16 +283,17 @@ def _solve_adaptive(
 
     def attempt(carry: _AdaptiveCarry) -> _AdaptiveCarry:
         t, y, f, h, num_steps, num_rejected, bracket, nonfinite_at, slot, saved = carry
+        running = unfinished(carry)
         target = ts[jnp.minimum(slot, num_saves - 1)]
         clipped = h >= target - t
         h_step = jnp.where(clipped, target - t, h)
         y1, error, f1 = _runge_kutta_step(vector_field, tableau, t, y, f, h_step)
         scale = atol + rtol * jnp.maximum(jnp.abs(primal(y)), jnp.abs(primal(y1)))
         # The squared RMS norm of the scaled error: its square root folds into the power.
-        squared_error = lax.stop_gradient(_mean_square(primal(error) / scale))
+        squared_error = lax.stop_gradient(_mean_square(primal(error), scale))
         # A non-finite candidate (a blow-up) is rejected like a too-large error.
-        accept = squared_error < 1
-        finite = jnp.isfinite(squared_error)
+        accept = running & (squared_error < 1)
+        finite = jnp.isfinite(squared_error) | ~running
         # Clipping first keeps the power in range; the factor is clipped to [0.2, 10] anyway.
         info = jnp.finfo(squared_error.dtype)
         bounded_error = jnp.clip(squared_error, info.tiny, info.max)
@@ -302,18 +314,21 @@ def _solve_adaptive(
             t=t_next,
             y=jnp.where(accept, y1, y),
             f=jnp.where(accept, f1, f),
-            h=h_next.astype(h.dtype),
-            num_steps=num_steps + 1,
-            num_rejected=num_rejected + (~accept).astype(num_rejected.dtype),
+            h=jnp.where(running, h_next, h).astype(h.dtype),
+            num_steps=num_steps + running.astype(num_steps.dtype),
+            num_rejected=num_rejected + (running & ~accept).astype(num_rejected.dtype),
             bracket=bracket,
             nonfinite_at=jnp.where(finite, nonfinite_at, t),
             slot=slot + landed.astype(slot.dtype),
-            saved=saved.at[slot - 1].set(y1, pred=landed),
+            saved=saved.at[jnp.where(landed, slot - 1, num_saves - 1)].set(y1),
         )
 
     def unfinished(carry: _AdaptiveCarry):
         running = (carry.slot < num_saves) & (carry.num_steps < max_steps)
         return running if tracker is None else running & ~stopped(tracker[0], carry.bracket)
+
+    def any_unfinished(carry: _AdaptiveCarry):
+        return eqxi.unvmap_any(unfinished(carry))
 
     bracket = None if tracker is None else start_bracket(tracker[1], ts[0], y0)
     init = _AdaptiveCarry(
@@ -326,10 +341,10 @@ def _solve_adaptive(
         bracket=bracket,
         nonfinite_at=jnp.full((), jnp.nan, ts.dtype),
         slot=jnp.asarray(1, jnp.int32),
-        saved=jnp.zeros((num_saves - 1, *y0.shape), y0.dtype),
+        saved=jnp.zeros((num_saves, *y0.shape), y0.dtype),  # the last row is spare
     )
     final = eqxi.while_loop(
-        unfinished,
+        any_unfinished,
         attempt,
         init,
         max_steps=max_steps,
@@ -337,12 +352,12 @@ def _solve_adaptive(
         kind=loop_kind,
     )
     num_steps, num_rejected = final.num_steps, final.num_rejected
-    unfinished = final.slot < num_saves
+    stopped_short = final.slot < num_saves
     if tracker is not None:
-        unfinished = unfinished & ~stopped(tracker[0], final.bracket)
+        stopped_short = stopped_short & ~stopped(tracker[0], final.bracket)
     # A solve that stopped short where a step just gave NaN or inf got stuck there (steps
     # short enough to stay finite no longer advance t): more steps would not help.
-    stuck = unfinished & (final.nonfinite_at == final.t)
+    stuck = stopped_short & (final.nonfinite_at == final.t)
     nonfinite_time = jnp.where(stuck, final.t, jnp.nan)
     stats = {
         "num_steps": num_steps,
@@ -353,8 +368,8 @@ def _solve_adaptive(
     reached = (jnp.arange(1, num_saves, dtype=final.slot.dtype) < final.slot).reshape(
         -1, *(1,) * y0.ndim
     )
-    ys = jnp.concatenate([y0[None], jnp.where(reached, final.saved, jnp.inf)])
-    return _Run(ys, _status(~unfinished, nonfinite_time), stats, final.bracket, nonfinite_time)
+    ys = jnp.concatenate([y0[None], jnp.where(reached, final.saved[:-1], jnp.inf)])
+    return _Run(ys, _status(~stopped_short, nonfinite_time), stats, final.bracket, nonfinite_time)
 
 
 def _status(finished: Array, nonfinite_time: Array | None) -> RESULTS:
