@@ -1,5 +1,6 @@
 """`sweep`: run a model over many parameter values, chunk by chunk, on every device."""
 
+import functools
 import json
 import pathlib
 import sys
@@ -389,7 +390,7 @@ def _replicated(mesh: Mesh, *trees):
     faster than a transfer of its own (about 0.1 ms per sweep call). Committed arrays
     are copied to every device of `mesh`, unless they already are."""
     leaves, treedef = jax.tree.flatten(trees)
-    target = NamedSharding(mesh, PartitionSpec())
+    target = _replicated_sharding(mesh)
     to_place = [i for i, leaf in enumerate(leaves) if _needs_placing(leaf, target)]
     if not to_place:  # even an empty transfer costs about 0.1 ms
         return trees
@@ -397,6 +398,11 @@ def _replicated(mesh: Mesh, *trees):
     for i, leaf in zip(to_place, placed, strict=True):
         leaves[i] = leaf
     return jax.tree.unflatten(treedef, leaves)
+
+
+@functools.lru_cache(maxsize=16)
+def _replicated_sharding(mesh: Mesh) -> NamedSharding:
+    return NamedSharding(mesh, PartitionSpec())
 
 
 def _needs_placing(leaf: Any, target: NamedSharding) -> bool:
@@ -556,6 +562,13 @@ def _provenance(
         mode=members.mode,
         swept=list(members.names),
         observable=observable_id,
-        solver_settings=json.dumps(settings.record()),
+        solver_settings=_settings_json(settings),
         **({} if event is None else {"event": event_name(event)}),
     )
+
+
+@functools.lru_cache(maxsize=64)
+def _settings_json(settings: SolveOptions) -> str:
+    """The settings' record as JSON, encoded once per settings (they are hashable: the
+    compiled chunk function is cached on them too)."""
+    return json.dumps(settings.record())
