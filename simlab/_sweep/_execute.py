@@ -175,7 +175,8 @@ def member_shapes(
 def _traced_member_shapes(treedef, abstract, values_dtype, names, observable, settings, event):
     is_abstract = [isinstance(leaf, _Abstract) for leaf in abstract]
     abstract = [
-        jax.ShapeDtypeStruct(*leaf) if isinstance(leaf, _Abstract) else leaf for leaf in abstract
+        jax.ShapeDtypeStruct(*leaf) if flag else leaf
+        for flag, leaf in zip(is_abstract, abstract, strict=True)
     ]
 
     def member(dynamic, row):
