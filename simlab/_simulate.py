@@ -280,7 +280,9 @@ def _solver(model, y0, ts, options: SolveOptions, rtol, atol) -> tuple[Any, str 
     ), None
 
 
-def with_default_solver(model: Any, y0: Array, ts: Array, options: SolveOptions) -> SolveOptions:
+def with_default_solver(
+    model: Any, y0: Array | np.ndarray, ts: Array | np.ndarray, options: SolveOptions
+) -> SolveOptions:
     """`options`, with `solver=None` pinned to the stiff solver `simulate` would pick for
     `model`, `y0` and `ts` where its stiffness estimate picks one (see `simulate`'s
     `solver`). Entry points that batch or differentiate the model (sweeps, fits) call it
@@ -304,11 +306,15 @@ def _known_steps_per_interval(given_ts: Any, dtype: Any, options: SolveOptions) 
     return counts if isinstance(counts, int) else None
 
 
-def checked_ts(ts: ArrayLike | Sequence[float]) -> Array:
+def checked_ts(
+    ts: ArrayLike | Sequence[float], *, keep_on_host: bool = False
+) -> Array | np.ndarray:
     """`ts` as an array of at least two floating-point save times, strictly increasing
-    where the values are known (traced values are checked inside the solve)."""
+    where the values are known (traced values are checked inside the solve).
+
+    With `keep_on_host`, host data stays a NumPy array (see `as_array`)."""
     given = ts
-    ts = jnp.asarray(ts)
+    ts = as_array(ts, keep_on_host=keep_on_host)
     if ts.ndim != 1 or ts.shape[0] < 2:
         raise ValueError(
             f"ts must be a 1-D array of at least two save times (start and end); got shape "
@@ -321,10 +327,11 @@ def checked_ts(ts: ArrayLike | Sequence[float]) -> Array:
         )
     if is_concrete(ts):
         values = _host_values(given, ts.dtype)
-        if not np.all(np.isfinite(values)):
+        # Array methods rather than np.all/np.diff: their wrappers cost µs on every call.
+        if not np.isfinite(values).all():
             raise ValueError("ts must be finite; it holds NaN or inf.")
-        steps = np.diff(values)
-        if np.any(steps <= 0):
+        steps = values[1:] - values[:-1]
+        if (steps <= 0).any():
             i = int(np.argmax(steps <= 0)) + 1
             raise ValueError(
                 f"ts must be strictly increasing; got ts[{i}] = {values[i]:g} <= "
@@ -333,16 +340,36 @@ def checked_ts(ts: ArrayLike | Sequence[float]) -> Array:
     return ts
 
 
+def as_array(
+    value: ArrayLike | Sequence[float], *, keep_on_host: bool = False
+) -> Array | np.ndarray:
+    """`value` as a JAX array; with `keep_on_host`, host data (a NumPy array, a list or a
+    tuple) as a NumPy array of the dtype JAX would give it instead.
+
+    A caller that only hands the array to a compiled function keeps it on the host: the
+    compiled call places it on the way in, where a transfer of its own (the first JAX
+    operation after a long computation) costs about 0.2 ms on a CPU.
+    """
+    if keep_on_host and isinstance(value, np.ndarray | list | tuple):
+        array = np.asarray(value)
+        return array.astype(jax.dtypes.canonicalize_dtype(array.dtype), copy=False)
+    return jnp.asarray(value)
+
+
 def _host_values(given: Any, dtype: np.dtype) -> np.ndarray:
     """The values of `given` (concrete) as NumPy's array of `dtype`: host data is read where
     it is, without the wait of reading it back from the device."""
     return np.asarray(given, dtype=dtype)
 
 
-def checked_y0(model: Any, y0: ArrayLike | Sequence[float]) -> Array:
-    """`y0` as a floating-point array of the model's state shape, finite where known."""
+def checked_y0(
+    model: Any, y0: ArrayLike | Sequence[float], *, keep_on_host: bool = False
+) -> Array | np.ndarray:
+    """`y0` as a floating-point array of the model's state shape, finite where known.
+
+    With `keep_on_host`, host data stays a NumPy array (see `as_array`)."""
     given = y0
-    y0 = jnp.asarray(y0)
+    y0 = as_array(y0, keep_on_host=keep_on_host)
     if not jnp.issubdtype(y0.dtype, jnp.inexact):
         raise ValueError(
             f"y0 must be floating point; got dtype {y0.dtype}. "
@@ -356,8 +383,8 @@ def checked_y0(model: Any, y0: ArrayLike | Sequence[float]) -> Array:
             f"{model.state_shape} with components {_component_names(model)}."
         )
     # An array spread over several processes cannot be read whole on one: skip the value check.
-    readable = is_concrete(y0) and y0.is_fully_addressable
-    if readable and not np.all(np.isfinite(_host_values(given, y0.dtype))):
+    readable = is_concrete(y0) and getattr(y0, "is_fully_addressable", True)
+    if readable and not np.isfinite(_host_values(given, y0.dtype)).all():
         shown = y0 if y0.size < 8 else "an array"
         raise ValueError(f"y0 must be finite; got {shown} with NaN or inf.")
     return y0

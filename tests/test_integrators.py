@@ -141,6 +141,18 @@ def test_registering_twice_or_registering_a_non_integrator_is_refused(midpoint_r
         simlab.integrate.register_integrator(MidpointByHand())
 
 
+def test_integrator_names_follow_registering_and_unregistering():
+    name = MidpointIntegrator.name
+    simlab.SolveOptions(integrator="lean")  # the names are read (and kept) before the change
+    simlab.integrate.register_integrator(MidpointIntegrator())
+    try:
+        assert simlab.SolveOptions(integrator=name).integrator == name
+    finally:
+        simlab.integrate.unregister_integrator(name)
+    with pytest.raises(ValueError, match="unknown integrator"):
+        simlab.SolveOptions(integrator=name)
+
+
 def test_heat_to_steady_state_picks_the_stiff_default_and_says_why():
     # 64 cells on [0, 1) with D = 1: the 3-point Laplacian's fastest mode decays at
     # 4 D / h^2 = 16384 per unit time, so Tsit5 would need ~1e5 steps to reach t = 20

@@ -3,11 +3,13 @@
 import functools as ft
 import math
 from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.dtypes import canonicalize_dtype
 from jax.sharding import Mesh, PartitionSpec
 
 from .._options import SolveOptions
@@ -139,6 +141,13 @@ def run_chunk(
     return sharded(dynamic, values)
 
 
+class _Abstract(NamedTuple):
+    """An array leaf's shape and dtype, in the cache key of `member_shapes`."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+
 def member_shapes(
     model, y0, ts, values_dtype, *, names, observable, settings, event, key_data=None
 ) -> tuple[Trajectory, dict[str, VariableSpec]]:
@@ -150,8 +159,9 @@ def member_shapes(
     and event.
     """
     leaves, treedef = jax.tree.flatten((model, y0, ts, key_data))
+    # Cheaper to build on every call than `jax.ShapeDtypeStruct`s, which only a trace needs.
     abstract = tuple(
-        jax.ShapeDtypeStruct(jnp.shape(leaf), jnp.result_type(leaf)) if eqx.is_array(leaf) else leaf
+        _Abstract(np.shape(leaf), canonicalize_dtype(leaf.dtype)) if eqx.is_array(leaf) else leaf
         for leaf in leaves
     )
     key = (treedef, abstract, np.dtype(values_dtype), names, observable, settings, event)
@@ -163,7 +173,11 @@ def member_shapes(
 
 
 def _traced_member_shapes(treedef, abstract, values_dtype, names, observable, settings, event):
-    is_abstract = [isinstance(leaf, jax.ShapeDtypeStruct) for leaf in abstract]
+    is_abstract = [isinstance(leaf, _Abstract) for leaf in abstract]
+    abstract = [
+        jax.ShapeDtypeStruct(*leaf) if flag else leaf
+        for flag, leaf in zip(is_abstract, abstract, strict=True)
+    ]
 
     def member(dynamic, row):
         dynamic = iter(dynamic)

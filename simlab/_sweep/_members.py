@@ -4,9 +4,9 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
+from jax.dtypes import canonicalize_dtype
 
 from .._misc import Integer, as_count
 from ..models._base import AbstractModel
@@ -112,7 +112,7 @@ def build_members(
         )
     names = tuple(params)
     _check_names(model, names)
-    dtype = np.dtype(jnp.result_type(float))
+    dtype = canonicalize_dtype(float)  # JAX's default float, as jnp.result_type(float)
     columns = {name: _checked_values(name, params[name], dtype) for name in names}
     if mode == "grid":
         members = _grid(names, columns)
@@ -151,7 +151,7 @@ def _checked_values(name: str, values: Any, dtype: np.dtype) -> np.ndarray:
         raise ValueError(f"params[{name!r}] is empty; give at least one value.")
     if not (np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)):
         raise TypeError(f"params[{name!r}] must hold real numbers; got dtype {array.dtype}.")
-    if not np.all(np.isfinite(array)):
+    if not np.isfinite(array).all():
         bad = int(np.argmax(~np.isfinite(array)))
         raise ValueError(
             f"params[{name!r}] must be finite; entry {bad} is {array[bad]}. Drop NaN and inf."
@@ -161,6 +161,8 @@ def _checked_values(name: str, values: Any, dtype: np.dtype) -> np.ndarray:
 
 def _grid(names, columns) -> Members:
     axes = tuple(columns[name] for name in names)
+    if len(axes) == 1:  # the common 1-D sweep, without meshgrid's cost
+        return Members(names=names, values=axes[0][:, None].copy(), mode="grid", grid_axes=axes)
     mesh = np.meshgrid(*axes, indexing="ij")
     values = np.stack([m.reshape(-1) for m in mesh], axis=1)
     return Members(names=names, values=values, mode="grid", grid_axes=axes)
@@ -205,7 +207,7 @@ def _check_bounds(model: AbstractModel, members: Members) -> None:
             continue
         values = members.values[:, column]
         outside = ~bounds[name].contains(values)
-        if np.any(outside):
+        if outside.any():
             bad = values[int(np.argmax(outside))]
             raise ValueError(
                 f"{type(model).__name__}: swept parameter {name!r} must lie in "

@@ -52,10 +52,21 @@ def unregister_integrator(name: str) -> None:
 
 def integrator_names() -> tuple[str, ...]:
     """`"auto"` and every name (and alias) that `simulate(integrator=...)` accepts."""
+    registered = tuple(INTEGRATORS)
+    known, names = _NAMES_OF_REGISTERED
+    # Integrators are immutable, so the same objects (compared by identity first) have the
+    # same names: reading them again costs about 10 µs per `SolveOptions`.
+    if registered == known:
+        return names
     names = ["auto"]
-    for integrator in INTEGRATORS:
+    for integrator in registered:
         names += [n for n in (integrator.name, *integrator.aliases) if n not in names]
+    _NAMES_OF_REGISTERED[:] = [registered, tuple(names)]
     return tuple(names)
+
+
+# The integrators whose names `integrator_names` last read, and those names.
+_NAMES_OF_REGISTERED: list = [(), ()]
 
 
 def runs_anywhere(solver: Any) -> bool:

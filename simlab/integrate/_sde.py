@@ -48,7 +48,8 @@ class StochasticVectorField(Protocol):
 
 def is_stochastic(model: Any) -> bool:
     """Whether `model` is a stochastic vector field (has a drift, a diffusion and a noise kind)."""
-    return isinstance(model, StochasticVectorField)
+    # `diffusion` first: a runtime-checkable protocol's isinstance costs about 10 µs.
+    return hasattr(model, "diffusion") and isinstance(model, StochasticVectorField)
 
 
 def noise_shape(model: Any, y0: Array, args: Any = None) -> tuple[int, ...]:

@@ -25,7 +25,9 @@ from ._solvers import DEFAULT_SOLVER, DEFAULT_STIFF_SOLVER, SOLVERS, resolve_sol
 EXPLICIT_STEP_LIMIT = 10_000
 
 
-def explicit_step_estimate(model: Any, y0: Array, ts: Array) -> float | None:
+def explicit_step_estimate(
+    model: Any, y0: Array | np.ndarray, ts: Array | np.ndarray
+) -> float | None:
     """How many steps the default explicit solver needs for stability alone from `ts[0]`
     to `ts[-1]` (`inf` where no step is stable), at a zero state of `y0`'s shape; `None`
     where the model states no stable step or its parameters or `ts` are only known at run
@@ -42,7 +44,9 @@ def explicit_step_estimate(model: Any, y0: Array, ts: Array) -> float | None:
     return math.inf if limit <= 0 else span / limit
 
 
-def default_solver(model: Any, y0: Array, ts: Array, *, rtol: Any, atol: Any) -> Any:
+def default_solver(
+    model: Any, y0: Array | np.ndarray, ts: Array | np.ndarray, *, rtol: Any, atol: Any
+) -> Any:
     """The solver `simulate(solver=None)` runs, and why: `(solver, reason)`."""
     if is_langevin(model):
         return BAOAB(), None
