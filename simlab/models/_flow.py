@@ -51,8 +51,8 @@ class _WholeGridFourier:
     multipliers as they are.
 
     A batch of fields is transformed one field at a time: XLA's CPU runtime runs each FFT
-    on one thread but independent ones concurrently, so separate transforms of the four
-    fields of a stage share the cores where one batched transform would hold one."""
+    on one thread but independent ones concurrently, so separate transforms of a stage's
+    fields share the cores where one batched transform would hold one."""
 
     def __init__(self, grid: Grid):
         self.grid = grid
@@ -226,18 +226,21 @@ class NavierStokes2D(AbstractSpectralGridModel):
         # Flux form, u·∇c = ∇·(u c): the spectral velocity is divergence-free exactly, and
         # the 2/3 rule makes both forms exact on the kept modes. It takes three transforms
         # to the grid (u, v, ω) and two back (uω, vω) per stage, where the advective form
-        # takes four and one: the pairs run concurrently on XLA's CPU runtime.
+        # takes four and one, and XLA's CPU runtime runs each pair concurrently. Each batch
+        # stacks whole fields, so XLA slices every one back out without a copy.
         dtype = spectrum.dtype
-        to_velocity = fourier.multiplier(velocity_symbols(self.grid) * kept).astype(dtype)
-        divergence = np.stack(np.broadcast_arrays(1j * kx * kept, 1j * ky * kept))
-        divergence = fourier.multiplier(divergence).astype(dtype)
+        to_u, to_v = (
+            fourier.multiplier(s * kept).astype(dtype) for s in velocity_symbols(self.grid)
+        )
+        to_x, to_y = (fourier.multiplier(1j * k * kept).astype(dtype) for k in (kx, ky))
         mask = fourier.multiplier(kept)
         channels = spectrum.reshape(-1, *mask.shape)
-        batch = jnp.concatenate([to_velocity * channels[:1], apply_symbol(mask, channels)])
-        fields = fourier.inverse(batch)
-        velocity, advected = fields[:2], fields[2:]
-        flux_spectra = fourier.forward(velocity[:, None] * advected[None])
-        tendency = -jnp.sum(divergence[:, None] * flux_spectra, axis=0).reshape(spectrum.shape)
+        truncated = [apply_symbol(mask, channel) for channel in channels]
+        spectra = [to_u * channels[0], to_v * channels[0], *truncated]
+        u, v, *advected = fourier.inverse(jnp.stack(spectra))
+        fluxes = fourier.forward(jnp.stack([w * c for w in (u, v) for c in advected]))
+        flux_x, flux_y = jnp.split(fluxes, 2)
+        tendency = -(to_x[None] * flux_x + to_y[None] * flux_y).reshape(spectrum.shape)
         shape_spectrum = fourier.multiplier(np.fft.rfft2(self._forcing_shape()))
         forcing = apply_symbol(self.forcing_amplitude, shape_spectrum.astype(tendency.dtype))
         if self.passive_scalar:
