@@ -428,66 +428,46 @@ def _integrate_with_sensitivities(inputs, perturbed, solver, *, adaptive, max_st
     """
     diff, nondiff = eqx.partition(inputs.differentiable(), perturbed.differentiable())
     leaves, treedef = jax.tree.flatten(diff)
-    num_tangents = sum(leaf.size for leaf in leaves)
-    model_tangents, args_tangents, y0_tangents = jax.tree.unflatten(treedef, _unit_tangents(leaves))
+    y0_tangents = jax.tree.unflatten(treedef, _unit_tangents(leaves))[2]
     y0 = inputs.y0
     if y0_tangents is None:
-        y0_tangents = jnp.zeros((num_tangents, *y0.shape), y0.dtype)
+        y0_tangents = jnp.zeros((sum(leaf.size for leaf in leaves), *y0.shape), y0.dtype)
     state0 = jnp.concatenate([y0[None], y0_tangents])
-    if adaptive:
-        run = _adaptive_sensitivities(
-            inputs,
-            diff[:2],
-            nondiff[:2],
-            (model_tangents, args_tangents),
-            state0,
-            solver,
-            max_steps,
-        )
-    else:
-        run = _fixed_sensitivities(inputs, diff[:2], nondiff[:2], state0, solver, max_steps)
+    solve = _adaptive_sensitivities if adaptive else _fixed_sensitivities
+    run = solve(inputs, diff[:2], nondiff[:2], state0, solver, max_steps)
     return (run.ys[:, 0], _outcome(run), run.stats), run.ys[:, 1:]
 
 
-def _adaptive_sensitivities(inputs, params, rest, params_tangents, state0, solver, max_steps):
-    """Adaptive steps: each member keeps its own step size, so under `jax.vmap` the loop
-    is batched as it is, and the tangents of the field are one vmapped `jax.jvp`."""
+def _adaptive_sensitivities(inputs, params, rest, state0, solver, max_steps):
+    """The augmented solve with adaptive steps (`params`: the perturbed part of the model
+    and `args`, `rest` the others): each member of a `jax.vmap` batch keeps its own steps,
+    so the loop is batched as it is."""
 
-    def field_of(p, t, y):
+    def field(t, p, y):
         model, args = eqx.combine(p, rest)
         return _field(model, args, t, y)
-
-    def augmented_field(t, state):
-        y, sensitivities = state[0], state[1:]
-
-        def tangent(params_tangent, sensitivity):
-            return jax.jvp(
-                lambda p, z: field_of(p, t, z), (params, y), (params_tangent, sensitivity)
-            )[1]
-
-        derivative = field_of(params, t, y)
-        tangents = jax.vmap(tangent)(params_tangents, sensitivities)
-        return jnp.concatenate([derivative[None], tangents])
 
     model, args, y0, ts, dt0, rtol, atol, _ = inputs
     if dt0 is None:
         # The solution's own first step (Diffrax's rule; not differentiated).
-        field = ft.partial(_field, model, args)
-        dt0 = _initial_step(field, ts[0], y0, field(ts[0], y0), error_order(solver), rtol, atol)
+        solution_field = ft.partial(_field, model, args)
+        dt0 = _initial_step(
+            solution_field, ts[0], y0, solution_field(ts[0], y0), error_order(solver), rtol, atol
+        )
     return _integrate(
         inputs._replace(y0=state0, dt0=dt0),
         solver,
         adaptive=True,
         max_steps=max_steps,
         loop_kind="lax",
-        field=augmented_field,
+        field=_sensitivity_field(field, params),
     )
 
 
 def _fixed_sensitivities(inputs, params, rest, state0, solver, max_steps):
-    """Fixed steps: the same steps for every member of a `jax.vmap` batch (unless their
-    save times or step counts differ), so the batch runs as one augmented state with the
-    members along a trailing axis.
+    """The augmented solve with fixed steps: the same steps for every member of a
+    `jax.vmap` batch (unless their save times or step counts differ), so the batch runs as
+    one augmented state with the members along a trailing axis.
 
     `jax.vmap` of the loop would put the members first, and XLA:CPU then keeps the loop's
     arrays member-major: each member's handful of components is a short stride that does
@@ -513,9 +493,8 @@ def _fixed_sensitivities(inputs, params, rest, state0, solver, max_steps):
             model, args = eqx.combine(p, r, rest_static)
             return _field(model, args, t, y)
 
-        if member_axes is None:
-            member_shapes = [()] * num_params
-        else:
+        member_shapes = None
+        if member_axes is not None:
             params_axes, rest_axes, _, _ = jax.tree.unflatten(tree, member_axes)
             member_field = jax.vmap(
                 member_field, in_axes=(params_axes, rest_axes, None, -1), out_axes=-1
@@ -566,18 +545,20 @@ def _fixed_sensitivities(inputs, params, rest, state0, solver, max_steps):
     return _Run(ys, RESULTS.successful, stats, None, None)
 
 
-def _sensitivity_field(field, params, member_shapes):
+def _sensitivity_field(field, params, member_shapes=None):
     r"""The vector field of the state augmented with its sensitivities, `(y, S_1, ...,
     S_n)`: the first sensitivities are those to the scalars of `params`, in the order of
     their leaves, the rest those to `y0`. `field(t, params, y)` is the vector field;
-    `member_shapes[i]` is the trailing shape of leaf `i` along which members lie (`()`
-    outside a members-last batch).
+    `member_shapes[i]` is the trailing shape of leaf `i` along which members lie, if
+    any (`None`: in none).
 
     $\partial_y f\, S_k$ for every $k$ is one vmapped `jax.jvp` in `y`, and
     $\partial_{\theta_k} f$ one `jax.jvp` per parameter scalar with the others held, so
     they stay symbolic zeros instead of multiplications by the zeros of a unit tangent.
     """
     leaves, treedef = jax.tree.flatten(params)
+    if member_shapes is None:
+        member_shapes = [()] * len(leaves)
 
     def with_scalar(index, element, scalar):
         """`params` with element `element` of leaf `index` (per member) set to `scalar`."""
