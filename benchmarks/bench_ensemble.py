@@ -119,7 +119,7 @@ def _contenders():
         "adaptive Tsit5, lean": (
             vmapped_simulate(adaptive_ts, integrator="lean", **adaptive),
             "tsit5",
-            ">= 0.25",
+            ">= 0.3",
         ),
         "adaptive Tsit5, diffrax": (
             vmapped_simulate(adaptive_ts, integrator="diffrax", **adaptive),
