@@ -61,7 +61,7 @@ def _sweep_rows() -> list[Row]:
         for fn in (loss, forward_mode, reverse_mode):
             first_call_seconds(fn, args)
         fns = [loss, forward_mode, reverse_mode]
-        base, fwd, rev = interleaved_best_seconds(fns, args, rounds=5)
+        base, fwd, rev = interleaved_best_seconds(fns, args, rounds=9)
         target = "<= 4" if integrator == "lean" else "before"
         detail = f"{BATCH} Lorenz, 1000 fixed Tsit5 steps; solve {base * 1e3:.0f} ms"
         table.append(
@@ -110,7 +110,7 @@ def _lotka_volterra_rows() -> list[Row]:
     fns = [loss, forward_mode, reverse_mode]
     for fn in fns:
         first_call_seconds(fn, args)
-    base, fwd, rev = interleaved_best_seconds(fns, args, rounds=5)
+    base, fwd, rev = interleaved_best_seconds(fns, args, rounds=9)
     detail = f"{BATCH} Lotka-Volterra, adaptive Tsit5; solve {base * 1e3:.0f} ms"
     return [
         Row(

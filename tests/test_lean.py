@@ -391,16 +391,49 @@ def test_vmapped_sensitivities_give_the_exact_derivatives(adaptive):
         np.testing.assert_allclose(d_y0, decay, rtol=1e-8)
 
 
-def test_second_derivatives_through_vmapped_fixed_step_sensitivities():
+@pytest.mark.parametrize("adaptive", [False, True])
+def test_second_derivatives_through_vmapped_sensitivities(adaptive):
     # Forward mode over the sensitivities of members run as one state:
     # d^2/dk_i dk_j of sum y(T) = delta_ij T^2 y0_i exp(-k_i T).
     def hessian(rates, y0):
-        return jax.jacfwd(jax.grad(_decay_total))(rates, y0, 1.0, False)
+        return jax.jacfwd(jax.grad(_decay_total))(rates, y0, 1.0, adaptive)
 
     exact = jax.vmap(jnp.diag)(DECAY_Y0 * jnp.exp(-DECAY_RATES))
     np.testing.assert_allclose(
         jax.vmap(hessian)(DECAY_RATES, DECAY_Y0), exact, rtol=1e-8, atol=1e-12
     )
+
+
+def test_vmapped_adaptive_sensitivities_keep_each_members_steps_and_status():
+    # dy/dt = k y^2, y(0) = 1: y = 1 / (1 - k t) blows up at t = 1/k. Run as one state with
+    # the members last, the member with k = 2 fails before t = 1 while the others finish
+    # with y(1) = 1 / (1 - k) and dy(1)/dk = 1 / (1 - k)^2, each in its own steps.
+    def solve(k):
+        trajectory = simlab.simulate(
+            lambda t, y, args: args * y**2,
+            jnp.array([1.0]),
+            jnp.array([0.0, 0.5, 1.0]),
+            args=k,
+            rtol=1e-10,
+            atol=1e-10,
+            adjoint="forward",
+            max_steps=2000,
+            throw=False,
+        )
+        return trajectory.ys[-1, 0], (trajectory.succeeded, trajectory.stats["num_steps"])
+
+    ks = jnp.array([0.25, 2.0, 0.5])
+    with _counting_sensitivities() as calls:
+        y1, dy1, (succeeded, steps) = jax.vmap(
+            lambda k: jax.jvp(solve, (k,), (jnp.ones_like(k),), has_aux=True)
+        )(ks)
+    assert calls == [True]
+    np.testing.assert_array_equal(succeeded, [True, False, True])
+    alone = [int(solve(k)[1][1]) for k in ks]
+    np.testing.assert_array_equal(steps, alone)
+    finished = np.asarray(succeeded)
+    np.testing.assert_allclose(y1[finished], 1 / (1 - ks[finished]), rtol=1e-8)
+    np.testing.assert_allclose(dy1[finished], 1 / (1 - ks[finished]) ** 2, rtol=1e-7)
 
 
 def test_many_differentiated_scalars_go_through_the_loop():

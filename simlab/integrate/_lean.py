@@ -95,12 +95,14 @@ class _AdaptiveCarry(NamedTuple):
 
 
 class _Run(NamedTuple):
-    """One lean solve: states at the save times, status, step counts, the event's bracket,
-    and the time from which every step tried gave NaN or inf (adaptive steps: `NaN` where
-    the solve never got stuck there; `None` for fixed steps, which never stop)."""
+    """One lean solve: states at the save times, whether it finished (reached the last save
+    time, or stopped at its terminating event), step counts, the event's bracket, and the
+    time from which every step tried gave NaN or inf (adaptive steps: `NaN` where the solve
+    never got stuck there; `None` for fixed steps, which never stop). `_status` gives the
+    status from the two."""
 
     ys: Array
-    result: RESULTS
+    finished: Array
     stats: dict[str, Array]
     bracket: Any
     nonfinite_time: Array | None
@@ -112,21 +114,31 @@ def _weighted_sum(weights: np.ndarray, stages: list[Array]) -> Array:
     return sum(terms[1:], terms[0])
 
 
+def _per_member(x: Any, y: Array) -> Any:
+    """`x`, one value per member of a batch with its members along the last axis of `y`,
+    shaped to broadcast against `y`; a scalar as it is."""
+    if jnp.ndim(x) in (0, jnp.ndim(y)):
+        return x
+    return jnp.reshape(x, (*(1,) * (jnp.ndim(y) - 1), -1))
+
+
 def _runge_kutta_step(vector_field, tableau, t, y, f0, h):
     """One explicit Runge–Kutta step: the new state, its error estimate, and f at the end.
 
     `f0 = f(t, y)` is carried between steps: first-same-as-last tableaus (Tsit5, Dopri5,
     Bosh3) evaluate f at the end point as their last stage, the others spend one extra
-    evaluation there, which is the next step's first stage either way.
+    evaluation there, which is the next step's first stage either way. `t` and `h` may be
+    vectors, one per member of a batch along the last axis of `y`.
     """
+    h_state = _per_member(h, y)
     stages = [f0]
     for c, a_row in zip(tableau.c, tableau.a_lower, strict=True):
-        stages.append(vector_field(t + float(c) * h, y + h * _weighted_sum(a_row, stages)))
-    y1 = y + h * _weighted_sum(tableau.b_sol, stages)
+        stages.append(vector_field(t + float(c) * h, y + h_state * _weighted_sum(a_row, stages)))
+    y1 = y + h_state * _weighted_sum(tableau.b_sol, stages)
     f1 = stages[-1] if tableau.fsal else vector_field(t + h, y1)
     if not np.any(tableau.b_error != 0):
         return y1, None, f1
-    return y1, h * _weighted_sum(tableau.b_error, stages), f1
+    return y1, h_state * _weighted_sum(tableau.b_error, stages), f1
 
 
 def _solve_fixed(
@@ -164,19 +176,20 @@ def _solve_fixed(
     total = jnp.sum(jnp.asarray(steps_per_interval) * jnp.ones(ts.shape[0] - 1, jnp.int32))
     stats = {"num_steps": total, "num_accepted_steps": total, "num_rejected_steps": total * 0}
     ys = jnp.concatenate([y0[None], ys])
-    return _Run(ys, RESULTS.successful, stats, final.bracket, None)
+    return _Run(ys, jnp.asarray(True), stats, final.bracket, None)
 
 
-def _mean_square(x: Array, scale: Array | float = 1.0) -> Array:
-    """The mean square of `x / scale`."""
-    if x.size <= UNROLLED_NORM_SIZE:
+def _mean_square(x: Array, scale: Array | float = 1.0, members_last: bool = False) -> Array:
+    """The mean square of `x / scale`; with `members_last`, one per member of the last axis."""
+    rows = x.reshape(-1, *x.shape[-1:]) if members_last else x.reshape(-1)
+    scales = jnp.broadcast_to(scale, x.shape).reshape(rows.shape)
+    if rows.shape[0] <= UNROLLED_NORM_SIZE:
         # Under vmap a reduction over a handful of components is slow on XLA:CPU (a short
         # inner loop per trajectory); a sum of components fuses into one vectorised pass.
         # Dividing component by component too spares a strided pass over the batched state.
-        scales = jnp.broadcast_to(scale, x.shape).reshape(-1)
-        components = [jnp.square(c / s) for c, s in zip(x.reshape(-1), scales, strict=True)]
-        return sum(components[1:], components[0]) / x.size
-    return jnp.mean(jnp.square(x / scale))
+        components = [jnp.square(c / s) for c, s in zip(rows, scales, strict=True)]
+        return sum(components[1:], components[0]) / rows.shape[0]
+    return jnp.mean(jnp.square(rows / scales), axis=0)
 
 
 def _rms(x: Array) -> Array:
@@ -246,6 +259,7 @@ def _solve_adaptive(
     loop_kind,
     tracker=None,
     primal=None,
+    members_last=False,
 ):
     """Per-trajectory adaptive steps (I-controller), clipped to land on every save time.
 
@@ -271,14 +285,21 @@ def _solve_adaptive(
     bracket, and a terminating event ends the loop after the step that brackets it.
     `primal` picks the part of the state that the step-size controller measures (a state
     augmented with its sensitivities is stepped as its solution alone would be).
+
+    With `members_last`, the loop runs a batch itself: the last axis of `y0` (and of
+    `dt0`, `rtol` and `atol` where they vary) holds the members, every per-member scalar
+    is a vector along it, and `vector_field(t, y)` takes the members' times `t` with the
+    states. `dt0` is then required.
     """
     primal = (lambda y: y) if primal is None else primal
-    f0 = vector_field(ts[0], y0)
+    members = y0.shape[-1:] if members_last else ()
+    t0 = jnp.broadcast_to(ts[0], members)
+    f0 = vector_field(t0, y0)
     if dt0 is None:
         h0 = _initial_step(vector_field, ts[0], y0, f0, error_order, rtol, atol)
     else:
-        h0 = jnp.asarray(dt0, dtype=ts.dtype)
-    zero = jnp.asarray(0, jnp.int32)
+        h0 = jnp.broadcast_to(jnp.asarray(dt0, dtype=ts.dtype), members)
+    zero = jnp.zeros(members, jnp.int32)
     num_saves = ts.shape[0]
 
     def attempt(carry: _AdaptiveCarry) -> _AdaptiveCarry:
@@ -288,9 +309,10 @@ def _solve_adaptive(
         clipped = h >= target - t
         h_step = jnp.where(clipped, target - t, h)
         y1, error, f1 = _runge_kutta_step(vector_field, tableau, t, y, f, h_step)
-        scale = atol + rtol * jnp.maximum(jnp.abs(primal(y)), jnp.abs(primal(y1)))
+        magnitude = jnp.maximum(jnp.abs(primal(y)), jnp.abs(primal(y1)))
+        scale = _per_member(atol, magnitude) + _per_member(rtol, magnitude) * magnitude
         # The squared RMS norm of the scaled error: its square root folds into the power.
-        squared_error = lax.stop_gradient(_mean_square(primal(error), scale))
+        squared_error = lax.stop_gradient(_mean_square(primal(error), scale, members_last))
         # A non-finite candidate (a blow-up) is rejected like a too-large error.
         accept = running & (squared_error < 1)
         finite = jnp.isfinite(squared_error) | ~running
@@ -312,15 +334,15 @@ def _solve_adaptive(
         landed = accept & (t_next >= target)
         return _AdaptiveCarry(
             t=t_next,
-            y=jnp.where(accept, y1, y),
-            f=jnp.where(accept, f1, f),
+            y=jnp.where(_per_member(accept, y), y1, y),
+            f=jnp.where(_per_member(accept, f), f1, f),
             h=jnp.where(running, h_next, h).astype(h.dtype),
             num_steps=num_steps + running.astype(num_steps.dtype),
             num_rejected=num_rejected + (running & ~accept).astype(num_rejected.dtype),
             bracket=bracket,
             nonfinite_at=jnp.where(finite, nonfinite_at, t),
             slot=slot + landed.astype(slot.dtype),
-            saved=saved.at[jnp.where(landed, slot - 1, num_saves - 1)].set(y1),
+            saved=_write_saves(saved, jnp.where(landed, slot - 1, num_saves - 1), y1, members_last),
         )
 
     def unfinished(carry: _AdaptiveCarry):
@@ -332,15 +354,15 @@ def _solve_adaptive(
 
     bracket = None if tracker is None else start_bracket(tracker[1], ts[0], y0)
     init = _AdaptiveCarry(
-        t=ts[0],
+        t=t0,
         y=y0,
         f=f0,
         h=h0.astype(ts.dtype),
         num_steps=zero,
         num_rejected=zero,
         bracket=bracket,
-        nonfinite_at=jnp.full((), jnp.nan, ts.dtype),
-        slot=jnp.asarray(1, jnp.int32),
+        nonfinite_at=jnp.full(members, jnp.nan, ts.dtype),
+        slot=jnp.ones(members, jnp.int32),
         saved=jnp.zeros((num_saves, *y0.shape), y0.dtype),  # the last row is spare
     )
     final = eqxi.while_loop(
@@ -365,11 +387,20 @@ def _solve_adaptive(
         "num_rejected_steps": num_rejected,
     }
     # Save times the solve never reached hold inf.
-    reached = (jnp.arange(1, num_saves, dtype=final.slot.dtype) < final.slot).reshape(
-        -1, *(1,) * y0.ndim
-    )
+    reached = jnp.arange(1, num_saves, dtype=final.slot.dtype).reshape(-1, *(1,) * y0.ndim)
+    reached = reached < _per_member(final.slot, y0[None])
     ys = jnp.concatenate([y0[None], jnp.where(reached, final.saved[:-1], jnp.inf)])
-    return _Run(ys, _status(~stopped_short, nonfinite_time), stats, final.bracket, nonfinite_time)
+    return _Run(ys, ~stopped_short, stats, final.bracket, nonfinite_time)
+
+
+def _write_saves(saved: Any, rows: Array, y: Array, members_last: bool) -> Any:
+    """`saved` (the loop's save buffer) with `y` written into row `rows` (along the first
+    axis); with `members_last`, member `m` of the last axis writes into its own row
+    `rows[m]`."""
+    if not members_last:
+        return saved.at[rows].set(y)
+    members = jnp.arange(y.shape[-1])
+    return saved.at[rows, ..., members].set(jnp.moveaxis(y, -1, 0))
 
 
 def _status(finished: Array, nonfinite_time: Array | None) -> RESULTS:
@@ -455,13 +486,9 @@ def _integrate_with_sensitivities(inputs, perturbed, solver, *, adaptive, max_st
 
 def _adaptive_sensitivities(inputs, params, rest, state0, solver, max_steps):
     """The augmented solve with adaptive steps (`params`: the perturbed part of the model
-    and `args`, `rest` the others): each member of a `jax.vmap` batch keeps its own steps,
-    so the loop is batched as it is."""
-
-    def field(t, p, y):
-        model, args = eqx.combine(p, rest)
-        return _field(model, args, t, y)
-
+    and `args`, `rest` the others). Each member of a `jax.vmap` batch keeps its own steps,
+    and the batch runs with its members along the trailing axis (see
+    `_members_last_sensitivities`)."""
     model, args, y0, ts, dt0, rtol, atol, _ = inputs
     if dt0 is None:
         # The solution's own first step (Diffrax's rule; not differentiated).
@@ -469,20 +496,54 @@ def _adaptive_sensitivities(inputs, params, rest, state0, solver, max_steps):
         dt0 = _initial_step(
             solution_field, ts[0], y0, solution_field(ts[0], y0), error_order(solver), rtol, atol
         )
-    return _integrate(
-        inputs._replace(y0=state0, dt0=dt0),
-        solver,
-        adaptive=True,
-        max_steps=max_steps,
-        loop_kind="lax",
-        field=_sensitivity_field(field, params),
-    )
+    schedule = (ts, jnp.asarray(dt0, ts.dtype), rtol, atol)
+
+    def solve(field, state0, schedule, members_last):
+        ts, dt0, rtol, atol = schedule
+        return _solve_adaptive(
+            field,
+            solver.tableau,
+            error_order(solver),
+            ts,
+            state0,
+            dt0,
+            rtol,
+            atol,
+            max_steps,
+            "lax",
+            primal=lambda y: y[0],
+            members_last=members_last,
+        )
+
+    return _members_last_sensitivities(params, rest, state0, schedule, solve, shared=(0,))
 
 
 def _fixed_sensitivities(inputs, params, rest, state0, solver, max_steps):
     """The augmented solve with fixed steps: the same steps for every member of a
-    `jax.vmap` batch (unless their save times or step counts differ), so the batch runs as
-    one augmented state with the members along a trailing axis.
+    `jax.vmap` batch (unless their save times or step counts differ)."""
+    steps = inputs.steps_per_interval
+    schedule = (inputs.ts, None if isinstance(steps, int) else steps)
+
+    def solve(field, state0, schedule, members_last):
+        ts, steps_array = schedule
+        return _solve_fixed(
+            field,
+            solver.tableau,
+            ts,
+            state0,
+            steps if steps_array is None else steps_array,
+            max_steps,
+            "lax",
+        )
+
+    return _members_last_sensitivities(params, rest, state0, schedule, solve, shared=(0, 1))
+
+
+def _members_last_sensitivities(params, rest, state0, schedule, solve, *, shared):
+    """`solve(field, state0, schedule, members_last)` (a `_Run`) of the state augmented with
+    its sensitivities to `params`; a `jax.vmap` batch runs as one state with the members
+    along a trailing axis, unless it varies the entries `shared` of `schedule` (the save
+    times, and for fixed steps the step counts), which must be the same for all.
 
     `jax.vmap` of the loop would put the members first, and XLA:CPU then keeps the loop's
     arrays member-major: each member's handful of components is a short stride that does
@@ -491,8 +552,6 @@ def _fixed_sensitivities(inputs, params, rest, state0, solver, max_steps):
     contiguous rows of members, as the solve of the solution alone does.
     """
     rest_arrays, rest_static = eqx.partition(rest, eqx.is_array)
-    steps = inputs.steps_per_interval
-    schedule = (inputs.ts, None if isinstance(steps, int) else steps)
     # Flat lists of arrays in and out of `custom_vmap`: its forward-mode rule cannot take
     # pytrees with `None` in them.
     leaves, tree = jax.tree.flatten((params, rest_arrays, state0, schedule))
@@ -500,9 +559,10 @@ def _fixed_sensitivities(inputs, params, rest, state0, solver, max_steps):
     state_index = len(jax.tree.leaves((params, rest_arrays)))
 
     def run(leaves, member_axes=None):
-        """`(ys, stats)`; `member_axes[i]` is -1 where the members lie along the last axis
-        of `leaves[i]` (and then of the state, always), `None` where the leaf is shared."""
-        params, rest_arrays, state0, (ts, steps_array) = jax.tree.unflatten(tree, leaves)
+        """`(ys, finished, nonfinite_time, stats)`; `member_axes[i]` is -1 where the
+        members lie along the last axis of `leaves[i]` (and then of the state, always),
+        `None` where the leaf is shared."""
+        params, rest_arrays, state0, schedule = jax.tree.unflatten(tree, leaves)
 
         def member_field(p, r, t, y):
             model, args = eqx.combine(p, r, rest_static)
@@ -511,41 +571,43 @@ def _fixed_sensitivities(inputs, params, rest, state0, solver, max_steps):
         member_shapes = None
         if member_axes is not None:
             params_axes, rest_axes, _, _ = jax.tree.unflatten(tree, member_axes)
-            member_field = jax.vmap(
-                member_field, in_axes=(params_axes, rest_axes, None, -1), out_axes=-1
-            )
             member_shapes = [
                 () if a is None else state0.shape[-1:] for a in member_axes[:num_params]
             ]
 
         def field(t, p, y):
-            return member_field(p, rest_arrays, t, y)
+            if member_axes is None:
+                return member_field(p, rest_arrays, t, y)
+            # With adaptive steps each member has its own time: `t` is then a vector.
+            time_axis = 0 if jnp.ndim(t) else None
+            batched_field = jax.vmap(
+                member_field, in_axes=(params_axes, rest_axes, time_axis, -1), out_axes=-1
+            )
+            return batched_field(p, rest_arrays, t, y)
 
-        run = _solve_fixed(
+        run = solve(
             _sensitivity_field(field, params, member_shapes),
-            solver.tableau,
-            ts,
             state0,
-            steps if steps_array is None else steps_array,
-            max_steps,
-            "lax",
+            schedule,
+            member_axes is not None,
         )
-        return run.ys, run.stats
+        return run.ys, run.finished, run.nonfinite_time, run.stats
 
     @jax.custom_jvp
     @jax.custom_batching.custom_vmap
-    def solve(leaves):
+    def solve_leaves(leaves):
         return run(leaves)
 
-    @solve.defjvp
+    @solve_leaves.defjvp
     def solve_jvp(primals, tangents):
         # Derivatives of the sensitivities (second order) batch members first.
         return jax.jvp(run, primals, tangents)
 
-    @solve.def_vmap
+    @solve_leaves.def_vmap
     def solve_members_last(axis_size, in_batched, leaves):
         (batched,) = in_batched
-        if any(jax.tree.leaves(jax.tree.unflatten(tree, batched)[3])):
+        schedule_batched = jax.tree.unflatten(tree, batched)[3]
+        if any(jax.tree.leaves([schedule_batched[i] for i in shared])):
             # Members with their own save times or step counts step apart.
             out = jax.vmap(run, in_axes=([0 if b else None for b in batched],))(leaves)
             return out, jax.tree.map(lambda _: True, out)
@@ -553,11 +615,14 @@ def _fixed_sensitivities(inputs, params, rest, state0, solver, max_steps):
         if not batched[state_index]:
             state0 = leaves[state_index]
             leaves[state_index] = jnp.broadcast_to(state0[..., None], (*state0.shape, axis_size))
-        ys, stats = run(leaves, [-1 if b else None for b in batched])
-        return (jnp.moveaxis(ys, -1, 0), stats), (True, jax.tree.map(lambda _: False, stats))
+        out = run(leaves, [-1 if b else None for b in batched])
+        ys, rest_of_out = jnp.moveaxis(out[0], -1, 0), out[1:]
+        # Per-member outputs (adaptive steps) have the members along their only axis.
+        rest_batched = jax.tree.map(lambda x: x is not None and jnp.ndim(x) > 0, rest_of_out)
+        return (ys, *rest_of_out), (True, *rest_batched)
 
-    ys, stats = solve(leaves)
-    return _Run(ys, RESULTS.successful, stats, None, None)
+    ys, finished, nonfinite_time, stats = solve_leaves(leaves)
+    return _Run(ys, finished, stats, None, nonfinite_time)
 
 
 def _sensitivity_field(field, params, member_shapes=None):
@@ -686,7 +751,7 @@ def _solution(inputs, solver, **settings):
 
 
 def _outcome(run: _Run) -> tuple[Array, Array | None]:
-    return run.result == RESULTS.successful, run.nonfinite_time
+    return run.finished, run.nonfinite_time
 
 
 def _split_ys(solution):
@@ -822,9 +887,10 @@ def _solve_with_event(inputs, event, *, solver, adaptive, max_steps, loop_kind):
             return event.condition(t, y, args)
 
         tracker = (event, value_fn)
-    ys, result, stats, bracket, nonfinite_time = _integrate(
+    ys, finished, stats, bracket, nonfinite_time = _integrate(
         inputs, solver, adaptive=adaptive, max_steps=max_steps, loop_kind=loop_kind, tracker=tracker
     )
+    result = _status(finished, nonfinite_time)
     stats = {**stats, "max_steps": jnp.asarray(max_steps)}
     if event is None:
         return ys, result, stats, None, nonfinite_time
