@@ -436,6 +436,33 @@ def test_vmapped_adaptive_sensitivities_keep_each_members_steps_and_status():
     np.testing.assert_allclose(dy1[finished], 1 / (1 - ks[finished]) ** 2, rtol=1e-7)
 
 
+@pytest.mark.parametrize("adaptive", [False, True])
+def test_a_vmap_over_one_member_hands_its_batch_to_the_vmap_around_it(adaptive):
+    # As a fit does: its starts are vmapped around a vmap over each experiment's initial
+    # states. With one initial state the inner batch is that member alone, and the outer
+    # batch runs as one state with its members last (y and its sensitivities to 3 rates,
+    # 2 members), with d/dk_i of sum_i y_i(1) = -y0_i exp(-k_i).
+    solved = []
+    original = _lean._members_last_sensitivities
+
+    def recording(params, rest, state0, schedule, solve, *, shared):
+        def recorded_solve(field, state0, schedule, members_last):
+            solved.append((members_last, state0.shape))
+            return solve(field, state0, schedule, members_last)
+
+        return original(params, rest, state0, schedule, recorded_solve, shared=shared)
+
+    def gradient(rates, y0):
+        one = jax.vmap(lambda y: jax.grad(_decay_total)(rates, y, 1.0, adaptive))
+        return one(y0[None])[0]
+
+    with mock.patch.object(_lean, "_members_last_sensitivities", recording):
+        d_rates = jax.vmap(gradient)(DECAY_RATES, DECAY_Y0)
+    assert (True, (4, 3, 2)) in solved
+    assert all(shape[-1] != 1 for members_last, shape in solved if members_last)
+    np.testing.assert_allclose(d_rates, -DECAY_Y0 * jnp.exp(-DECAY_RATES), rtol=1e-8)
+
+
 def test_many_differentiated_scalars_go_through_the_loop():
     # 20 decay rates: above FORWARD_SENSITIVITY_LIMIT, reverse mode runs through the loop;
     # d/dk_i of sum_i y_i(T) = -T y0_i exp(-k_i T).

@@ -98,11 +98,11 @@ class _Run(NamedTuple):
     """One lean solve: states at the save times, whether it finished (reached the last save
     time, or stopped at its terminating event), step counts, the event's bracket, and the
     time from which every step tried gave NaN or inf (adaptive steps: `NaN` where the solve
-    never got stuck there; `None` for fixed steps, which never stop). `_status` gives the
-    status from the two."""
+    never got stuck there). Fixed steps always finish and never get stuck: both are then
+    `None`. `_status` gives the status from the two."""
 
     ys: Array
-    finished: Array
+    finished: Array | None
     stats: dict[str, Array]
     bracket: Any
     nonfinite_time: Array | None
@@ -176,7 +176,7 @@ def _solve_fixed(
     total = jnp.sum(jnp.asarray(steps_per_interval) * jnp.ones(ts.shape[0] - 1, jnp.int32))
     stats = {"num_steps": total, "num_accepted_steps": total, "num_rejected_steps": total * 0}
     ys = jnp.concatenate([y0[None], ys])
-    return _Run(ys, jnp.asarray(True), stats, final.bracket, None)
+    return _Run(ys, None, stats, final.bracket, None)
 
 
 def _mean_square(x: Array, scale: Array | float = 1.0, members_last: bool = False) -> Array:
@@ -403,9 +403,11 @@ def _write_saves(saved: Any, rows: Array, y: Array, members_last: bool) -> Any:
     return saved.at[rows, ..., members].set(jnp.moveaxis(y, -1, 0))
 
 
-def _status(finished: Array, nonfinite_time: Array | None) -> RESULTS:
-    """The status of a lean solve: successful where it `finished`, else stuck at NaN or inf
-    (where it has a `nonfinite_time`) or out of steps."""
+def _status(finished: Array | None, nonfinite_time: Array | None) -> RESULTS:
+    """The status of a lean solve: successful where it `finished` (always, where that is
+    `None`), else stuck at NaN or inf (where it has a `nonfinite_time`) or out of steps."""
+    if finished is None:
+        return RESULTS.successful
     failure = RESULTS.max_steps_reached
     if nonfinite_time is not None:
         stuck = ~jnp.isnan(nonfinite_time)
@@ -593,19 +595,18 @@ def _members_last_sensitivities(params, rest, state0, schedule, solve, *, shared
         )
         return run.ys, run.finished, run.nonfinite_time, run.stats
 
-    @jax.custom_jvp
     @jax.custom_batching.custom_vmap
-    def solve_leaves(leaves):
+    def solve_batched(leaves):
         return run(leaves)
 
-    @solve_leaves.defjvp
-    def solve_jvp(primals, tangents):
-        # Derivatives of the sensitivities (second order) batch members first.
-        return jax.jvp(run, primals, tangents)
-
-    @solve_leaves.def_vmap
+    @solve_batched.def_vmap
     def solve_members_last(axis_size, in_batched, leaves):
         (batched,) = in_batched
+        if axis_size == 1:
+            # A batch of one member (a `jax.vmap` over one initial state, say) is that
+            # member's solve, which a `jax.vmap` around it then batches, members last.
+            out = solve_batched([x[0] if b else x for x, b in zip(leaves, batched, strict=True)])
+            return jax.tree.map(lambda x: x[None], out), jax.tree.map(lambda _: True, out)
         schedule_batched = jax.tree.unflatten(tree, batched)[3]
         if any(jax.tree.leaves([schedule_batched[i] for i in shared])):
             # Members with their own save times or step counts step apart.
@@ -620,6 +621,15 @@ def _members_last_sensitivities(params, rest, state0, schedule, solve, *, shared
         # Per-member outputs (adaptive steps) have the members along their only axis.
         rest_batched = jax.tree.map(lambda x: x is not None and jnp.ndim(x) > 0, rest_of_out)
         return (ys, *rest_of_out), (True, *rest_batched)
+
+    @jax.custom_jvp
+    def solve_leaves(leaves):
+        return solve_batched(leaves)
+
+    @solve_leaves.defjvp
+    def solve_jvp(primals, tangents):
+        # Derivatives of the sensitivities (second order) batch members first.
+        return jax.jvp(run, primals, tangents)
 
     ys, finished, nonfinite_time, stats = solve_leaves(leaves)
     return _Run(ys, finished, stats, None, nonfinite_time)
@@ -750,7 +760,7 @@ def _solution(inputs, solver, **settings):
     return run.ys, _outcome(run), run.stats
 
 
-def _outcome(run: _Run) -> tuple[Array, Array | None]:
+def _outcome(run: _Run) -> tuple[Array | None, Array | None]:
     return run.finished, run.nonfinite_time
 
 
