@@ -587,13 +587,13 @@ def _members_last_sensitivities(params, rest, state0, schedule, solve, *, shared
             )
             return batched_field(p, rest_arrays, t, y)
 
-        run = solve(
+        solution = solve(
             _sensitivity_field(field, params, member_shapes),
             state0,
             schedule,
             member_axes is not None,
         )
-        return run.ys, run.finished, run.nonfinite_time, run.stats
+        return solution.ys, solution.finished, solution.nonfinite_time, solution.stats
 
     @jax.custom_batching.custom_vmap
     def solve_batched(leaves):
@@ -619,7 +619,7 @@ def _members_last_sensitivities(params, rest, state0, schedule, solve, *, shared
         out = run(leaves, [-1 if b else None for b in batched])
         ys, rest_of_out = jnp.moveaxis(out[0], -1, 0), out[1:]
         # Per-member outputs (adaptive steps) have the members along their only axis.
-        rest_batched = jax.tree.map(lambda x: x is not None and jnp.ndim(x) > 0, rest_of_out)
+        rest_batched = jax.tree.map(lambda x: jnp.ndim(x) > 0, rest_of_out)
         return (ys, *rest_of_out), (True, *rest_batched)
 
     @jax.custom_jvp
