@@ -420,14 +420,10 @@ def _field(model, args, t, y):
     return jnp.asarray(model(t, y, args), dtype=y.dtype)
 
 
-def _integrate(inputs, solver, *, adaptive, max_steps, loop_kind, tracker=None, field=None):
-    """The lean solve of `inputs` (`LeanInputs`), or of
-    `field(t, y)` from `inputs`' `y0` (a state augmented with sensitivities: its first
-    entry along the leading axis is the solution, which alone sets the steps)."""
+def _integrate(inputs, solver, *, adaptive, max_steps, loop_kind, tracker=None):
+    """The lean solve of `inputs` (`LeanInputs`)."""
     model, args, y0, ts, dt0, rtol, atol, steps_per_interval = inputs
-    primal = None if field is None else (lambda y: y[0])
-    if field is None:
-        field = ft.partial(_field, model, args)
+    field = ft.partial(_field, model, args)
     if adaptive:
         return _solve_adaptive(
             field,
@@ -441,7 +437,6 @@ def _integrate(inputs, solver, *, adaptive, max_steps, loop_kind, tracker=None, 
             max_steps,
             loop_kind,
             tracker,
-            primal,
         )
     return _solve_fixed(
         field, solver.tableau, ts, y0, steps_per_interval, max_steps, loop_kind, tracker
