@@ -2,7 +2,6 @@
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
 
 import equinox as eqx
 import jax
@@ -10,11 +9,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from ..models import AbstractModel, WalledNavierStokes2D
+from ..models import WalledNavierStokes2D
 from ..models._pde import AbstractGridModel
 from ..models._split import AbstractSpectralGridModel
-from ..parallel import gather_to_host
 from ._halo import block_grid, checked_mesh_axes
+from ._sharded import AbstractSplitModel
 
 DEFAULT_AXIS_NAMES = ("x", "y", "z")
 
@@ -63,7 +62,7 @@ def decomposition_mesh(
     return Mesh(np.asarray(devices[:needed], dtype=object).reshape(shape), names)
 
 
-class Decomposed(AbstractModel):
+class Decomposed(AbstractSplitModel):
     r"""A grid PDE model whose field is split into blocks over a device mesh.
 
     Each device holds one block of the state. Every evaluation of the vector field runs
@@ -142,19 +141,6 @@ class Decomposed(AbstractModel):
         _check_scalar_coefficients(model)
 
     @property
-    def grid(self):
-        """The global grid of the wrapped model."""
-        return self.model.grid
-
-    @property
-    def state_shape(self) -> tuple[int, ...]:
-        return self.model.state_shape
-
-    @property
-    def is_stiff(self) -> bool:
-        return self.model.is_stiff
-
-    @property
     def partition_spec(self) -> PartitionSpec:
         """How the state is split: channel axes whole, grid axes over `mesh_axes`."""
         num_channels = len(self.state_shape) - self.grid.ndim
@@ -164,29 +150,6 @@ class Decomposed(AbstractModel):
     def sharding(self) -> NamedSharding:
         """The sharding of the state (and of each saved time of a trajectory)."""
         return NamedSharding(self.mesh, self.partition_spec)
-
-    def max_stable_step(self, solver: Any, y0: Any) -> jax.Array | None:
-        return self.model.max_stable_step(solver, y0)
-
-    def shard(self, field: Any) -> jax.Array:
-        """Lays a global field (of shape `state_shape`) out over the mesh, block by block.
-
-        Under `jax.distributed` every process passes the same global field (a NumPy array
-        is fine) and only its own devices' blocks are copied.
-        """
-        if jnp.shape(field) != self.state_shape:
-            raise ValueError(
-                f"a state of this model has shape {self.state_shape}; got {jnp.shape(field)}."
-            )
-        if self.sharding.is_fully_addressable:  # all blocks on this process's devices
-            return jax.device_put(field, self.sharding)
-        host = np.asarray(field)
-        return jax.make_array_from_callback(host.shape, self.sharding, lambda index: host[index])
-
-    def gather(self, array: jax.Array) -> np.ndarray:
-        """The whole of a (possibly multi-process) sharded array as a NumPy array, on every
-        process: the one place the global field is assembled."""
-        return gather_to_host(array)
 
     def __call__(self, t, y, args):
         block_model = dataclasses.replace(

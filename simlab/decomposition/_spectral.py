@@ -1,20 +1,14 @@
 """`DecomposedSpectral`: a pseudo-spectral model stepped on a field split into slabs."""
 
-from typing import Any
-
-import jax
-import jax.numpy as jnp
-import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jaxtyping import Array
 
-from ..models import AbstractModel
 from ..models._split import AbstractSpectralGridModel
-from ..parallel import gather_to_host
 from ._fft import SlabFFT
+from ._sharded import AbstractSplitModel
 
 
-class DecomposedSpectral(AbstractModel):
+class DecomposedSpectral(AbstractSplitModel):
     r"""A pseudo-spectral model (e.g. [`simlab.models.NavierStokes2D`][]) whose field is
     split into slabs along grid axis 0 over a device mesh, its transforms distributed.
 
@@ -70,25 +64,8 @@ class DecomposedSpectral(AbstractModel):
         self.fft = SlabFFT(model.grid, mesh, axis=axis)
 
     @property
-    def grid(self):
-        """The global grid of the wrapped model."""
-        return self.model.grid
-
-    @property
     def mesh(self) -> Mesh:
         return self.fft.mesh
-
-    @property
-    def state_shape(self) -> tuple[int, ...]:
-        return self.model.state_shape
-
-    @property
-    def is_stiff(self) -> bool:
-        return self.model.is_stiff
-
-    @property
-    def step_limit(self) -> str:
-        return self.model.step_limit
 
     @property
     def _num_channels(self) -> int:
@@ -98,27 +75,6 @@ class DecomposedSpectral(AbstractModel):
     def sharding(self) -> NamedSharding:
         """The sharding of the state (and of each saved time): slabs along grid axis 0."""
         return self.fft.field_sharding(self._num_channels)
-
-    def shard(self, field: Any) -> jax.Array:
-        """Lays a global field (of shape `state_shape`) out over the mesh in slabs."""
-        if jnp.shape(field) != self.state_shape:
-            raise ValueError(
-                f"a state of this model has shape {self.state_shape}; got {jnp.shape(field)}."
-            )
-        if self.sharding.is_fully_addressable:
-            return jax.device_put(field, self.sharding)
-        host = np.asarray(field)
-        return jax.make_array_from_callback(host.shape, self.sharding, lambda index: host[index])
-
-    def gather(self, array: jax.Array) -> np.ndarray:
-        """The whole of a sharded array as a NumPy array, on every process."""
-        return gather_to_host(array)
-
-    def max_stable_step(self, solver: Any, y0: Any) -> Array | None:
-        return self.model.max_stable_step(solver, y0)
-
-    def describe_blow_up(self, solver: Any, y: Array, dt0: Array) -> str:
-        return self.model.describe_blow_up(solver, y, dt0)
 
     # The split of the vector field, in the slab layout: what ETDRK4 and IMEX solvers ask.
 

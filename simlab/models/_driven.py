@@ -15,9 +15,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ..grid import Dirichlet, Grid, Neumann, Robin
-from ._base import AbstractModel, parameter
+from ..grid import Dirichlet, Neumann, Robin
+from ._base import parameter
 from ._pde import AbstractGridModel
+from ._wrapped import AbstractWrappedModel
 
 _SIDES = ("low", "high")
 
@@ -35,7 +36,7 @@ def _with_value(condition: Any, value: Any) -> Any:
     )
 
 
-class BoundaryDriven(AbstractModel):
+class BoundaryDriven(AbstractWrappedModel):
     r"""A grid model whose wall values are an array parameter, constant or piecewise linear
     in time, so gradients flow into them and `simlab.fit` can recover a boundary temperature
     or flux from interior measurements.
@@ -112,18 +113,6 @@ class BoundaryDriven(AbstractModel):
         if self.times is not None and not np.all(np.diff(self.times) > 0):
             raise ValueError(f"times must be strictly increasing; got {self.times}.")
 
-    @property
-    def grid(self) -> Grid:
-        return self.model.grid
-
-    @property
-    def state_shape(self) -> tuple[int, ...]:
-        return self.model.state_shape
-
-    @property
-    def is_stiff(self) -> bool:
-        return self.model.is_stiff
-
     def boundary_values(self, t: Any) -> Array:
         """The value on each driven side at time `t`, shape `(len(sides),)`."""
         if self.times is None:
@@ -143,6 +132,3 @@ class BoundaryDriven(AbstractModel):
 
     def __call__(self, t, y, args):
         return self.model_at(t)(t, y, args)
-
-    def max_stable_step(self, solver: Any, y0: Any) -> Array | None:
-        return self.model.max_stable_step(solver, y0)
