@@ -192,3 +192,57 @@ def test_bad_observations_are_refused(observed):
             key=KEY,
             dt0=DT,
         )
+
+
+BOUNDS = {"theta": (0.2, 5.0), "sigma": (0.1, 3.0)}
+
+
+def test_a_multi_start_moment_fit_reaches_the_single_start_optimum(observed, moment_fit):
+    """The same paths (the starts' key is split off `key`) give the same objective, so the
+    best of three starts drawn over wide ranges lands on the one-start optimum, and every
+    start converges there (the OU moment objective has one minimum in these ranges)."""
+    fitted = simlab.fit_moments(
+        START,
+        TS,
+        observed,
+        params=["theta", "sigma"],
+        paths=SIMULATED_PATHS,
+        key=KEY,
+        dt0=DT,
+        bounds=BOUNDS,
+        starts=3,
+        simulate_options=dict(solver="euler_maruyama"),
+    )
+    for name in ("theta", "sigma"):
+        np.testing.assert_allclose(fitted.params[name], moment_fit.params[name], rtol=1e-5)
+        np.testing.assert_allclose(fitted.starts.params[name], moment_fit.params[name], rtol=1e-4)
+    np.testing.assert_allclose(fitted.loss, moment_fit.loss, rtol=1e-8)
+    drawn = np.asarray(fitted.starts.initial["theta"])
+    assert np.ptp(drawn) > 1.0  # the starts were spread, not all at the same point
+
+
+def test_an_interrupted_moment_fit_resumes_from_its_checkpoint(observed, tmp_path, monkeypatch):
+    """A fit stopped right after its first checkpoint (as by a killed process) resumes from
+    the file to the answer of an uninterrupted fit; another key's fit refuses the file."""
+    from simlab._fit import _loop
+
+    path = tmp_path / "moments.npz"
+    settings = dict(paths=50, checkpoint_every=2, bounds=BOUNDS)
+    write_checkpoint, stopped_at = _loop.save_checkpoint, []
+
+    def write_then_stop(path, carry, fingerprint):
+        write_checkpoint(path, carry, fingerprint)
+        stopped_at.append(int(carry.step))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_loop, "save_checkpoint", write_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        fit_with(observed, checkpoint=path, **settings)
+    monkeypatch.undo()
+    resumed = fit_with(observed, checkpoint=path, **settings)
+    uninterrupted = fit_with(observed, **settings)
+    assert 0 < stopped_at[0] < int(resumed.num_steps)
+    for name in ("theta", "sigma"):
+        np.testing.assert_allclose(resumed.params[name], uninterrupted.params[name], rtol=1e-12)
+    with pytest.raises(ValueError, match=r"differs in: data"):
+        fit_with(observed, checkpoint=path, key=jax.random.key(2), **settings)

@@ -383,7 +383,7 @@ def problem_fingerprint(problem: FitProblem, stepper: AbstractStepper, max_steps
     return {
         "model": f"{model_identity(problem.model, t, y)} {tree_digest(problem.model)}",
         "params": json.dumps([problem.array_paths, problem.module_paths, problem.fit_y0]),
-        "data": tree_digest(problem.experiments),
+        "data": tree_digest(problem.fitted_data()),
         "observe": function_identity(problem.observe, y),
         "simulate_options": json.dumps(problem.simulate_options.record(), default=str),
         "optimiser": tree_digest(stepper),

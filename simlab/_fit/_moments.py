@@ -16,6 +16,7 @@ $\chi^2$ with (number of moments − number of parameters) degrees of freedom wh
 model is right.
 """
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -54,6 +55,14 @@ class MomentProblem(FitProblem):
     keys: Any = None
     whitening: Array | None = None
     statistics: tuple[str, ...] = eqx.field(static=True, default=())
+
+    def fitted_data(self) -> Any:
+        # The simulated paths' keys and the weighting belong to the objective as much as
+        # the observed statistics do.
+        keys = self.keys
+        if jnp.issubdtype(keys.dtype, jax.dtypes.prng_key):
+            keys = jax.random.key_data(keys)
+        return (self.experiments, keys, self.whitening, self.statistics)
 
     def _experiment_predictions(self, model, experiment, y0, adjoint):
         dt0 = self.simulate_options.dt0
@@ -111,7 +120,10 @@ def fit_moments(
     rtol: RealNumber = 1e-8,
     atol: RealNumber = 1e-12,
     simulate_options: SolveOptions | dict[str, Any] | None = None,
+    starts: Integer | None = None,
     progress: bool | None = None,
+    checkpoint: str | os.PathLike | None = None,
+    checkpoint_every: Integer = 100,
     throw: bool = True,
 ) -> FitResult:
     r"""Fits a stochastic model's parameters to the statistics of an observed ensemble
@@ -144,9 +156,14 @@ def fit_moments(
     - `dt0`: the fixed step of the simulated paths.
     - `statistics`: which statistics to match: `("mean", "variance")` (default) or one
       of them.
+    - `starts`: run this many fits from points drawn by Latin hypercube sampling within
+      `bounds` (needed for every fitted parameter) and return the best; `result.starts`
+      keeps every start. The points are drawn from a key split off `key`, so the
+      simulated paths are the same with and without `starts`.
     - `bounds`, `method`, `optimiser`, `max_steps`, `rtol`, `atol`, `simulate_options`,
-      `progress`, `throw`: as for [`simlab.fit`][] (`method="gradient"` runs Optax on the
-      same objective).
+      `progress`, `checkpoint`, `checkpoint_every`, `throw`: as for [`simlab.fit`][]
+      (`method="gradient"` runs Optax on the same objective). A checkpoint is resumed only
+      by a fit with the same observed statistics, `paths`, `key` and settings.
 
     **Returns:** a [`simlab.FitResult`][]. Its `covariance` and `stderr` are the
     generalised method of moments' covariance $(J^\top \Omega^{-1} J)^{-1}$, $J$ the
@@ -184,7 +201,7 @@ def fit_moments(
     overrides = _checked_bounds(model, params, bounds)
     array_paths, module_paths = _checked_params(model, params, overrides, False)
     method, stepper, max_steps = _checked_settings(
-        method, optimiser, max_steps, rtol, atol, 1, Gaussian()
+        method, optimiser, max_steps, rtol, atol, checkpoint_every, Gaussian()
     )
     contributions = path_contributions(observed[:, 1:], statistics)
     whitening = _whitening(contributions, paths)
@@ -214,7 +231,24 @@ def fit_moments(
         statistics=statistics,
     )
     layout = Layout(is_list=False, batched=(False,))
-    return fit_problem(problem, layout, stepper, max_steps, progress=progress, throw=throw)
+    return fit_problem(
+        problem,
+        layout,
+        stepper,
+        max_steps,
+        starts=starts,
+        key=_starts_key(key),
+        progress=progress,
+        checkpoint=checkpoint,
+        checkpoint_every=checkpoint_every,
+        throw=throw,
+    )
+
+
+def _starts_key(key: Any) -> Any:
+    """The key the starting points are drawn from: split off the paths' key, whose
+    `fold_in(key, p)` draws path `p`."""
+    return jax.random.split(key)[0]
 
 
 def _fixed_step_options(simulate_options: Any, dt0: float) -> SolveOptions:

@@ -103,6 +103,11 @@ class FitProblem(eqx.Module):
     def paths(self) -> tuple[str, ...]:
         return self.array_paths + self.module_paths
 
+    def fitted_data(self) -> Any:
+        """What the fit matches the model to, as a pytree (a checkpoint is resumed only
+        by a fit of the same data)."""
+        return self.experiments
+
     @property
     def observed_names(self) -> tuple[str, ...] | None:
         """The observed state components, when `observe=` named them; else None."""
