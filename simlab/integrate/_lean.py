@@ -340,7 +340,9 @@ def _solve_adaptive(
             num_steps=num_steps + running.astype(num_steps.dtype),
             num_rejected=num_rejected + (running & ~accept).astype(num_rejected.dtype),
             bracket=bracket,
-            nonfinite_at=jnp.where(finite, nonfinite_at, t),
+            # A step that gave NaN or inf is rejected, so `t_next` is `t`; reading `t_next`
+            # spares a copy of the old `t` per iteration.
+            nonfinite_at=jnp.where(finite, nonfinite_at, t_next),
             slot=slot + landed.astype(slot.dtype),
             saved=_write_saves(saved, jnp.where(landed, slot - 1, num_saves - 1), y1, members_last),
         )
