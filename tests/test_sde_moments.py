@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from scipy import stats
+from test_compile_cache import count_compilations
 
 import simlab
 from simlab.models import LotkaVolterra, OrnsteinUhlenbeck
@@ -223,7 +224,8 @@ def test_a_multi_start_moment_fit_reaches_the_single_start_optimum(observed, mom
 
 def test_an_interrupted_moment_fit_resumes_from_its_checkpoint(observed, tmp_path, monkeypatch):
     """A fit stopped right after its first checkpoint (as by a killed process) resumes from
-    the file to the answer of an uninterrupted fit; another key's fit refuses the file."""
+    the file, without compiling again, to the answer of an uninterrupted fit; another key's
+    fit refuses the file."""
     from simlab._fit import _loop
 
     path = tmp_path / "moments.npz"
@@ -235,12 +237,14 @@ def test_an_interrupted_moment_fit_resumes_from_its_checkpoint(observed, tmp_pat
         stopped_at.append(int(carry.step))
         raise KeyboardInterrupt
 
+    uninterrupted = fit_with(observed, **settings)  # compiles everything the fit runs
     monkeypatch.setattr(_loop, "save_checkpoint", write_then_stop)
     with pytest.raises(KeyboardInterrupt):
         fit_with(observed, checkpoint=path, **settings)
     monkeypatch.undo()
-    resumed = fit_with(observed, checkpoint=path, **settings)
-    uninterrupted = fit_with(observed, **settings)
+    with count_compilations() as compiled:
+        resumed = fit_with(observed, checkpoint=path, **settings)
+    assert compiled == []  # the arrays read back have the types the loop was compiled for
     assert 0 < stopped_at[0] < int(resumed.num_steps)
     for name in ("theta", "sigma"):
         np.testing.assert_allclose(resumed.params[name], uninterrupted.params[name], rtol=1e-12)

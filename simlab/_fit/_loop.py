@@ -16,6 +16,7 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.flatten_util
+import jax.lax as lax
 import jax.numpy as jnp
 import jax.tree_util as jtu
 import numpy as np
@@ -275,7 +276,7 @@ def start(problem: FitProblem, stepper: AbstractStepper, max_steps: int) -> Carr
     state = stepper.init(objective, u)
     loss, _ = problem.loss(u, "forward")
     history = jnp.full((max_steps + 1,), jnp.nan, loss.dtype).at[0].set(loss)
-    return Carry(
+    carry = Carry(
         u=u,
         state=eqx.filter(state, eqx.is_array),
         best_u=u,
@@ -285,6 +286,10 @@ def start(problem: FitProblem, stepper: AbstractStepper, max_steps: int) -> Carr
         done=jnp.array(False),
         result=RESULTS.successful,
     )
+    # No weakly typed leaves (Python scalars in the optimiser's state, the step count): the
+    # arrays read back from a checkpoint are strongly typed, and `advance` would otherwise
+    # compile again for them.
+    return jtu.tree_map(lambda leaf: lax.convert_element_type(leaf, leaf.dtype), carry)
 
 
 @eqx.filter_jit
@@ -470,4 +475,5 @@ def load_checkpoint(
             f"the checkpoint {str(path)!r} does not match this fit (different parameters, data, "
             f"optimiser or max_steps); {fix}."
         )
-    return jtu.tree_unflatten(treedef, [jnp.asarray(leaf) for leaf in leaves])
+    # device_put, not jnp.asarray: the latter compiles a conversion per new shape.
+    return jtu.tree_unflatten(treedef, [jax.device_put(leaf) for leaf in leaves])
