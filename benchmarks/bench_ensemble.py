@@ -169,7 +169,7 @@ def _contenders():
             "tsit5",
             "before",
         ),
-        "adaptive Tsit5, hand-written while_loop": (
+        "adaptive Tsit5, plain JAX": (
             hand_written_adaptive(10.0, 1e-6),
             "tsit5",
             "before",
