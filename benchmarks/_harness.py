@@ -45,11 +45,22 @@ def flag(ratio: float, target: str) -> str:
     return "MISS" if meets_target(ratio, target) is False else ""
 
 
+def shown_ratio(ratio: float, target: str) -> str:
+    """`ratio` to 3 significant digits, or as many more as show which side of `target` it
+    lies on (1.1017 against "<= 1.1" reads 1.102, not 1.1)."""
+    digits = 3
+    while digits < 8 and meets_target(float(f"{ratio:.{digits}g}"), target) != meets_target(
+        ratio, target
+    ):
+        digits += 1
+    return f"{ratio:.{digits}g}"
+
+
 def format_row(row: Row) -> str:
     """The row as a line of the printed table (the format of benchmarks/results/*.txt)."""
     return (
-        f"{row.name:<58} {row.ratio:>10.3g}  {row.target:<10} {flag(row.ratio, row.target):<4} "
-        f"{row.detail}"
+        f"{row.name:<58} {shown_ratio(row.ratio, row.target):>10}  {row.target:<10} "
+        f"{flag(row.ratio, row.target):<4} {row.detail}"
     ).rstrip()
 
 

@@ -9,7 +9,7 @@ import pytest
 ROOT = pathlib.Path(__file__).parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _harness import flag, meets_target  # noqa: E402
+from _harness import flag, meets_target, shown_ratio  # noqa: E402
 
 TABLE = ROOT / "benchmarks" / "results" / "cpu.txt"
 DOCS = ROOT / "docs" / "performance.md"
@@ -52,6 +52,21 @@ def test_targets_are_read_as_numbers(ratio, target, met):
     assert meets_target(ratio, target) is met
 
 
+@pytest.mark.parametrize(
+    ("ratio", "target", "shown"),
+    [
+        (1.1017, "<= 1.1", "1.102"),
+        (1.0997, "<= 1.1", "1.1"),
+        (0.2124, ">= 0.3", "0.212"),
+        (99.96, ">= 100x", "99.96"),
+        (4.004, "<= 4", "4.004"),
+        (0.046, "before", "0.046"),
+    ],
+)
+def test_a_ratio_is_shown_with_the_digits_that_tell_its_side_of_the_target(ratio, target, shown):
+    assert shown_ratio(ratio, target) == shown
+
+
 def test_the_committed_table_flags_exactly_the_rows_that_miss():
     rows = table_rows()
     assert len(rows) >= 30  # every benchmark line was parsed
@@ -70,4 +85,5 @@ def test_the_docs_quote_the_committed_table():
     assert len(quotes) >= 6
     for name, value in quotes:
         assert name in rows, f"docs/performance.md quotes a row the table lacks: {name!r}"
-        assert value == f"{rows[name][0]:.3g}", (name, value, rows[name][0])
+        ratio, target, _ = rows[name]
+        assert value == shown_ratio(ratio, target), (name, value, ratio)
