@@ -75,18 +75,14 @@ def observed():
     return numpy_euler_ensemble(seed=5)
 
 
+# The settings of the statistical tests: many simulated paths, the Euler–Maruyama steps
+# whose moments `euler_moments` gives in closed form.
+FULL = dict(paths=SIMULATED_PATHS, simulate_options=dict(solver="euler_maruyama"))
+
+
 @pytest.fixture(scope="module")
 def moment_fit(observed):
-    return simlab.fit_moments(
-        START,
-        TS,
-        observed,
-        params=["theta", "sigma"],
-        paths=SIMULATED_PATHS,
-        key=KEY,
-        dt0=DT,
-        simulate_options=dict(solver="euler_maruyama"),
-    )
+    return fit_with(observed, **FULL)
 
 
 def test_moment_fit_recovers_ou_rate_and_noise_within_gmm_standard_errors(moment_fit):
@@ -202,18 +198,7 @@ def test_a_multi_start_moment_fit_reaches_the_single_start_optimum(observed, mom
     """The same paths (the starts' key is split off `key`) give the same objective, so the
     best of three starts drawn over wide ranges lands on the one-start optimum, and every
     start converges there (the OU moment objective has one minimum in these ranges)."""
-    fitted = simlab.fit_moments(
-        START,
-        TS,
-        observed,
-        params=["theta", "sigma"],
-        paths=SIMULATED_PATHS,
-        key=KEY,
-        dt0=DT,
-        bounds=BOUNDS,
-        starts=3,
-        simulate_options=dict(solver="euler_maruyama"),
-    )
+    fitted = fit_with(observed, bounds=BOUNDS, starts=3, **FULL)
     for name in ("theta", "sigma"):
         np.testing.assert_allclose(fitted.params[name], moment_fit.params[name], rtol=1e-5)
         np.testing.assert_allclose(fitted.starts.params[name], moment_fit.params[name], rtol=1e-4)
