@@ -42,6 +42,9 @@ def expectation(
     batch_size: Integer | None = None,
     solver: Any = None,
     dt0: Real[ArrayLike, ""] | None = None,
+    adaptive: bool = False,
+    rtol: Real[ArrayLike, ""] | None = None,
+    atol: Real[ArrayLike, ""] | None = None,
     max_steps: Integer = DEFAULT_MAX_STEPS,
     adjoint: str | None = None,
     args: Any = None,
@@ -65,7 +68,9 @@ def expectation(
     - `key`: a JAX key, `jax.random.key(seed)`.
     - `batch_size`: how many paths run together (`jax.lax.map`); `None` runs all of them
       as one `vmap`. Smaller batches use less memory.
-    - `solver`, `dt0`, `max_steps`, `args`: as for `simulate` (fixed steps of `dt0`).
+    - `solver`, `dt0`, `adaptive`, `rtol`, `atol`, `max_steps`, `args`: as for
+      `simulate`, but with fixed steps of `dt0` by default; `solver="spark"` with
+      `adaptive=True` takes adaptive steps on each path's virtual Brownian tree.
     - `adjoint`: `None` for reverse mode (`jax.grad`), `"forward"` for forward mode.
 
     **Returns:** an `Estimate` with the `mean` and its `standard_error`.
@@ -101,7 +106,15 @@ def expectation(
         batch_size = as_count("batch_size", batch_size)
     options = merged_options(
         None,
-        dict(solver=solver, dt0=dt0, adaptive=False, max_steps=max_steps, adjoint=adjoint),
+        dict(
+            solver=solver,
+            dt0=dt0,
+            adaptive=adaptive,
+            rtol=rtol,
+            atol=atol,
+            max_steps=max_steps,
+            adjoint=adjoint,
+        ),
     )
 
     def one_path(path):
