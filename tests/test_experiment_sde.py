@@ -4,6 +4,7 @@ saved path; and the tables a stochastic model needs, checked before anything run
 
 import copy
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -180,3 +181,36 @@ def test_an_ensemble_is_refused_for_a_deterministic_model(tmp_path):
     }
     with pytest.raises(ExperimentError, match=r"\[ensemble\] is for stochastic models; Lorenz"):
         experiments.parse(config, tmp_path / "lorenz.toml")
+
+
+def test_an_experiment_sweeps_a_stochastic_model_with_adaptive_steps(tmp_path):
+    """`solver = "spark"` takes adaptive steps on each path's Brownian tree: the sweep runs,
+    and its per-point means are those of `simlab.sweep` with the same settings and key.
+    An `[event]` (timed at the save times, so every step must be one) is refused."""
+    config = _with("solver", name="spark", adaptive=None, dt0=None, rtol=1e-3, atol=1e-5)
+    config.pop("event")
+    config.pop("figures")
+    config["time"] = {"start": 0.0, "stop": 1.0, "num_points": 3}
+    config["sweep"] = {"observable": "final_state", "parameters": {"D": {"values": [0.2, 0.3]}}}
+    folder = experiments.run(
+        experiments.parse(config, tmp_path / "spark.toml"), out=tmp_path / "run", quiet=True
+    )
+    stored = experiments._folder.read_run(folder)
+    means = stored.metrics["sweep"]["ensemble"]["statistics"]["final_x"]["mean"]
+    direct = simlab.sweep(
+        DoubleWell(D=0.2),
+        {"D": np.array([0.2, 0.3])},
+        jnp.array([-1.0]),
+        jnp.linspace(0.0, 1.0, 3),
+        observable=lambda path: {"final_x": path.ys[-1, 0]},
+        paths=4,
+        key=jax.random.key(0),
+        solver="spark",
+        rtol=1e-3,
+        atol=1e-5,
+        progress=False,
+    )
+    np.testing.assert_allclose(means, direct.observables["final_x_mean"], rtol=1e-12)
+    with_event = _with("solver", name="spark", adaptive=None, dt0=None, rtol=1e-3, atol=1e-5)
+    with pytest.raises(ExperimentError, match=r"\[event\] times a stochastic path .* 'spark'"):
+        experiments.parse(with_event, tmp_path / "spark_event.toml")

@@ -1064,7 +1064,7 @@ def _event(
                 f"{type(model).__name__} is stochastic: its paths are rough, with no rate "
                 "to find an extremum by; give a threshold instead.",
             )
-        _check_saved_steps(check, time, SolveOptions.from_mapping(solver).dt0)
+        _check_saved_steps(check, time, options)
         return event
     try:
         select_integrator(
@@ -1124,6 +1124,8 @@ def _ensemble(
         )
     except ValueError as error:
         raise check.fail("solver", str(error)) from None
+    if options.adaptive:  # SPaRK: its steps are known only as it takes them
+        return spec
     steps = math.ceil((time.stop - time.start) / options.dt0 * (1 - 1e-9))
     if steps > options.max_steps:
         raise check.fail(
@@ -1134,8 +1136,16 @@ def _ensemble(
     return spec
 
 
-def _check_saved_steps(check: Checker, time: TimeSpan, dt0: float) -> None:
+def _check_saved_steps(check: Checker, time: TimeSpan, options: SolveOptions) -> None:
     """A stochastic path's `[event]` is timed at the save times: every step must be saved."""
+    if options.adaptive:
+        raise check.fail(
+            "event",
+            "times a stochastic path at its save times, which must include every step: run "
+            "it with fixed steps (solver.adaptive = false and solver.dt0), not the adaptive "
+            "steps of 'spark', whose steps fall between the save times.",
+        )
+    dt0 = options.dt0
     spacing = (time.stop - time.start) / (time.num_points - 1)
     if spacing > dt0 * (1 + 1e-9):
         steps = math.ceil((time.stop - time.start) / dt0 * (1 - 1e-9)) + 1
