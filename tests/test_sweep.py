@@ -8,7 +8,7 @@ import pytest
 from helpers import LOTKA_VOLTERRA, without_type_checks
 
 import simlab
-from simlab._sweep._execute import run_chunk
+from simlab._sweep._execute import compiled_chunk
 from simlab.models import AbstractODEModel, parameter
 
 Y0 = jnp.array([30.0, 4.0])
@@ -93,8 +93,32 @@ def test_a_padded_last_chunk_keeps_each_real_member_in_place():
     assert not np.allclose(*result.observables["final_state"][-2:])  # two distinct members
 
 
+def test_each_chunk_starts_before_the_previous_one_is_copied_back(grid_result, monkeypatch):
+    """The host's work on a chunk overlaps the next chunk's run, and nothing is lost."""
+    import simlab._sweep._sweep as sweep_module
+
+    events = []
+    started, copied = sweep_module.run_chunk, sweep_module.gather_to_host
+
+    def start(*args, **kwargs):
+        events.append("start")
+        return started(*args, **kwargs)
+
+    def copy_back(tree):
+        events.append("copy")
+        return copied(tree)
+
+    monkeypatch.setattr(sweep_module, "run_chunk", start)
+    monkeypatch.setattr(sweep_module, "gather_to_host", copy_back)
+    result = lotka_volterra_sweep()
+    assert events == ["start", "start", "copy", "start", "copy", "copy"]  # 9 members, chunks of 4
+    np.testing.assert_array_equal(
+        result.observables["final_state"], grid_result.observables["final_state"]
+    )
+
+
 def test_chunks_share_one_compiled_function(grid_result):
-    compiled_before = run_chunk._cached._cache_size()
+    compiled_before = compiled_chunk._cache_size()
     other = simlab.sweep(
         LOTKA_VOLTERRA,
         {"alpha": ALPHAS[:2], "beta": BETAS + 0.001},
@@ -104,7 +128,7 @@ def test_chunks_share_one_compiled_function(grid_result):
         chunk_size=4,
         progress=False,
     )
-    assert run_chunk._cached._cache_size() == compiled_before
+    assert compiled_chunk._cache_size() == compiled_before
     assert other.stats["chunks_computed"] == 2
 
 

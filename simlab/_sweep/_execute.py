@@ -24,7 +24,8 @@ from ._members import PATH
 
 TRAJECTORY = "trajectory"
 RESERVED_NAMES = ("status", "member")
-# A chunk's outputs and the solver's working copies should fit comfortably in memory.
+# A chunk's outputs and the solver's working copies should fit comfortably in memory
+# (with one more chunk's outputs: the next chunk starts before they are copied back).
 MEMORY_BUDGET_BYTES = 256 * 2**20
 MAX_CHUNK_SIZE = 8192
 
@@ -109,13 +110,37 @@ def _observe(trajectory, observable):
     return checked
 
 
-@eqx.filter_jit
-def run_chunk(
+class ChunkStatics(NamedTuple):
+    """What a compiled chunk function is specialised on (its cache key): the problem's
+    structure and non-array leaves, the mesh and the sweep's static settings."""
+
+    treedef: jax.tree_util.PyTreeDef
+    leaves: tuple
+    mesh: Mesh
+    names: tuple[str, ...]
+    observable: Callable | None
+    settings: SolveOptions
+    event: Event | Callable[[AbstractModel], Event] | None
+
+
+def chunk_arguments(
     model, y0, ts, values, *, mesh: Mesh, names, observable, settings, event, key_data=None
 ):
-    """Runs the members `values` (rows, already split over `mesh`); compiled once per shape.
-    `key_data` is the sweep's key as `jax.random.key_data` for a stochastic model."""
+    """The arguments of `compiled_chunk` for the members `values` (rows, already split over
+    `mesh`). `key_data` is the sweep's key as `jax.random.key_data` for a stochastic model."""
     dynamic, static = eqx.partition((model, y0, ts, key_data), eqx.is_array)
+    leaves, treedef = jax.tree.flatten(static)
+    statics = ChunkStatics(treedef, tuple(leaves), mesh, names, observable, settings, event)
+    return dynamic, values, statics
+
+
+@ft.partial(jax.jit, static_argnums=2)
+def compiled_chunk(dynamic, values, statics: ChunkStatics):
+    """Runs a chunk of members; compiled once per shape and `statics`.
+
+    A plain `jax.jit`: a call returns as soon as the chunk is dispatched, so the caller's
+    own work overlaps the chunk's (`equinox.filter_jit` waits for the result)."""
+    static = jax.tree.unflatten(statics.treedef, statics.leaves)
 
     def run_shard(dynamic, values):
         model, y0, ts, key_data = eqx.combine(dynamic, static)
@@ -124,21 +149,27 @@ def run_chunk(
             model,
             y0,
             ts,
-            names=names,
-            observable=observable,
-            settings=settings,
-            event=event,
+            names=statics.names,
+            observable=statics.observable,
+            settings=statics.settings,
+            event=statics.event,
             key_data=key_data,
         )
         return jax.vmap(member)(values)
 
     sharded = shard_map_over_members(
         run_shard,
-        mesh,
+        statics.mesh,
         in_specs=(PartitionSpec(), PartitionSpec(MEMBER_AXIS)),
         out_specs=PartitionSpec(MEMBER_AXIS),
     )
     return sharded(dynamic, values)
+
+
+def run_chunk(*args, **kwargs):
+    """Starts the chunk of `chunk_arguments(*args, **kwargs)` and returns its observables
+    and status codes without waiting for them."""
+    return compiled_chunk(*chunk_arguments(*args, **kwargs))
 
 
 class _Abstract(NamedTuple):

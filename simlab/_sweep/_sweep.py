@@ -81,9 +81,11 @@ def sweep(
     with its own values $\theta_m$ of the swept quantities. Members are run in chunks: a chunk
     is vmapped on each device and split over the devices of `mesh` with `jax.shard_map`; the
     chunk function is compiled once and reused for every chunk (the last one is padded, and
-    the padding dropped). Under `jax.distributed` every process runs the same call and
-    computes its share of each chunk. A member whose solve fails is recorded with its status
-    and its observables set to `NaN`; it never stops the sweep.
+    the padding dropped). Each chunk starts before the previous one's results are copied
+    back, so that the host's work overlaps the devices'. Under `jax.distributed` every
+    process runs the same call and computes its share of each chunk. A member whose solve
+    fails is recorded with its status and its observables set to `NaN`; it never stops the
+    sweep.
 
     **Arguments:**
 
@@ -225,30 +227,30 @@ def sweep(
         extra_coords=_extra_coords(model, ts, observable),
         units=_units(model, members.names),
     )
-    provenance = _provenance(model, mesh, members, settings, observable_id, event)
-    # Tracing the model and event for their digests is needed only to check a store.
-    identity = (
-        None
-        if store is None
-        else _identity(model, y0, ts, members, layout, settings, observable_id, event, key_data)
-    )
-    sweep_store = _open_store(store, layout, identity, provenance)
+    provenance = None
+    sweep_store = None
+    if store is not None:
+        provenance = _provenance(model, mesh, members, settings, observable_id, event)
+        # Tracing the model and event for their digests is needed only to check a store.
+        identity = _identity(
+            model, y0, ts, members, layout, settings, observable_id, event, key_data
+        )
+        sweep_store = _open_store(store, layout, identity, provenance)
     finished = _finished_chunks(sweep_store, layout)
+    chunks = _started_chunks((model, y0, ts, key_data), members, layout, finished, mesh, statics)
+    # Built while the first chunk runs.
+    if provenance is None:
+        provenance = _provenance(model, mesh, members, settings, observable_id, event)
     collected = (
         EnsembleStatistics(members, specs, quantiles)
         if stochastic and not keep_paths
         else AllMembers(layout, sweep_store)
     )
-    _run_unfinished_chunks(
-        (model, y0, ts, key_data),
-        members,
-        layout,
-        finished,
-        collected,
-        mesh=mesh,
-        statics=statics,
-        progress=progress,
-    )
+    bar = _progress_bar(progress, layout, finished)
+    for index, begin, end, outputs, status in chunks:
+        collected.add(index, begin, end, outputs, status)
+        bar.update(end - begin)
+    bar.close()
     if store is not None:
         collected.outputs, collected.status = _read_back(sweep_store, store, layout)
     resumed = int(finished.sum())
@@ -298,31 +300,34 @@ class AllMembers:
         self.status[begin:end] = status
 
 
-def _run_unfinished_chunks(
-    problem,
-    members: Members | PathMembers,
-    layout: StoreLayout,
-    finished,
-    collected,
-    *,
-    mesh,
-    statics,
-    progress,
-) -> None:
-    """Runs every chunk not yet finished, handing each one's observables and status to
-    `collected.add`."""
+def _started_chunks(problem, members, layout: StoreLayout, finished, mesh: Mesh, statics):
+    """Yields `(index, begin, end, outputs, status)` for every chunk not yet finished, on
+    the host. Its first chunk is started at once, and each later one before the previous
+    one is copied back: the host's work (building the next chunk's rows, copying back,
+    writing the store, and what the caller does meanwhile) overlaps the devices'."""
     *problem, key_data = _replicated(mesh, *problem)
-    bar = _progress_bar(progress, layout, finished)
-    for index in np.flatnonzero(~finished).tolist():
+
+    def start(index: int):
         begin, end = layout.chunk_bounds(index)
         rows = _placed_rows(_padded(members.rows(begin, end), layout.chunk_size), mesh)
-        chunk_outputs, chunk_status = gather_to_host(
-            run_chunk(*problem, rows, mesh=mesh, key_data=key_data, **statics)
-        )
-        chunk_outputs = {name: value[: end - begin] for name, value in chunk_outputs.items()}
-        collected.add(index, begin, end, chunk_outputs, chunk_status[: end - begin])
-        bar.update(end - begin)
-    bar.close()
+        running = run_chunk(*problem, rows, mesh=mesh, key_data=key_data, **statics)
+        return index, begin, end, running
+
+    def copied_back(index: int, begin: int, end: int, running):
+        outputs, status = gather_to_host(running)
+        outputs = {name: value[: end - begin] for name, value in outputs.items()}
+        return index, begin, end, outputs, status[: end - begin]
+
+    pending = [start(index) for index in np.flatnonzero(~finished)[:1].tolist()]
+
+    def chunks():
+        for index in np.flatnonzero(~finished)[1:].tolist():
+            pending.append(start(index))
+            yield copied_back(*pending.pop(0))
+        if pending:
+            yield copied_back(*pending.pop())
+
+    return chunks()
 
 
 def _check_paths(model, paths, key, keep_paths: bool, store) -> bool:
@@ -431,8 +436,6 @@ def _is_writer() -> bool:
 
 def _open_store(store, layout: StoreLayout, identity, provenance) -> SweepStore | None:
     """Process 0 opens (or creates) the store; the others learn whether that worked."""
-    if store is None:
-        return None
     opened, error = None, None
     if _is_writer():
         try:
