@@ -26,6 +26,7 @@ import simlab
 NUM_MEMBERS = 1024
 SCIPY_STRIDE = 16  # the SciPy loop runs every 16th member and is scaled: it is linear
 TOLERANCE = 1e-8
+CHUNK_SIZE = 128  # for the row on the cost of running a sweep in chunks
 RHOS = np.linspace(1.0, 50.0, NUM_MEMBERS)
 Y0 = np.array([1.0, 1.0, 1.0])
 TS = np.linspace(0.0, 1.0, 11)
@@ -36,7 +37,7 @@ def final_state(trajectory):
     return {"final_state": trajectory.ys[-1]}
 
 
-def run_sweep(mesh, integrator="lean"):
+def run_sweep(mesh, integrator="lean", chunk_size=None):
     return simlab.sweep(
         MODEL,
         {"rho": RHOS},
@@ -49,6 +50,7 @@ def run_sweep(mesh, integrator="lean"):
         atol=TOLERANCE,
         progress=False,
         integrator=integrator,
+        chunk_size=chunk_size,
     )
 
 
@@ -111,12 +113,14 @@ def rows() -> list[Row]:
     one_device = simlab.parallel.member_mesh(jax.devices()[:1])
     all_devices = simlab.parallel.member_mesh()
     result = run_sweep(one_device)
+    run_sweep(one_device, chunk_size=CHUNK_SIZE)  # compiles its chunk function
     rhos = jnp.asarray(RHOS)
     subset = RHOS[::SCIPY_STRIDE]
     best = best_seconds(
         {
             "one": lambda: run_sweep(one_device),
             "all": lambda: run_sweep(all_devices),
+            "chunked": lambda: run_sweep(one_device, chunk_size=CHUNK_SIZE),
             "scipy loop": lambda: scipy_loop(subset),
             "scipy stacked": lambda: scipy_stacked(RHOS),
         },
@@ -187,6 +191,13 @@ def rows() -> list[Row]:
             t_sweep_diffrax / best_diffrax["vmap"],
             "<= 1.1",
             f"{t_sweep_diffrax * 1e3:.0f} ms vs {best_diffrax['vmap'] * 1e3:.0f} ms",
+        ),
+        Row(
+            f"sweep in chunks of {CHUNK_SIZE} / in one chunk, 1 device",
+            best["chunked"] / t_sweep_one,
+            "<= 1.1",
+            f"{best['chunked'] * 1e3:.1f} ms vs {t_sweep_one * 1e3:.1f} ms "
+            f"({len(RHOS) // CHUNK_SIZE} chunks)",
         ),
         Row(
             f"sweep throughput: {num_devices} devices / 1 device",
