@@ -46,7 +46,7 @@ from _scaling_model import (  # noqa: E402
 )
 
 import simlab  # noqa: E402
-from simlab._sweep._execute import chunk_arguments, compiled_chunk  # noqa: E402  (sweep's program per chunk)
+from simlab._sweep._execute import chunk_program, compiled_chunk  # noqa: E402  (sweep's program)
 from simlab.decomposition import Decomposed, decomposition_mesh  # noqa: E402
 
 DEVICE_COUNTS = (1, 2, 4, 8)
@@ -186,8 +186,8 @@ def sweep_hlo(num_members: int, mesh) -> str:
     problem = eqx.combine(simlab.parallel.replicate(dynamic, mesh), static)
     rows = simlab.parallel.shard_rows(rhos(num_members)[:, None], mesh)
     statics = dict(names=("rho",), observable=final_state, settings=SWEEP_OPTIONS, event=None)
-    arguments = chunk_arguments(*problem, rows, mesh=mesh, **statics)
-    return compiled_chunk.lower(*arguments).compile().as_text()
+    dynamic, chunk_statics = chunk_program(*problem, mesh=mesh, **statics)
+    return compiled_chunk.lower(dynamic, rows, chunk_statics).compile().as_text()
 
 
 def sweep_configuration(num_members: int, num_devices: int) -> Configuration:

@@ -98,7 +98,7 @@ def test_each_chunk_starts_before_the_previous_one_is_copied_back(grid_result, m
     import simlab._sweep._sweep as sweep_module
 
     events = []
-    started, copied = sweep_module.run_chunk, sweep_module.gather_to_host
+    started, copied = sweep_module.compiled_chunk, sweep_module.gather_to_host
 
     def start(*args, **kwargs):
         events.append("start")
@@ -108,7 +108,7 @@ def test_each_chunk_starts_before_the_previous_one_is_copied_back(grid_result, m
         events.append("copy")
         return copied(tree)
 
-    monkeypatch.setattr(sweep_module, "run_chunk", start)
+    monkeypatch.setattr(sweep_module, "compiled_chunk", start)
     monkeypatch.setattr(sweep_module, "gather_to_host", copy_back)
     result = lotka_volterra_sweep()
     assert events == ["start", "start", "copy", "start", "copy", "copy"]  # 9 members, chunks of 4

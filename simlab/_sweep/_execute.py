@@ -123,15 +123,13 @@ class ChunkStatics(NamedTuple):
     event: Event | Callable[[AbstractModel], Event] | None
 
 
-def chunk_arguments(
-    model, y0, ts, values, *, mesh: Mesh, names, observable, settings, event, key_data=None
-):
-    """The arguments of `compiled_chunk` for the members `values` (rows, already split over
-    `mesh`). `key_data` is the sweep's key as `jax.random.key_data` for a stochastic model."""
+def chunk_program(model, y0, ts, *, mesh: Mesh, names, observable, settings, event, key_data=None):
+    """The arguments of `compiled_chunk` that every chunk of a sweep shares: the problem's
+    arrays, and `ChunkStatics`. `key_data` is the sweep's key as `jax.random.key_data` for a
+    stochastic model."""
     dynamic, static = eqx.partition((model, y0, ts, key_data), eqx.is_array)
     leaves, treedef = jax.tree.flatten(static)
-    statics = ChunkStatics(treedef, tuple(leaves), mesh, names, observable, settings, event)
-    return dynamic, values, statics
+    return dynamic, ChunkStatics(treedef, tuple(leaves), mesh, names, observable, settings, event)
 
 
 @ft.partial(jax.jit, static_argnums=2)
@@ -166,10 +164,12 @@ def compiled_chunk(dynamic, values, statics: ChunkStatics):
     return sharded(dynamic, values)
 
 
-def run_chunk(*args, **kwargs):
-    """Starts the chunk of `chunk_arguments(*args, **kwargs)` and returns its observables
-    and status codes without waiting for them."""
-    return compiled_chunk(*chunk_arguments(*args, **kwargs))
+def run_chunk(model, y0, ts, values, **settings):
+    """Starts the members `values` (rows, already split over `mesh`) of the sweep set out by
+    `chunk_program(model, y0, ts, **settings)`; returns their observables and status codes
+    without waiting for them."""
+    dynamic, statics = chunk_program(model, y0, ts, **settings)
+    return compiled_chunk(dynamic, values, statics)
 
 
 class _Abstract(NamedTuple):

@@ -38,7 +38,7 @@ from ..io._store import NOT_COMPUTED
 from ..models._base import AbstractModel
 from ..parallel import gather_to_host, member_mesh, replicate, shard_rows
 from ..parallel._mesh import MEMBER_AXIS
-from ._execute import default_chunk_size, member_shapes, run_chunk
+from ._execute import chunk_program, compiled_chunk, default_chunk_size, member_shapes
 from ._members import Members, PathMembers, build_members, with_paths
 from ._result import SweepResult
 from ._statistics import EnsembleStatistics, checked_quantiles
@@ -306,12 +306,12 @@ def _started_chunks(problem, members, layout: StoreLayout, finished, mesh: Mesh,
     one is copied back: the host's work (building the next chunk's rows, copying back,
     writing the store, and what the caller does meanwhile) overlaps the devices'."""
     *problem, key_data = _replicated(mesh, *problem)
+    dynamic, chunk_statics = chunk_program(*problem, mesh=mesh, key_data=key_data, **statics)
 
     def start(index: int):
         begin, end = layout.chunk_bounds(index)
         rows = _placed_rows(_padded(members.rows(begin, end), layout.chunk_size), mesh)
-        running = run_chunk(*problem, rows, mesh=mesh, key_data=key_data, **statics)
-        return index, begin, end, running
+        return index, begin, end, compiled_chunk(dynamic, rows, chunk_statics)
 
     def copied_back(index: int, begin: int, end: int, running):
         outputs, status = gather_to_host(running)
