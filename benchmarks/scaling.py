@@ -186,8 +186,8 @@ def sweep_hlo(num_members: int, mesh) -> str:
     problem = eqx.combine(simlab.parallel.replicate(dynamic, mesh), static)
     rows = simlab.parallel.shard_rows(rhos(num_members)[:, None], mesh)
     statics = dict(names=("rho",), observable=final_state, settings=SWEEP_OPTIONS, event=None)
-    dynamic, chunk_statics = chunk_program(*problem, mesh=mesh, **statics)
-    return compiled_chunk.lower(dynamic, rows, chunk_statics).compile().as_text()
+    arrays, chunk_statics = chunk_program(*problem, mesh=mesh, **statics)
+    return compiled_chunk.lower(arrays, rows, chunk_statics).compile().as_text()
 
 
 def sweep_configuration(num_members: int, num_devices: int) -> Configuration:

@@ -112,7 +112,8 @@ def _observe(trajectory, observable):
 
 class ChunkStatics(NamedTuple):
     """What a compiled chunk function is specialised on (its cache key): the problem's
-    structure and non-array leaves, the mesh and the sweep's static settings."""
+    structure and non-array leaves (`None` where an array goes), the mesh and the sweep's
+    static settings."""
 
     treedef: jax.tree_util.PyTreeDef
     leaves: tuple
@@ -127,21 +128,29 @@ def chunk_program(model, y0, ts, *, mesh: Mesh, names, observable, settings, eve
     """The arguments of `compiled_chunk` that every chunk of a sweep shares: the problem's
     arrays, and `ChunkStatics`. `key_data` is the sweep's key as `jax.random.key_data` for a
     stochastic model."""
-    dynamic, static = eqx.partition((model, y0, ts, key_data), eqx.is_array)
-    leaves, treedef = jax.tree.flatten(static)
-    return dynamic, ChunkStatics(treedef, tuple(leaves), mesh, names, observable, settings, event)
+    # One flatten: `None` is never a leaf, so it can mark where the arrays go.
+    leaves, treedef = jax.tree.flatten((model, y0, ts, key_data))
+    arrays = [leaf for leaf in leaves if eqx.is_array(leaf)]
+    static = tuple(None if eqx.is_array(leaf) else leaf for leaf in leaves)
+    return arrays, ChunkStatics(treedef, static, mesh, names, observable, settings, event)
+
+
+def _problem(arrays: list, statics: ChunkStatics):
+    """`(model, y0, ts, key_data)` back from `chunk_program`'s arrays and statics."""
+    remaining = iter(arrays)
+    leaves = [next(remaining) if leaf is None else leaf for leaf in statics.leaves]
+    return jax.tree.unflatten(statics.treedef, leaves)
 
 
 @ft.partial(jax.jit, static_argnums=2)
-def compiled_chunk(dynamic, values, statics: ChunkStatics):
+def compiled_chunk(arrays, values, statics: ChunkStatics):
     """Runs a chunk of members; compiled once per shape and `statics`.
 
     A plain `jax.jit`: a call returns as soon as the chunk is dispatched, so the caller's
     own work overlaps the chunk's (`equinox.filter_jit` waits for the result)."""
-    static = jax.tree.unflatten(statics.treedef, statics.leaves)
 
-    def run_shard(dynamic, values):
-        model, y0, ts, key_data = eqx.combine(dynamic, static)
+    def run_shard(arrays, values):
+        model, y0, ts, key_data = _problem(arrays, statics)
         member = ft.partial(
             member_outputs,
             model,
@@ -161,15 +170,15 @@ def compiled_chunk(dynamic, values, statics: ChunkStatics):
         in_specs=(PartitionSpec(), PartitionSpec(MEMBER_AXIS)),
         out_specs=PartitionSpec(MEMBER_AXIS),
     )
-    return sharded(dynamic, values)
+    return sharded(arrays, values)
 
 
 def run_chunk(model, y0, ts, values, **settings):
     """Starts the members `values` (rows, already split over `mesh`) of the sweep set out by
     `chunk_program(model, y0, ts, **settings)`; returns their observables and status codes
     without waiting for them."""
-    dynamic, statics = chunk_program(model, y0, ts, **settings)
-    return compiled_chunk(dynamic, values, statics)
+    arrays, statics = chunk_program(model, y0, ts, **settings)
+    return compiled_chunk(arrays, values, statics)
 
 
 class _Abstract(NamedTuple):

@@ -9,7 +9,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import diffrax as dfx
-import equinox as eqx
 import jax
 import numpy as np
 import tqdm
@@ -305,13 +304,14 @@ def _started_chunks(problem, members, layout: StoreLayout, finished, mesh: Mesh,
     the host. Its first chunk is started at once, and each later one before the previous
     one is copied back: the host's work (building the next chunk's rows, copying back,
     writing the store, and what the caller does meanwhile) overlaps the devices'."""
-    *problem, key_data = _replicated(mesh, *problem)
-    dynamic, chunk_statics = chunk_program(*problem, mesh=mesh, key_data=key_data, **statics)
+    *problem, key_data = problem
+    arrays, chunk_statics = chunk_program(*problem, mesh=mesh, key_data=key_data, **statics)
+    arrays = _replicated(mesh, arrays)
 
     def start(index: int):
         begin, end = layout.chunk_bounds(index)
         rows = _placed_rows(_padded(members.rows(begin, end), layout.chunk_size), mesh)
-        return index, begin, end, compiled_chunk(dynamic, rows, chunk_statics)
+        return index, begin, end, compiled_chunk(arrays, rows, chunk_statics)
 
     def copied_back(index: int, begin: int, end: int, running):
         outputs, status = gather_to_host(running)
@@ -387,22 +387,22 @@ def _placed_rows(rows: np.ndarray, mesh: Mesh):
     return rows if jax.process_count() == 1 else shard_rows(rows, mesh)
 
 
-def _replicated(mesh: Mesh, *trees):
-    """`trees` with their arrays ready for the chunk function on `mesh`.
+def _replicated(mesh: Mesh, arrays: list) -> list:
+    """`arrays` ready for the chunk function on `mesh`.
 
     In one process, arrays not committed to a device (as `jnp.asarray` makes them) and
     host arrays are left as they are: the compiled chunk function places those itself,
     faster than a transfer of its own (about 0.1 ms per sweep call). Committed arrays
     are copied to every device of `mesh`, unless they already are."""
-    leaves, treedef = jax.tree.flatten(trees)
     target = _replicated_sharding(mesh)
-    to_place = [i for i, leaf in enumerate(leaves) if _needs_placing(leaf, target)]
+    to_place = [i for i, array in enumerate(arrays) if _needs_placing(array, target)]
     if not to_place:  # even an empty transfer costs about 0.1 ms
-        return trees
-    placed = replicate([leaves[i] for i in to_place], mesh)
-    for i, leaf in zip(to_place, placed, strict=True):
-        leaves[i] = leaf
-    return jax.tree.unflatten(treedef, leaves)
+        return arrays
+    placed = replicate([arrays[i] for i in to_place], mesh)
+    arrays = list(arrays)
+    for i, array in zip(to_place, placed, strict=True):
+        arrays[i] = array
+    return arrays
 
 
 @functools.lru_cache(maxsize=16)
@@ -410,10 +410,10 @@ def _replicated_sharding(mesh: Mesh) -> NamedSharding:
     return NamedSharding(mesh, PartitionSpec())
 
 
-def _needs_placing(leaf: Any, target: NamedSharding) -> bool:
+def _needs_placing(array: Any, target: NamedSharding) -> bool:
     if jax.process_count() > 1:  # every process must hand over global arrays
-        return eqx.is_array(leaf)
-    return isinstance(leaf, jax.Array) and leaf.committed and leaf.sharding != target
+        return True
+    return isinstance(array, jax.Array) and array.committed and array.sharding != target
 
 
 def _extra_coords(model, ts, observable) -> dict:
