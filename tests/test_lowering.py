@@ -21,7 +21,7 @@ from helpers import GRAY_SCOTT_PARAMETERS as GRAY_SCOTT, with_dtype
 
 import simlab
 import simlab.kernels as sk
-from simlab._sweep._execute import run_chunk
+from simlab._sweep._execute import chunk_program, compiled_chunk
 from simlab.kernels import (
     _flow as flow_module,
     _laplacian as laplacian_module,
@@ -525,21 +525,22 @@ LOTKA_VOLTERRA = simlab.models.LotkaVolterra(alpha=0.5, beta=0.02, gamma=0.8, de
 
 
 def test_a_sweep_chunk_exports():
-    """The compiled function `sweep` runs per chunk (`run_chunk`), on a one-device mesh."""
+    """The compiled function `sweep` runs per chunk (`compiled_chunk`), on a one-device mesh."""
     mesh = member_mesh(jax.devices()[:1])
 
+    arrays, statics = chunk_program(
+        LOTKA_VOLTERRA,
+        jnp.array([10.0, 5.0]),
+        jnp.linspace(0.0, 5.0, 6),
+        mesh=mesh,
+        names=("alpha",),
+        observable=None,
+        settings=simlab.SolveOptions(),
+        event=None,
+    )
+
     def chunk(values):
-        return run_chunk(
-            LOTKA_VOLTERRA,
-            jnp.array([10.0, 5.0]),
-            jnp.linspace(0.0, 5.0, 6),
-            values,
-            mesh=mesh,
-            names=("alpha",),
-            observable=None,
-            settings=simlab.SolveOptions(),
-            event=None,
-        )
+        return compiled_chunk(arrays, values, statics)
 
     _export(chunk, jnp.linspace(0.4, 0.6, 8)[:, None])
 

@@ -173,14 +173,6 @@ def compiled_chunk(arrays, values, statics: ChunkStatics):
     return sharded(arrays, values)
 
 
-def run_chunk(model, y0, ts, values, **settings):
-    """Starts the members `values` (rows, already split over `mesh`) of the sweep set out by
-    `chunk_program(model, y0, ts, **settings)`; returns their observables and status codes
-    without waiting for them."""
-    arrays, statics = chunk_program(model, y0, ts, **settings)
-    return compiled_chunk(arrays, values, statics)
-
-
 class _Abstract(NamedTuple):
     """An array leaf's shape and dtype, in the cache key of `member_shapes`."""
 

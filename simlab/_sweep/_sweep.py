@@ -236,7 +236,9 @@ def sweep(
         )
         sweep_store = _open_store(store, layout, identity, provenance)
     finished = _finished_chunks(sweep_store, layout)
-    chunks = _started_chunks((model, y0, ts, key_data), members, layout, finished, mesh, statics)
+    arrays, chunk_statics = chunk_program(model, y0, ts, mesh=mesh, key_data=key_data, **statics)
+    arrays = _replicated(mesh, arrays)
+    chunks = _started_chunks(arrays, chunk_statics, members, layout, finished)
     # Built while the first chunk runs.
     if provenance is None:
         provenance = _provenance(model, mesh, members, settings, observable_id, event)
@@ -299,33 +301,31 @@ class AllMembers:
         self.status[begin:end] = status
 
 
-def _started_chunks(problem, members, layout: StoreLayout, finished, mesh: Mesh, statics):
+def _started_chunks(arrays, statics, members, layout: StoreLayout, finished):
     """Yields `(index, begin, end, outputs, status)` for every chunk not yet finished, on
-    the host. Its first chunk is started at once, and each later one before the previous
-    one is copied back: the host's work (building the next chunk's rows, copying back,
-    writing the store, and what the caller does meanwhile) overlaps the devices'."""
-    *problem, key_data = problem
-    arrays, chunk_statics = chunk_program(*problem, mesh=mesh, key_data=key_data, **statics)
-    arrays = _replicated(mesh, arrays)
+    the host, running `compiled_chunk(arrays, rows, statics)`. The first chunk starts at
+    once, and each later one before the previous one is copied back: the host's work
+    (building the next chunk's rows, copying back, writing the store, and what the caller
+    does meanwhile) overlaps the devices'."""
 
     def start(index: int):
         begin, end = layout.chunk_bounds(index)
-        rows = _placed_rows(_padded(members.rows(begin, end), layout.chunk_size), mesh)
-        return index, begin, end, compiled_chunk(arrays, rows, chunk_statics)
+        rows = _placed_rows(_padded(members.rows(begin, end), layout.chunk_size), statics.mesh)
+        return index, begin, end, compiled_chunk(arrays, rows, statics)
 
     def copied_back(index: int, begin: int, end: int, running):
         outputs, status = gather_to_host(running)
         outputs = {name: value[: end - begin] for name, value in outputs.items()}
         return index, begin, end, outputs, status[: end - begin]
 
-    pending = [start(index) for index in np.flatnonzero(~finished)[:1].tolist()]
+    unfinished = np.flatnonzero(~finished).tolist()
+    running = [start(index) for index in unfinished[:1]]  # now, not at the first `next`
 
     def chunks():
-        for index in np.flatnonzero(~finished)[1:].tolist():
-            pending.append(start(index))
-            yield copied_back(*pending.pop(0))
-        if pending:
-            yield copied_back(*pending.pop())
+        for index in unfinished[1:]:
+            running.append(start(index))
+            yield copied_back(*running.pop(0))
+        yield from (copied_back(*chunk) for chunk in running)
 
     return chunks()
 
