@@ -117,6 +117,27 @@ def test_each_chunk_starts_before_the_previous_one_is_copied_back(grid_result, m
     )
 
 
+class WeightedFinalState(eqx.Module):
+    """An observable holding an array: its values are inputs of the compiled chunk."""
+
+    weights: jax.Array
+
+    def __call__(self, trajectory):
+        return {"weighted": trajectory.ys[-1] @ self.weights}
+
+
+def test_an_observable_holding_arrays_is_computed_with_their_values(grid_result):
+    weights = jnp.array([0.25, -2.0])
+    result = lotka_volterra_sweep(observable=WeightedFinalState(weights))
+    np.testing.assert_allclose(
+        result.observables["weighted"],
+        grid_result.observables["final_state"] @ np.asarray(weights),
+        rtol=1e-12,
+    )
+    other = lotka_volterra_sweep(observable=WeightedFinalState(2 * weights))
+    np.testing.assert_allclose(other.observables["weighted"], 2 * result.observables["weighted"])
+
+
 def test_chunks_share_one_compiled_function(grid_result):
     compiled_before = compiled_chunk._cache_size()
     other = simlab.sweep(

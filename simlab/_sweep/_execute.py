@@ -111,32 +111,31 @@ def _observe(trajectory, observable):
 
 
 class ChunkStatics(NamedTuple):
-    """What a compiled chunk function is specialised on (its cache key): the problem's
-    structure and non-array leaves (`None` where an array goes), the mesh and the sweep's
-    static settings."""
+    """What a compiled chunk function is specialised on (its cache key): the structure and
+    non-array leaves (`None` where an array goes) of the problem, observable and event, the
+    mesh, the swept names and the solve settings."""
 
     treedef: jax.tree_util.PyTreeDef
     leaves: tuple
     mesh: Mesh
     names: tuple[str, ...]
-    observable: Callable | None
     settings: SolveOptions
-    event: Event | Callable[[AbstractModel], Event] | None
 
 
 def chunk_program(model, y0, ts, *, mesh: Mesh, names, observable, settings, event, key_data=None):
-    """The arguments of `compiled_chunk` that every chunk of a sweep shares: the problem's
-    arrays, and `ChunkStatics`. `key_data` is the sweep's key as `jax.random.key_data` for a
-    stochastic model."""
+    """The arguments of `compiled_chunk` that every chunk of a sweep shares: the arrays of
+    the problem (an observable or event may hold some too), and `ChunkStatics`. `key_data`
+    is the sweep's key as `jax.random.key_data` for a stochastic model."""
     # One flatten: `None` is never a leaf, so it can mark where the arrays go.
-    leaves, treedef = jax.tree.flatten((model, y0, ts, key_data))
+    leaves, treedef = jax.tree.flatten((model, y0, ts, key_data, observable, event))
     arrays = [leaf for leaf in leaves if eqx.is_array(leaf)]
     static = tuple(None if eqx.is_array(leaf) else leaf for leaf in leaves)
-    return arrays, ChunkStatics(treedef, static, mesh, names, observable, settings, event)
+    return arrays, ChunkStatics(treedef, static, mesh, names, settings)
 
 
 def _problem(arrays: list, statics: ChunkStatics):
-    """`(model, y0, ts, key_data)` back from `chunk_program`'s arrays and statics."""
+    """`(model, y0, ts, key_data, observable, event)` back from `chunk_program`'s arrays
+    and statics."""
     remaining = iter(arrays)
     leaves = [next(remaining) if leaf is None else leaf for leaf in statics.leaves]
     return jax.tree.unflatten(statics.treedef, leaves)
@@ -150,16 +149,16 @@ def compiled_chunk(arrays, values, statics: ChunkStatics):
     own work overlaps the chunk's (`equinox.filter_jit` waits for the result)."""
 
     def run_shard(arrays, values):
-        model, y0, ts, key_data = _problem(arrays, statics)
+        model, y0, ts, key_data, observable, event = _problem(arrays, statics)
         member = ft.partial(
             member_outputs,
             model,
             y0,
             ts,
             names=statics.names,
-            observable=statics.observable,
+            observable=observable,
             settings=statics.settings,
-            event=statics.event,
+            event=event,
             key_data=key_data,
         )
         return jax.vmap(member)(values)
