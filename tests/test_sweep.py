@@ -241,6 +241,28 @@ class Riccati(AbstractODEModel):
         return self.rate * y**2
 
 
+class CheckedDecay(AbstractODEModel):
+    """Decay whose vector field refuses rates above 5 with an Equinox runtime check."""
+
+    rate: jax.Array = parameter(lower=0.0)
+    state_names = ("y",)
+
+    def __call__(self, t, y, args):
+        return -self.rate * eqx.error_if(y, self.rate > 5.0, "the rate is above 5")
+
+
+def test_a_failed_check_in_the_model_raises_with_its_message(caplog):
+    with pytest.raises(eqx.EquinoxRuntimeError, match="^the rate is above 5$"):
+        simlab.sweep(
+            CheckedDecay(rate=1.0),
+            {"rate": np.array([1.0, 6.0])},
+            jnp.array([1.0]),
+            jnp.linspace(0.0, 1.0, 3),
+            progress=False,
+        )
+    assert "callback failed" not in caplog.text  # no traceback of JAX's logged on the way
+
+
 def test_members_that_blow_up_are_masked_and_reported():
     rates = np.array([0.2, 0.5, 0.8, 1.5, 3.0])  # blow-up before t = 1 when rate > 1
     result = simlab.sweep(

@@ -1,7 +1,9 @@
 """`sweep`: run a model over many parameter values, chunk by chunk, on every device."""
 
+import contextlib
 import functools
 import json
+import logging
 import pathlib
 import sys
 import time
@@ -9,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import diffrax as dfx
+import equinox as eqx
 import jax
 import numpy as np
 import tqdm
@@ -42,6 +45,8 @@ from ._members import Members, PathMembers, build_members, with_paths
 from ._result import SweepResult
 from ._statistics import EnsembleStatistics, checked_quantiles
 
+# How JAX's runtime error names a failed `equinox.error_if` check, before its message.
+EQUINOX_ERROR = "_EquinoxRuntimeError: "
 # Path p draws from fold_in(key, p), p < 2**32 - 1; sampled points from the last number.
 POINTS_STREAM = 2**32 - 1
 
@@ -238,20 +243,21 @@ def sweep(
     finished = _finished_chunks(sweep_store, layout)
     arrays, chunk_statics = chunk_program(model, y0, ts, mesh=mesh, key_data=key_data, **statics)
     arrays = _replicated(mesh, arrays)
-    chunks = _started_chunks(arrays, chunk_statics, members, layout, finished)
-    # Built while the first chunk runs.
-    if provenance is None:
-        provenance = _provenance(model, mesh, members, settings, observable_id, event)
-    collected = (
-        EnsembleStatistics(members, specs, quantiles)
-        if stochastic and not keep_paths
-        else AllMembers(layout, sweep_store)
-    )
-    bar = _progress_bar(progress, layout, finished)
-    for index, begin, end, outputs, status in chunks:
-        collected.add(index, begin, end, outputs, status)
-        bar.update(end - begin)
-    bar.close()
+    with _model_checks():
+        chunks = _started_chunks(arrays, chunk_statics, members, layout, finished)
+        # Built while the first chunk runs.
+        if provenance is None:
+            provenance = _provenance(model, mesh, members, settings, observable_id, event)
+        collected = (
+            EnsembleStatistics(members, specs, quantiles)
+            if stochastic and not keep_paths
+            else AllMembers(layout, sweep_store)
+        )
+        bar = _progress_bar(progress, layout, finished)
+        for index, begin, end, outputs, status in chunks:
+            collected.add(index, begin, end, outputs, status)
+            bar.update(end - begin)
+        bar.close()
     if store is not None:
         collected.outputs, collected.status = _read_back(sweep_store, store, layout)
     resumed = int(finished.sum())
@@ -328,6 +334,29 @@ def _started_chunks(arrays, statics, members, layout: StoreLayout, finished):
         yield from (copied_back(*chunk) for chunk in running)
 
     return chunks()
+
+
+@contextlib.contextmanager
+def _model_checks():
+    """Runs chunks so that a check in the model that fails (`equinox.error_if`) raises
+    `equinox.EquinoxRuntimeError` with its message, as under `equinox.filter_jit`: the
+    chunk function is a plain `jax.jit`, under which JAX would log the check's traceback
+    and raise its own runtime error around the message."""
+    callback_logger = logging.getLogger("jax._src.callback")
+    callback_logger.addFilter(_not_a_failed_callback)
+    try:
+        yield
+    except jax.errors.JaxRuntimeError as error:
+        text = str(error)
+        if EQUINOX_ERROR not in text:
+            raise
+        raise eqx.EquinoxRuntimeError(text.split(EQUINOX_ERROR, 1)[1].splitlines()[0]) from None
+    finally:
+        callback_logger.removeFilter(_not_a_failed_callback)
+
+
+def _not_a_failed_callback(record: logging.LogRecord) -> bool:
+    return record.getMessage() != "jax.pure_callback failed"
 
 
 def _check_paths(model, paths, key, keep_paths: bool, store) -> bool:
