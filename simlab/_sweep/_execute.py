@@ -173,29 +173,25 @@ def compiled_chunk(arrays, values, statics: ChunkStatics):
 
 
 class _Abstract(NamedTuple):
-    """An array leaf's shape and dtype, in the cache key of `member_shapes`."""
+    """An array's shape and dtype, in the cache key of `member_shapes`."""
 
     shape: tuple[int, ...]
     dtype: np.dtype
 
 
 def member_shapes(
-    model, y0, ts, values_dtype, *, names, observable, settings, event, key_data=None
+    arrays: list, statics: ChunkStatics, values_dtype
 ) -> tuple[Trajectory, dict[str, VariableSpec]]:
     """The shapes and dtypes of one member's trajectory (its arrays are
-    `jax.ShapeDtypeStruct`s) and of each of its observables, found without running it.
+    `jax.ShapeDtypeStruct`s) and of each of its observables, for the sweep that
+    `chunk_program` gave `arrays` and `statics`, found without running it.
 
     Tracing a solve takes longer than running a small chunk of it, so the answer is cached
-    on the static structure: the shapes and dtypes of the inputs, names, observable, settings
-    and event.
+    on the shapes and dtypes of `arrays` and on `statics`.
     """
-    leaves, treedef = jax.tree.flatten((model, y0, ts, key_data))
     # Cheaper to build on every call than `jax.ShapeDtypeStruct`s, which only a trace needs.
-    abstract = tuple(
-        _Abstract(np.shape(leaf), canonicalize_dtype(leaf.dtype)) if eqx.is_array(leaf) else leaf
-        for leaf in leaves
-    )
-    key = (treedef, abstract, np.dtype(values_dtype), names, observable, settings, event)
+    abstract = tuple(_Abstract(np.shape(a), canonicalize_dtype(a.dtype)) for a in arrays)
+    key = (abstract, statics, np.dtype(values_dtype))
     try:
         hash(key)
     except TypeError:  # an unhashable static leaf: trace every time
@@ -203,28 +199,24 @@ def member_shapes(
     return _cached_member_shapes(*key)
 
 
-def _traced_member_shapes(treedef, abstract, values_dtype, names, observable, settings, event):
-    is_abstract = [isinstance(leaf, _Abstract) for leaf in abstract]
-    abstract = [
-        jax.ShapeDtypeStruct(*leaf) if flag else leaf
-        for flag, leaf in zip(is_abstract, abstract, strict=True)
-    ]
-
-    def member(dynamic, row):
-        dynamic = iter(dynamic)
-        leaves = [
-            next(dynamic) if flag else leaf
-            for flag, leaf in zip(is_abstract, abstract, strict=True)
-        ]
-        model, y0, ts, key_data = jax.tree.unflatten(treedef, leaves)
+def _traced_member_shapes(abstract, statics: ChunkStatics, values_dtype):
+    def member(arrays, row):
+        model, y0, ts, key_data, observable, event = _problem(arrays, statics)
         trajectory = _member_trajectory(
-            model, y0, ts, row, key_data, names=names, settings=settings, event=event
+            model,
+            y0,
+            ts,
+            row,
+            key_data,
+            names=statics.names,
+            settings=statics.settings,
+            event=event,
         )
         return trajectory, _observe(trajectory, observable)
 
-    dynamic = [leaf for flag, leaf in zip(is_abstract, abstract, strict=True) if flag]
-    row = jax.ShapeDtypeStruct((len(names),), values_dtype)
-    trajectory, outputs = jax.eval_shape(member, dynamic, row)
+    arrays = [jax.ShapeDtypeStruct(*array) for array in abstract]
+    row = jax.ShapeDtypeStruct((len(statics.names),), values_dtype)
+    trajectory, outputs = jax.eval_shape(member, arrays, row)
     dims = {TRAJECTORY: ("time", "component")}
     return trajectory, {
         name: VariableSpec(

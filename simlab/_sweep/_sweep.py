@@ -215,7 +215,8 @@ def sweep(
     settings = with_default_solver(model, y0, ts, settings)
     statics = dict(names=members.names, observable=observable, settings=settings, event=event)
     dtype = canonicalize_dtype(float)
-    trajectory, specs = member_shapes(model, y0, ts, dtype, key_data=key_data, **statics)
+    arrays, chunk_statics = chunk_program(model, y0, ts, mesh=mesh, key_data=key_data, **statics)
+    trajectory, specs = member_shapes(arrays, chunk_statics, dtype)
     observable_id = _observable_identity(
         observable, observable_name, trajectory, digest=store is not None
     )
@@ -241,10 +242,10 @@ def sweep(
         )
         sweep_store = _open_store(store, layout, identity, provenance)
     finished = _finished_chunks(sweep_store, layout)
-    arrays, chunk_statics = chunk_program(model, y0, ts, mesh=mesh, key_data=key_data, **statics)
-    arrays = _replicated(mesh, arrays)
     with _model_checks():
-        chunks = _started_chunks(arrays, chunk_statics, members, layout, finished)
+        chunks = _started_chunks(
+            _replicated(mesh, arrays), chunk_statics, members, layout, finished
+        )
         # Built while the first chunk runs.
         if provenance is None:
             provenance = _provenance(model, mesh, members, settings, observable_id, event)
