@@ -14,6 +14,7 @@ from jax.experimental import io_callback
 
 import simlab
 import simlab.integrate._lean as _lean
+from simlab.integrate._solvers import SOLVERS
 
 LORENZ_Y0 = jnp.array([1.0, 1.0, 1.0])
 TS = jnp.linspace(0.0, 1.0, 6)
@@ -310,6 +311,25 @@ def _lotka_volterra_loss(rates, y0, adjoint=None, adaptive=True):
 
 
 @contextlib.contextmanager
+def _recording_members_last_solves():
+    """Records `(members_last, state shape)` for each solve run through `_members_last`."""
+    solved = []
+    original = _lean._members_last
+
+    def recording(params, rest, state0, schedule, solve, *, shared, field_of):
+        def recorded_solve(field, state0, schedule, members_last):
+            solved.append((members_last, state0.shape))
+            return solve(field, state0, schedule, members_last)
+
+        return original(
+            params, rest, state0, schedule, recorded_solve, shared=shared, field_of=field_of
+        )
+
+    with mock.patch.object(_lean, "_members_last", recording):
+        yield solved
+
+
+@contextlib.contextmanager
 def _counting_sensitivities():
     """Records `adaptive` for each solve that carries forward sensitivities."""
     calls = []
@@ -436,27 +456,127 @@ def test_vmapped_adaptive_sensitivities_keep_each_members_steps_and_status():
     np.testing.assert_allclose(dy1[finished], 1 / (1 - ks[finished]) ** 2, rtol=1e-7)
 
 
+def _blow_up(k, ts, **settings):
+    """dy/dt = k y^2, y(0) = 1: y = 1 / (1 - k t), which blows up at t = 1/k."""
+    return simlab.simulate(
+        lambda t, y, args: args * y**2,
+        jnp.array([1.0]),
+        ts,
+        args=k,
+        rtol=1e-10,
+        atol=1e-10,
+        max_steps=2000,
+        throw=False,
+        **settings,
+    )
+
+
+BLOW_UP_KS = jnp.array([0.25, 2.0, 0.5])
+
+
+def test_a_vmapped_adaptive_solve_runs_members_last_each_in_its_own_steps():
+    # Run as one state with the members last, the member with k = 2 fails before t = 1
+    # while the others finish with y = 1 / (1 - k t), each in the steps it takes alone.
+    ts = jnp.array([0.0, 0.5, 1.0])
+
+    def solve(k):
+        trajectory = _blow_up(k, ts)
+        return trajectory.ys[:, 0], trajectory.succeeded, trajectory.stats["num_steps"]
+
+    with _recording_members_last_solves() as solved:
+        ys, succeeded, steps = jax.vmap(solve)(BLOW_UP_KS)
+    assert [shape for members_last, shape in solved if members_last] == [(1, 3)]
+    np.testing.assert_array_equal(succeeded, [True, False, True])
+    for k, member_ys, member_steps in zip(BLOW_UP_KS, ys, steps, strict=True):
+        alone_ys, _, alone_steps = solve(k)
+        assert int(member_steps) == int(alone_steps)
+        np.testing.assert_allclose(member_ys, alone_ys, rtol=1e-13)
+    finished = np.asarray(succeeded)
+    exact = 1 / (1 - BLOW_UP_KS[finished, None] * ts[None])
+    np.testing.assert_allclose(ys[finished], exact, rtol=1e-8)
+
+
+def test_members_with_their_own_save_times_or_tolerances_step_apart_or_together():
+    # Save times that differ between members keep them apart (members first); tolerances
+    # that differ are per-member vectors of the one members-last state.
+    ts = jnp.array([[0.0, 0.5, 1.0], [0.0, 0.25, 0.4], [0.0, 0.5, 1.0]])
+    rtols = jnp.array([1e-10, 1e-6, 1e-8])
+
+    def by_times(k, ts):
+        return _blow_up(k, ts).ys[:, 0]
+
+    def by_tolerance(k, rtol):
+        trajectory = simlab.simulate(
+            lambda t, y, args: args * y**2,
+            jnp.array([1.0]),
+            ts[0],
+            args=k,
+            rtol=rtol,
+            atol=rtol,
+            throw=False,
+        )
+        return trajectory.ys[:, 0], trajectory.stats["num_steps"]
+
+    with _recording_members_last_solves() as solved_apart:
+        apart = jax.vmap(by_times)(BLOW_UP_KS, ts)
+    with _recording_members_last_solves() as solved_together:
+        together, steps = jax.vmap(by_tolerance)(BLOW_UP_KS, rtols)
+    assert not any(members_last for members_last, _ in solved_apart)
+    assert [shape for members_last, shape in solved_together if members_last] == [(1, 3)]
+    for k, times, member_ys in zip(BLOW_UP_KS, ts, apart, strict=True):
+        np.testing.assert_allclose(member_ys, by_times(k, times), rtol=1e-13)
+    for k, rtol, member_ys, member_steps in zip(BLOW_UP_KS, rtols, together, steps, strict=True):
+        alone_ys, alone_steps = by_tolerance(k, rtol)
+        assert int(member_steps) == int(alone_steps)
+        np.testing.assert_allclose(member_ys, alone_ys, rtol=1e-13)
+    assert len(set(np.asarray(steps).tolist())) == 3
+
+
+def test_nested_vmaps_of_an_adaptive_solve_match_each_member_alone():
+    rhos = jnp.linspace(20.0, 30.0, 6).reshape(2, 3)
+
+    def final_state(rho):
+        model = simlab.models.Lorenz(sigma=10.0, rho=rho, beta=8 / 3)
+        return simlab.simulate(model, LORENZ_Y0, TS, rtol=1e-9, atol=1e-9).ys[-1]
+
+    batched = jax.vmap(jax.vmap(final_state))(rhos)
+    for rho, member in zip(rhos.reshape(-1), batched.reshape(-1, 3), strict=True):
+        np.testing.assert_allclose(member, final_state(rho), rtol=1e-12)
+
+
+@pytest.mark.parametrize("solver", ["tsit5", "dopri5", "bosh3"])
+def test_stored_stage_states_leave_the_step_unchanged(solver):
+    # A state large enough for its stage states to be stored once (MATERIALISED_STAGE_SIZE)
+    # gives the same step as the same state with every stage state fused into its reader.
+    tableau = SOLVERS[solver].build().tableau
+    members = jax.vmap(lorenz)(jnp.linspace(20.0, 30.0, 256))
+    y = jnp.stack([jnp.ones(256), jnp.linspace(1.0, 2.0, 256), jnp.linspace(20.0, 30.0, 256)])
+    assert y.size >= _lean.MATERIALISED_STAGE_SIZE
+
+    def field(t, y):  # members along the last axis
+        return jax.vmap(lambda m, y: m(t, y, None), in_axes=(0, -1), out_axes=-1)(members, y)
+
+    def step(y):
+        return _lean._runge_kutta_step(field, tableau, 0.0, y, field(0.0, y), 1e-3)
+
+    stored = jax.jit(step)(y)
+    with mock.patch.object(_lean, "MATERIALISED_STAGE_SIZE", y.size + 1):
+        fused = jax.jit(step)(y)
+    for a, b in zip(stored, fused, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-14, atol=1e-14)
+
+
 @pytest.mark.parametrize("adaptive", [False, True])
 def test_a_vmap_over_one_member_hands_its_batch_to_the_vmap_around_it(adaptive):
     # As a fit does: its starts are vmapped around a vmap over each experiment's initial
     # states. With one initial state the inner batch is that member alone, and the outer
     # batch runs as one state with its members last (y and its sensitivities to 3 rates,
     # 2 members), with d/dk_i of sum_i y_i(1) = -y0_i exp(-k_i).
-    solved = []
-    original = _lean._members_last_sensitivities
-
-    def recording(params, rest, state0, schedule, solve, *, shared):
-        def recorded_solve(field, state0, schedule, members_last):
-            solved.append((members_last, state0.shape))
-            return solve(field, state0, schedule, members_last)
-
-        return original(params, rest, state0, schedule, recorded_solve, shared=shared)
-
     def gradient(rates, y0):
         one = jax.vmap(lambda y: jax.grad(_decay_total)(rates, y, 1.0, adaptive))
         return one(y0[None])[0]
 
-    with mock.patch.object(_lean, "_members_last_sensitivities", recording):
+    with _recording_members_last_solves() as solved:
         d_rates = jax.vmap(gradient)(DECAY_RATES, DECAY_Y0)
     assert (True, (4, 3, 2)) in solved
     assert all(shape[-1] != 1 for members_last, shape in solved if members_last)

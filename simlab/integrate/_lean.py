@@ -6,9 +6,11 @@ small ODEs spends 30–80x longer per step than the arithmetic of the step itsel
 docs/performance.md). The integrator here keeps only what an explicit Runge–Kutta solve
 needs: the stages, an embedded error estimate and an I-controller for adaptive steps, and
 saving by landing steps exactly on the save times (so no interpolation). It is written for
-one trajectory; `jax.vmap` batches it into the loop a hand-written ensemble code would use.
-It reads the Butcher tableau of any Diffrax explicit Runge–Kutta solver, and `simulate`
-takes it by default for every explicit Runge–Kutta solve.
+one trajectory; `jax.vmap` batches it into the loop a hand-written ensemble code would use,
+except that a batch of adaptive solves of small states (and of states augmented with their
+sensitivities) runs as one state with the members along its last axis (`_members_last`),
+each member still in its own steps. It reads the Butcher tableau of any Diffrax explicit
+Runge–Kutta solver, and `simulate` takes it by default for every explicit Runge–Kutta solve.
 
 Derivatives: with up to `FORWARD_SENSITIVITY_LIMIT` differentiated scalars (parameters
 and initial state, known statically from JAX's symbolic zeros) the state is augmented
@@ -53,6 +55,8 @@ FACTOR_MIN = 0.2
 FACTOR_MAX = 10.0
 UNROLLED_NORM_SIZE = 16
 FORWARD_SENSITIVITY_LIMIT = 16  # differentiated scalars up to which sensitivities ride along
+MATERIALISED_STAGE_SIZE = 512  # elements of a traced state from which stage states are stored
+MEMBERS_LAST_STATE_SIZE = 16  # elements per member up to which a vmapped solve runs members last
 
 
 class LeanInputs(NamedTuple):
@@ -132,13 +136,36 @@ def _runge_kutta_step(vector_field, tableau, t, y, f0, h):
     """
     h_state = _per_member(h, y)
     stages = [f0]
-    for c, a_row in zip(tableau.c, tableau.a_lower, strict=True):
-        stages.append(vector_field(t + float(c) * h, y + h_state * _weighted_sum(a_row, stages)))
+    store = _stage_storer(f0) if y.size >= MATERIALISED_STAGE_SIZE else None
+    for index, (c, a_row) in enumerate(zip(tableau.c, tableau.a_lower, strict=True)):
+        state = y + h_state * _weighted_sum(a_row, stages)
+        # The last stage of a first-same-as-last tableau is at y1, which is stored anyway.
+        end_point = tableau.fsal and index == len(tableau.a_lower) - 1
+        if store is not None and np.count_nonzero(a_row) > 1 and not end_point:
+            state = store(state)
+        stages.append(vector_field(t + float(c) * h, state))
     y1 = y + h_state * _weighted_sum(tableau.b_sol, stages)
     f1 = stages[-1] if tableau.fsal else vector_field(t + h, y1)
     if not np.any(tableau.b_error != 0):
         return y1, None, f1
     return y1, h_state * _weighted_sum(tableau.b_error, stages), f1
+
+
+def _stage_storer(f0: Array) -> Callable[[Array], Array]:
+    """A function that returns a stage's state unchanged, but makes XLA:CPU compute it once
+    into memory.
+
+    XLA:CPU fuses a stage's state (the state plus a weighted sum of earlier stages) into
+    the right-hand side that reads it, and then recomputes it for every component that
+    reads it: about three times over for a three-component system, with as many terms as
+    earlier stages. On a large (batched) state that recomputation costs more than storing
+    the stage once. XLA counts a division as expensive and does not fuse it into an
+    operation that reads its elements more than once, so the state is divided by an array
+    of ones that XLA cannot know to be ones (`0 * f0 + 1` is not folded for floats, and it
+    is exact where `f0` is finite; where it is not, the step is not finite anyway).
+    """
+    ones = lax.stop_gradient(0.0 * f0) + 1.0
+    return lambda state: state / ones
 
 
 def _solve_fixed(
@@ -422,10 +449,15 @@ def _field(model, args, t, y):
     return jnp.asarray(model(t, y, args), dtype=y.dtype)
 
 
-def _integrate(inputs, solver, *, adaptive, max_steps, loop_kind, tracker=None):
-    """The lean solve of `inputs` (`LeanInputs`)."""
+def _integrate(inputs, solver, *, adaptive, max_steps, loop_kind, tracker=None, members_last=False):
+    """The lean solve of `inputs` (`LeanInputs`). With `members_last`, a `jax.vmap` batch of
+    adaptive solves of small states without an event runs with its members along a
+    trailing axis (`_adaptive_solution`): for the primal of a custom derivative rule only,
+    since autodiff through that path is forward mode over `"lax"` loops alone."""
     model, args, y0, ts, dt0, rtol, atol, steps_per_interval = inputs
     field = ft.partial(_field, model, args)
+    if adaptive and members_last and tracker is None and y0.size <= MEMBERS_LAST_STATE_SIZE:
+        return _adaptive_solution(inputs, solver, max_steps=max_steps, loop_kind=loop_kind)
     if adaptive:
         return _solve_adaptive(
             field,
@@ -485,9 +517,42 @@ def _integrate_with_sensitivities(inputs, perturbed, solver, *, adaptive, max_st
 
 def _adaptive_sensitivities(inputs, params, rest, state0, solver, max_steps):
     """The augmented solve with adaptive steps (`params`: the perturbed part of the model
-    and `args`, `rest` the others). Each member of a `jax.vmap` batch keeps its own steps,
-    and the batch runs with its members along the trailing axis (see
-    `_members_last_sensitivities`)."""
+    and `args`, `rest` the others), stepped as the solution alone would be."""
+    return _adaptive_members_last(
+        inputs,
+        params,
+        rest,
+        state0,
+        solver,
+        max_steps=max_steps,
+        loop_kind="lax",
+        field_of=_sensitivity_field,
+        primal=lambda y: y[0],
+    )
+
+
+def _adaptive_solution(inputs, solver, *, max_steps, loop_kind):
+    """The adaptive solve of a small state without an event, a `jax.vmap` batch of it with
+    its members along a trailing axis."""
+    params, rest = eqx.partition((inputs.model, inputs.args), eqx.is_array)
+    return _adaptive_members_last(
+        inputs,
+        params,
+        rest,
+        inputs.y0,
+        solver,
+        max_steps=max_steps,
+        loop_kind=loop_kind,
+        field_of=_model_field,
+    )
+
+
+def _adaptive_members_last(
+    inputs, params, rest, state0, solver, *, max_steps, loop_kind, field_of, primal=None
+):
+    """`_solve_adaptive` of `state0` under the vector field `field_of(field, params,
+    member_shapes)` (see `_members_last`). Each member of a `jax.vmap` batch keeps its own
+    steps, and the batch runs with its members along the trailing axis."""
     model, args, y0, ts, dt0, rtol, atol, _ = inputs
     if dt0 is None:
         # The solution's own first step (Diffrax's rule; not differentiated).
@@ -509,12 +574,12 @@ def _adaptive_sensitivities(inputs, params, rest, state0, solver, max_steps):
             rtol,
             atol,
             max_steps,
-            "lax",
-            primal=lambda y: y[0],
+            loop_kind,
+            primal=primal,
             members_last=members_last,
         )
 
-    return _members_last_sensitivities(params, rest, state0, schedule, solve, shared=(0,))
+    return _members_last(params, rest, state0, schedule, solve, shared=(0,), field_of=field_of)
 
 
 def _fixed_sensitivities(inputs, params, rest, state0, solver, max_steps):
@@ -535,20 +600,25 @@ def _fixed_sensitivities(inputs, params, rest, state0, solver, max_steps):
             "lax",
         )
 
-    return _members_last_sensitivities(params, rest, state0, schedule, solve, shared=(0, 1))
+    return _members_last(
+        params, rest, state0, schedule, solve, shared=(0, 1), field_of=_sensitivity_field
+    )
 
 
-def _members_last_sensitivities(params, rest, state0, schedule, solve, *, shared):
-    """`solve(field, state0, schedule, members_last)` (a `_Run`) of the state augmented with
-    its sensitivities to `params`; a `jax.vmap` batch runs as one state with the members
-    along a trailing axis, unless it varies the entries `shared` of `schedule` (the save
-    times, and for fixed steps the step counts), which must be the same for all.
+def _members_last(params, rest, state0, schedule, solve, *, shared, field_of):
+    """`solve(vector_field, state0, schedule, members_last)` (a `_Run`), where
+    `vector_field = field_of(field, params, member_shapes)` is built on the model's own
+    `field(t, params, y)` (the model and `args` are `params` and `rest` combined). A
+    `jax.vmap` batch runs as one state with the members along a trailing axis, unless it
+    varies the entries `shared` of `schedule` (the save times, and for fixed steps the step
+    counts), which must be the same for all.
 
     `jax.vmap` of the loop would put the members first, and XLA:CPU then keeps the loop's
     arrays member-major: each member's handful of components is a short stride that does
-    not vectorise, and the Runge–Kutta stages of the augmented state cost about 1.5 times
-    as much per element as the solution's own. With the members last every stage works on
-    contiguous rows of members, as the solve of the solution alone does.
+    not vectorise. With the members last every stage works on contiguous rows of members.
+    For the state augmented with its sensitivities this halves the cost per element; for
+    an adaptive solve of a small state it lets its stage states be stored once
+    (`_stage_storer`), where the members-first layout recomputes them.
     """
     rest_arrays, rest_static = eqx.partition(rest, eqx.is_array)
     # Flat lists of arrays in and out of `custom_vmap`: its forward-mode rule cannot take
@@ -585,7 +655,7 @@ def _members_last_sensitivities(params, rest, state0, schedule, solve, *, shared
             return batched_field(p, rest_arrays, t, y)
 
         solution = solve(
-            _sensitivity_field(field, params, member_shapes),
+            field_of(field, params, member_shapes),
             state0,
             schedule,
             member_axes is not None,
@@ -630,6 +700,11 @@ def _members_last_sensitivities(params, rest, state0, schedule, solve, *, shared
 
     ys, finished, nonfinite_time, stats = solve_leaves(leaves)
     return _Run(ys, finished, stats, None, nonfinite_time)
+
+
+def _model_field(field, params, member_shapes=None):
+    """The model's own vector field `(t, y)`, with `params` in it."""
+    return lambda t, y: field(t, params, y)
 
 
 def _sensitivity_field(field, params, member_shapes=None):
@@ -711,7 +786,14 @@ def _jacobian_product(jacobian, perturbed_tangents):
 def _solve_forward(inputs, *, solver, adaptive, max_steps, loop_kind):
     """The lean solve (no event), differentiated in forward and reverse mode by forward
     sensitivities where `_sensitivities_fit`, else by JAX autodiff through the loop."""
-    return _solution(inputs, solver, adaptive=adaptive, max_steps=max_steps, loop_kind=loop_kind)
+    return _solution(
+        inputs,
+        solver,
+        adaptive=adaptive,
+        max_steps=max_steps,
+        loop_kind=loop_kind,
+        members_last=True,
+    )
 
 
 @_solve_forward.def_jvp
@@ -771,7 +853,12 @@ def _solve_reverse(inputs, *, solver, adaptive, max_steps):
     """The lean solve (no event, checkpointed loops), differentiated in reverse mode by
     forward sensitivities where `_sensitivities_fit`, else through the checkpointed loop."""
     return _solution(
-        inputs, solver, adaptive=adaptive, max_steps=max_steps, loop_kind="checkpointed"
+        inputs,
+        solver,
+        adaptive=adaptive,
+        max_steps=max_steps,
+        loop_kind="checkpointed",
+        members_last=True,
     )
 
 
