@@ -7,9 +7,9 @@ docs/performance.md). The integrator here keeps only what an explicit Runge–Ku
 needs: the stages, an embedded error estimate and an I-controller for adaptive steps, and
 saving by landing steps exactly on the save times (so no interpolation). It is written for
 one trajectory; `jax.vmap` batches it into the loop a hand-written ensemble code would use,
-except that a batch of adaptive solves of small states (and of states augmented with their
+except that a batch of solves of small states (and of states augmented with their
 sensitivities) runs as one state with the members along its last axis (`_members_last`),
-each member still in its own steps. It reads the Butcher tableau of any Diffrax explicit
+each member still in its own adaptive steps. It reads the Butcher tableau of any Diffrax explicit
 Runge–Kutta solver, and `simulate` takes it by default for every explicit Runge–Kutta solve.
 
 Derivatives: with up to `FORWARD_SENSITIVITY_LIMIT` differentiated scalars (parameters
@@ -451,13 +451,15 @@ def _field(model, args, t, y):
 
 def _integrate(inputs, solver, *, adaptive, max_steps, loop_kind, tracker=None, members_last=False):
     """The lean solve of `inputs` (`LeanInputs`). With `members_last`, a `jax.vmap` batch of
-    adaptive solves of small states without an event runs with its members along a
-    trailing axis (`_adaptive_solution`): for the primal of a custom derivative rule only,
-    since autodiff through that path is forward mode over `"lax"` loops alone."""
+    solves of small states without an event runs with its members along a trailing axis
+    (`_members_last_solution`): for the primal of a custom derivative rule only, since
+    autodiff through that path is forward mode over `"lax"` loops alone."""
     model, args, y0, ts, dt0, rtol, atol, steps_per_interval = inputs
     field = ft.partial(_field, model, args)
-    if adaptive and members_last and tracker is None and y0.size <= MEMBERS_LAST_STATE_SIZE:
-        return _adaptive_solution(inputs, solver, max_steps=max_steps, loop_kind=loop_kind)
+    if members_last and tracker is None and y0.size <= MEMBERS_LAST_STATE_SIZE:
+        return _members_last_solution(
+            inputs, solver, adaptive=adaptive, max_steps=max_steps, loop_kind=loop_kind
+        )
     if adaptive:
         return _solve_adaptive(
             field,
@@ -531,11 +533,26 @@ def _adaptive_sensitivities(inputs, params, rest, state0, solver, max_steps):
     )
 
 
-def _adaptive_solution(inputs, solver, *, max_steps, loop_kind):
-    """The adaptive solve of a small state without an event, a `jax.vmap` batch of it with
-    its members along a trailing axis."""
+def _fixed_sensitivities(inputs, params, rest, state0, solver, max_steps):
+    """The augmented solve with fixed steps."""
+    return _fixed_members_last(
+        inputs,
+        params,
+        rest,
+        state0,
+        solver,
+        max_steps=max_steps,
+        loop_kind="lax",
+        field_of=_sensitivity_field,
+    )
+
+
+def _members_last_solution(inputs, solver, *, adaptive, max_steps, loop_kind):
+    """The solve of a small state without an event, a `jax.vmap` batch of it with its
+    members along a trailing axis."""
     params, rest = eqx.partition((inputs.model, inputs.args), eqx.is_array)
-    return _adaptive_members_last(
+    solve = _adaptive_members_last if adaptive else _fixed_members_last
+    return solve(
         inputs,
         params,
         rest,
@@ -551,8 +568,8 @@ def _adaptive_members_last(
     inputs, params, rest, state0, solver, *, max_steps, loop_kind, field_of, primal=None
 ):
     """`_solve_adaptive` of `state0` under the vector field `field_of(field, params,
-    member_shapes)` (see `_members_last`). Each member of a `jax.vmap` batch keeps its own
-    steps, and the batch runs with its members along the trailing axis."""
+    member_shapes)` (see `_members_last`), measured by its `primal` part. Each member of a
+    `jax.vmap` batch keeps its own steps."""
     model, args, y0, ts, dt0, rtol, atol, _ = inputs
     if dt0 is None:
         # The solution's own first step (Diffrax's rule; not differentiated).
@@ -582,9 +599,10 @@ def _adaptive_members_last(
     return _members_last(params, rest, state0, schedule, solve, shared=(0,), field_of=field_of)
 
 
-def _fixed_sensitivities(inputs, params, rest, state0, solver, max_steps):
-    """The augmented solve with fixed steps: the same steps for every member of a
-    `jax.vmap` batch (unless their save times or step counts differ)."""
+def _fixed_members_last(inputs, params, rest, state0, solver, *, max_steps, loop_kind, field_of):
+    """`_solve_fixed` of `state0` under the vector field `field_of(field, params,
+    member_shapes)` (see `_members_last`): the same steps for every member of a `jax.vmap`
+    batch (unless their save times or step counts differ)."""
     steps = inputs.steps_per_interval
     schedule = (inputs.ts, None if isinstance(steps, int) else steps)
 
@@ -597,12 +615,10 @@ def _fixed_sensitivities(inputs, params, rest, state0, solver, max_steps):
             state0,
             steps if steps_array is None else steps_array,
             max_steps,
-            "lax",
+            loop_kind,
         )
 
-    return _members_last(
-        params, rest, state0, schedule, solve, shared=(0, 1), field_of=_sensitivity_field
-    )
+    return _members_last(params, rest, state0, schedule, solve, shared=(0, 1), field_of=field_of)
 
 
 def _members_last(params, rest, state0, schedule, solve, *, shared, field_of):
@@ -615,10 +631,9 @@ def _members_last(params, rest, state0, schedule, solve, *, shared, field_of):
 
     `jax.vmap` of the loop would put the members first, and XLA:CPU then keeps the loop's
     arrays member-major: each member's handful of components is a short stride that does
-    not vectorise. With the members last every stage works on contiguous rows of members.
-    For the state augmented with its sensitivities this halves the cost per element; for
-    an adaptive solve of a small state it lets its stage states be stored once
-    (`_stage_storer`), where the members-first layout recomputes them.
+    not vectorise. With the members last every stage works on contiguous rows of members,
+    and a large batch's stage states are stored once (`_stage_storer`) where the
+    members-first layout recomputes them.
     """
     rest_arrays, rest_static = eqx.partition(rest, eqx.is_array)
     # Flat lists of arrays in and out of `custom_vmap`: its forward-mode rule cannot take
