@@ -512,39 +512,21 @@ def _integrate_with_sensitivities(inputs, perturbed, solver, *, adaptive, max_st
     if y0_tangents is None:
         y0_tangents = jnp.zeros((sum(leaf.size for leaf in leaves), *y0.shape), y0.dtype)
     state0 = jnp.concatenate([y0[None], y0_tangents])
-    solve = _adaptive_sensitivities if adaptive else _fixed_sensitivities
-    run = solve(inputs, diff[:2], nondiff[:2], state0, solver, max_steps)
+    solve = _adaptive_members_last if adaptive else _fixed_members_last
+    # Adaptive steps are those of the solution alone: the controller measures it only.
+    measured = dict(primal=lambda y: y[0]) if adaptive else {}
+    run = solve(
+        inputs,
+        diff[:2],
+        nondiff[:2],
+        state0,
+        solver,
+        max_steps=max_steps,
+        loop_kind="lax",
+        field_of=_sensitivity_field,
+        **measured,
+    )
     return (run.ys[:, 0], _outcome(run), run.stats), run.ys[:, 1:]
-
-
-def _adaptive_sensitivities(inputs, params, rest, state0, solver, max_steps):
-    """The augmented solve with adaptive steps (`params`: the perturbed part of the model
-    and `args`, `rest` the others), stepped as the solution alone would be."""
-    return _adaptive_members_last(
-        inputs,
-        params,
-        rest,
-        state0,
-        solver,
-        max_steps=max_steps,
-        loop_kind="lax",
-        field_of=_sensitivity_field,
-        primal=lambda y: y[0],
-    )
-
-
-def _fixed_sensitivities(inputs, params, rest, state0, solver, max_steps):
-    """The augmented solve with fixed steps."""
-    return _fixed_members_last(
-        inputs,
-        params,
-        rest,
-        state0,
-        solver,
-        max_steps=max_steps,
-        loop_kind="lax",
-        field_of=_sensitivity_field,
-    )
 
 
 def _members_last_solution(inputs, solver, *, adaptive, max_steps, loop_kind):
