@@ -496,21 +496,6 @@ def test_a_vmapped_adaptive_solve_runs_members_last_each_in_its_own_steps():
     np.testing.assert_allclose(ys[finished], exact, rtol=1e-8)
 
 
-def test_a_vmapped_fixed_step_solve_runs_members_last_as_each_member_alone():
-    rhos = jnp.linspace(20.0, 30.0, 5)
-
-    def solve(rho, y0):
-        model = simlab.models.Lorenz(sigma=10.0, rho=rho, beta=8 / 3)
-        return simlab.simulate(model, y0, TS, adaptive=False, dt0=0.01).ys
-
-    y0s = LORENZ_Y0[None] + 0.1 * jnp.arange(5.0)[:, None]
-    with _recording_members_last_solves() as solved:
-        batched = jax.vmap(solve)(rhos, y0s)
-    assert [shape for members_last, shape in solved if members_last] == [(3, 5)]
-    for rho, y0, member in zip(rhos, y0s, batched, strict=True):
-        np.testing.assert_allclose(member, solve(rho, y0), rtol=1e-13, atol=1e-13)
-
-
 def test_members_with_their_own_save_times_or_tolerances_step_apart_or_together():
     # Save times that differ between members keep them apart (members first); tolerances
     # that differ are per-member vectors of the one members-last state.

@@ -7,9 +7,9 @@ docs/performance.md). The integrator here keeps only what an explicit Runge–Ku
 needs: the stages, an embedded error estimate and an I-controller for adaptive steps, and
 saving by landing steps exactly on the save times (so no interpolation). It is written for
 one trajectory; `jax.vmap` batches it into the loop a hand-written ensemble code would use,
-except that a batch of solves of small states (and of states augmented with their
+except that a batch of adaptive solves of small states (and of states augmented with their
 sensitivities) runs as one state with the members along its last axis (`_members_last`),
-each member still in its own adaptive steps. It reads the Butcher tableau of any Diffrax explicit
+each member still in its own steps. It reads the Butcher tableau of any Diffrax explicit
 Runge–Kutta solver, and `simulate` takes it by default for every explicit Runge–Kutta solve.
 
 Derivatives: with up to `FORWARD_SENSITIVITY_LIMIT` differentiated scalars (parameters
@@ -451,15 +451,13 @@ def _field(model, args, t, y):
 
 def _integrate(inputs, solver, *, adaptive, max_steps, loop_kind, tracker=None, members_last=False):
     """The lean solve of `inputs` (`LeanInputs`). With `members_last`, a `jax.vmap` batch of
-    solves of small states without an event runs with its members along a trailing axis
-    (`_members_last_solution`): for the primal of a custom derivative rule only, since
-    autodiff through that path is forward mode over `"lax"` loops alone."""
+    adaptive solves of small states without an event runs with its members along a
+    trailing axis (`_adaptive_solution`): for the primal of a custom derivative rule only,
+    since autodiff through that path is forward mode over `"lax"` loops alone."""
     model, args, y0, ts, dt0, rtol, atol, steps_per_interval = inputs
     field = ft.partial(_field, model, args)
-    if members_last and tracker is None and y0.size <= MEMBERS_LAST_STATE_SIZE:
-        return _members_last_solution(
-            inputs, solver, adaptive=adaptive, max_steps=max_steps, loop_kind=loop_kind
-        )
+    if adaptive and members_last and tracker is None and y0.size <= MEMBERS_LAST_STATE_SIZE:
+        return _adaptive_solution(inputs, solver, max_steps=max_steps, loop_kind=loop_kind)
     if adaptive:
         return _solve_adaptive(
             field,
@@ -529,12 +527,11 @@ def _integrate_with_sensitivities(inputs, perturbed, solver, *, adaptive, max_st
     return (run.ys[:, 0], _outcome(run), run.stats), run.ys[:, 1:]
 
 
-def _members_last_solution(inputs, solver, *, adaptive, max_steps, loop_kind):
-    """The solve of a small state without an event, a `jax.vmap` batch of it with its
-    members along a trailing axis."""
+def _adaptive_solution(inputs, solver, *, max_steps, loop_kind):
+    """The adaptive solve of a small state without an event, a `jax.vmap` batch of it with
+    its members along a trailing axis."""
     params, rest = eqx.partition((inputs.model, inputs.args), eqx.is_array)
-    solve = _adaptive_members_last if adaptive else _fixed_members_last
-    return solve(
+    return _adaptive_members_last(
         inputs,
         params,
         rest,
