@@ -316,14 +316,12 @@ def _recording_members_last_solves():
     solved = []
     original = _lean._members_last
 
-    def recording(params, rest, state0, schedule, solve, *, shared, field_of):
+    def recording(params, rest, state0, schedule, solve, **settings):
         def recorded_solve(field, state0, schedule, members_last):
             solved.append((members_last, state0.shape))
             return solve(field, state0, schedule, members_last)
 
-        return original(
-            params, rest, state0, schedule, recorded_solve, shared=shared, field_of=field_of
-        )
+        return original(params, rest, state0, schedule, recorded_solve, **settings)
 
     with mock.patch.object(_lean, "_members_last", recording):
         yield solved
@@ -494,6 +492,49 @@ def test_a_vmapped_adaptive_solve_runs_members_last_each_in_its_own_steps():
     finished = np.asarray(succeeded)
     exact = 1 / (1 - BLOW_UP_KS[finished, None] * ts[None])
     np.testing.assert_allclose(ys[finished], exact, rtol=1e-8)
+
+
+def test_a_vmapped_fixed_step_solve_runs_members_last_as_each_member_alone():
+    rhos = jnp.linspace(20.0, 30.0, 5)
+
+    def solve(rho, y0):
+        model = simlab.models.Lorenz(sigma=10.0, rho=rho, beta=8 / 3)
+        return simlab.simulate(model, y0, TS, adaptive=False, dt0=0.01).ys
+
+    y0s = LORENZ_Y0[None] + 0.1 * jnp.arange(5.0)[:, None]
+    with _recording_members_last_solves() as solved:
+        batched = jax.vmap(solve)(rhos, y0s)
+    assert [shape for members_last, shape in solved if members_last] == [(3, 5)]
+    for rho, y0, member in zip(rhos, y0s, batched, strict=True):
+        np.testing.assert_allclose(member, solve(rho, y0), rtol=1e-13, atol=1e-13)
+
+
+def _fixed_step_loss(params, *, batch_of_one):
+    sigma, rho = params
+    model = simlab.models.Lorenz(sigma=sigma, rho=rho, beta=8 / 3)
+
+    def solve(y0):
+        return simlab.simulate(model, y0, TS, solver="rk4", adaptive=False, dt0=0.01).ys
+
+    ys = jax.vmap(solve)(LORENZ_Y0[None])[0] if batch_of_one else solve(LORENZ_Y0)
+    return jnp.sum(ys**2)
+
+
+def test_a_hessian_through_a_vmap_of_one_fixed_step_solve_is_that_of_the_solve_alone():
+    # Second derivatives batch the solve members first while its primal runs members
+    # last: both must agree that the step counts, shared by all members, do not vary.
+    params = jnp.array([10.0, 28.0])
+    hessian = jax.jit(jax.hessian(_fixed_step_loss), static_argnames="batch_of_one")
+    batched = hessian(params, batch_of_one=True)
+    np.testing.assert_allclose(batched, hessian(params, batch_of_one=False), rtol=1e-12)
+    grad = jax.jit(jax.grad(_fixed_step_loss), static_argnames="batch_of_one")
+    eps = 1e-5
+    central = [
+        (grad(params + eps * e, batch_of_one=False) - grad(params - eps * e, batch_of_one=False))
+        / (2 * eps)
+        for e in jnp.eye(2)
+    ]
+    np.testing.assert_allclose(batched, jnp.stack(central), rtol=1e-6)
 
 
 def test_members_with_their_own_save_times_or_tolerances_step_apart_or_together():

@@ -7,9 +7,9 @@ docs/performance.md). The integrator here keeps only what an explicit Runge–Ku
 needs: the stages, an embedded error estimate and an I-controller for adaptive steps, and
 saving by landing steps exactly on the save times (so no interpolation). It is written for
 one trajectory; `jax.vmap` batches it into the loop a hand-written ensemble code would use,
-except that a batch of adaptive solves of small states (and of states augmented with their
+except that a batch of solves of small states (and of states augmented with their
 sensitivities) runs as one state with the members along its last axis (`_members_last`),
-each member still in its own steps. It reads the Butcher tableau of any Diffrax explicit
+each member still in its own adaptive steps. It reads the Butcher tableau of any Diffrax explicit
 Runge–Kutta solver, and `simulate` takes it by default for every explicit Runge–Kutta solve.
 
 Derivatives: with up to `FORWARD_SENSITIVITY_LIMIT` differentiated scalars (parameters
@@ -451,13 +451,15 @@ def _field(model, args, t, y):
 
 def _integrate(inputs, solver, *, adaptive, max_steps, loop_kind, tracker=None, members_last=False):
     """The lean solve of `inputs` (`LeanInputs`). With `members_last`, a `jax.vmap` batch of
-    adaptive solves of small states without an event runs with its members along a
-    trailing axis (`_adaptive_solution`): for the primal of a custom derivative rule only,
-    since autodiff through that path is forward mode over `"lax"` loops alone."""
+    solves of small states without an event runs with its members along a trailing axis
+    (`_members_last_solution`): for the primal of a custom derivative rule only, since
+    autodiff through that path is forward mode over `"lax"` loops alone."""
     model, args, y0, ts, dt0, rtol, atol, steps_per_interval = inputs
     field = ft.partial(_field, model, args)
-    if adaptive and members_last and tracker is None and y0.size <= MEMBERS_LAST_STATE_SIZE:
-        return _adaptive_solution(inputs, solver, max_steps=max_steps, loop_kind=loop_kind)
+    if members_last and tracker is None and y0.size <= MEMBERS_LAST_STATE_SIZE:
+        return _members_last_solution(
+            inputs, solver, adaptive=adaptive, max_steps=max_steps, loop_kind=loop_kind
+        )
     if adaptive:
         return _solve_adaptive(
             field,
@@ -527,11 +529,12 @@ def _integrate_with_sensitivities(inputs, perturbed, solver, *, adaptive, max_st
     return (run.ys[:, 0], _outcome(run), run.stats), run.ys[:, 1:]
 
 
-def _adaptive_solution(inputs, solver, *, max_steps, loop_kind):
-    """The adaptive solve of a small state without an event, a `jax.vmap` batch of it with
-    its members along a trailing axis."""
+def _members_last_solution(inputs, solver, *, adaptive, max_steps, loop_kind):
+    """The solve of a small state without an event, a `jax.vmap` batch of it with its
+    members along a trailing axis."""
     params, rest = eqx.partition((inputs.model, inputs.args), eqx.is_array)
-    return _adaptive_members_last(
+    solve = _adaptive_members_last if adaptive else _fixed_members_last
+    return solve(
         inputs,
         params,
         rest,
@@ -597,16 +600,20 @@ def _fixed_members_last(inputs, params, rest, state0, solver, *, max_steps, loop
             loop_kind,
         )
 
-    return _members_last(params, rest, state0, schedule, solve, shared=(0, 1), field_of=field_of)
+    return _members_last(
+        params, rest, state0, schedule, solve, shared=(0, 1), field_of=field_of, stats_from=(1,)
+    )
 
 
-def _members_last(params, rest, state0, schedule, solve, *, shared, field_of):
+def _members_last(params, rest, state0, schedule, solve, *, shared, field_of, stats_from=None):
     """`solve(vector_field, state0, schedule, members_last)` (a `_Run`), where
     `vector_field = field_of(field, params, member_shapes)` is built on the model's own
     `field(t, params, y)` (the model and `args` are `params` and `rest` combined). A
     `jax.vmap` batch runs as one state with the members along a trailing axis, unless it
     varies the entries `shared` of `schedule` (the save times, and for fixed steps the step
-    counts), which must be the same for all.
+    counts), which must be the same for all. The solve's statistics depend on the entries
+    `stats_from` of `schedule` alone (fixed steps: the step counts), or on every input
+    (`None`).
 
     `jax.vmap` of the loop would put the members first, and XLA:CPU then keeps the loop's
     arrays member-major: each member's handful of components is a short stride that does
@@ -663,16 +670,28 @@ def _members_last(params, rest, state0, schedule, solve, *, shared, field_of):
     @solve_batched.def_vmap
     def solve_members_last(axis_size, in_batched, leaves):
         (batched,) = in_batched
+        schedule_batched = jax.tree.unflatten(tree, batched)[3]
+        # The derivative rule below batches `run` itself, and the two must agree on which
+        # outputs vary by member: the state always, the rest unless they are shared stats.
+        rest_vary = stats_from is None or any(
+            jax.tree.leaves([schedule_batched[i] for i in stats_from])
+        )
         if axis_size == 1:
             # A batch of one member (a `jax.vmap` over one initial state, say) is that
             # member's solve, which a `jax.vmap` around it then batches, members last.
-            out = solve_batched([x[0] if b else x for x, b in zip(leaves, batched, strict=True)])
-            return jax.tree.map(lambda x: x[None], out), jax.tree.map(lambda _: True, out)
-        schedule_batched = jax.tree.unflatten(tree, batched)[3]
+            ys, *rest = solve_batched(
+                [x[0] if b else x for x, b in zip(leaves, batched, strict=True)]
+            )
+            if rest_vary:
+                rest = jax.tree.map(lambda x: x[None], rest)
+            return (ys[None], *rest), (True, *jax.tree.map(lambda _: rest_vary, rest))
         if any(jax.tree.leaves([schedule_batched[i] for i in shared])):
             # Members with their own save times or step counts step apart.
-            out = jax.vmap(run, in_axes=([0 if b else None for b in batched],))(leaves)
-            return out, jax.tree.map(lambda _: True, out)
+            out_axes = (0, *(0 if rest_vary else None,) * 3)
+            out = jax.vmap(run, in_axes=([0 if b else None for b in batched],), out_axes=out_axes)(
+                leaves
+            )
+            return out, (True, *jax.tree.map(lambda _: rest_vary, out[1:]))
         leaves = [jnp.moveaxis(x, 0, -1) if b else x for x, b in zip(leaves, batched, strict=True)]
         if not batched[state_index]:
             state0 = leaves[state_index]
