@@ -317,9 +317,9 @@ def _recording_members_last_solves():
     original = _lean._members_last
 
     def recording(params, rest, state0, schedule, solve, **settings):
-        def recorded_solve(field, state0, schedule, members_last):
+        def recorded_solve(field, tracker, state0, schedule, members_last):
             solved.append((members_last, state0.shape))
-            return solve(field, state0, schedule, members_last)
+            return solve(field, tracker, state0, schedule, members_last)
 
         return original(params, rest, state0, schedule, recorded_solve, **settings)
 
@@ -535,6 +535,81 @@ def test_a_hessian_through_a_vmap_of_one_fixed_step_solve_is_that_of_the_solve_a
         for e in jnp.eye(2)
     ]
     np.testing.assert_allclose(batched, jnp.stack(central), rtol=1e-6)
+
+
+def _damped_oscillator_crossing(omega, level, **settings):
+    """x'' + 0.2 omega x' + omega^2 x = 0 from x = 1 at rest, in a field that closes over
+    `omega`; the event is x falling through `level`, which the condition closes over."""
+
+    def field(t, y, args):
+        return jnp.stack([y[1], -0.2 * omega * y[1] - omega**2 * y[0]])
+
+    falling_through_level = simlab.Event(lambda t, y, args: y[0] - level, direction=-1)
+    return simlab.simulate(
+        field,
+        jnp.array([1.0, 0.0]),
+        jnp.linspace(0.0, 3.0, 4),
+        event=falling_through_level,
+        rtol=1e-11,
+        atol=1e-12,
+        **settings,
+    )
+
+
+OMEGAS = jnp.array([1.0, 2.0, 3.0])
+
+
+def _first_zero_of_the_damped_oscillator(omega):
+    """x = exp(-0.1 omega t) (cos(w t) + 0.1 omega / w sin(w t)), w = omega sqrt(0.99):
+    first zero where tan(w t) = -w / (0.1 omega)."""
+    w = omega * np.sqrt(0.99)
+    return (np.pi - np.arctan(w / (0.1 * omega))) / w
+
+
+@pytest.mark.parametrize("adaptive", [True, False])
+def test_a_vmapped_event_solve_runs_members_last_with_what_its_functions_close_over(adaptive):
+    settings = dict(adaptive=adaptive, dt0=None if adaptive else 1e-3)
+
+    def event_time(omega, level):
+        return _damped_oscillator_crossing(omega, level, **settings).event_time
+
+    levels = jnp.zeros(3)
+    with _recording_members_last_solves() as solved:
+        times = jax.vmap(event_time)(OMEGAS, levels)
+    assert [shape for members_last, shape in solved if members_last] == [(2, 3)]
+    for omega, level, member in zip(OMEGAS, levels, times, strict=True):
+        np.testing.assert_allclose(member, event_time(omega, level), rtol=1e-13)
+    exact = _first_zero_of_the_damped_oscillator(np.asarray(OMEGAS))
+    np.testing.assert_allclose(times, exact, rtol=1e-9 if adaptive else 1e-8)
+
+
+def test_a_vmapped_solve_of_a_field_that_closes_over_the_swept_value_is_each_members():
+    def solve(omega):
+        def field(t, y, args):
+            return jnp.stack([y[1], -(omega**2) * y[0]])
+
+        return simlab.simulate(field, jnp.array([1.0, 0.0]), TS, rtol=1e-11, atol=1e-12).ys
+
+    batched = jax.vmap(solve)(OMEGAS)
+    for omega, member in zip(OMEGAS, batched, strict=True):
+        np.testing.assert_allclose(member, solve(omega), rtol=1e-13, atol=1e-14)
+    np.testing.assert_allclose(batched[:, :, 0], np.cos(np.outer(OMEGAS, TS)), atol=1e-9)
+
+
+@pytest.mark.parametrize("adjoint", [None, "forward"])
+def test_vmapped_event_time_derivatives_are_each_members_own(adjoint):
+    # The event time scales as 1 / omega: d tau / d omega = -tau / omega. Reverse mode
+    # (`None`) and forward mode differentiate the loop members first.
+    derivative = jax.grad if adjoint is None else jax.jacfwd
+
+    def event_time(omega):
+        return _damped_oscillator_crossing(omega, 0.0, adjoint=adjoint).event_time
+
+    slopes = jax.vmap(derivative(event_time))(OMEGAS)
+    for omega, slope in zip(OMEGAS, slopes, strict=True):
+        np.testing.assert_allclose(slope, derivative(event_time)(omega), rtol=1e-12)
+    exact = _first_zero_of_the_damped_oscillator(np.asarray(OMEGAS))
+    np.testing.assert_allclose(slopes, -exact / np.asarray(OMEGAS), rtol=1e-8)
 
 
 def test_members_with_their_own_save_times_or_tolerances_step_apart_or_together():
