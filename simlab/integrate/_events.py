@@ -170,10 +170,8 @@ def _crossed(direction: int, before: Array, after: Array) -> Array:
 
 def is_undefined(value: Array, y: Array) -> Array:
     """Whether the condition's `value` at the state `y` says nothing: not finite where the
-    state is (a non-finite state is a failure of the solve, reported as such). For a batch
-    with its members along the last axis, `value` is a vector along that axis."""
-    state_axes = tuple(range(jnp.ndim(y) - jnp.ndim(value)))
-    return ~jnp.isfinite(value) & jnp.all(jnp.isfinite(y), axis=state_axes)
+    state is (a non-finite state is a failure of the solve, reported as such)."""
+    return ~jnp.isfinite(value) & jnp.all(jnp.isfinite(y))
 
 
 def event_status(condition_undefined: Array, status: RESULTS) -> RESULTS:
@@ -202,13 +200,9 @@ class Bracket(NamedTuple):
 
 
 def start_bracket(value_fn: Callable, t0: Array, y0: Array) -> Bracket:
-    """The event state before the first step (no step has bracketed a crossing): one per
-    member of a batch with its members along the last axis of `y0`, where `value_fn` gives
-    a vector."""
+    """The event state before the first step (no step has bracketed a crossing)."""
     value = jnp.asarray(value_fn(t0, y0))
-    t0 = jnp.broadcast_to(t0, value.shape)
-    fired = jnp.zeros(value.shape, bool)
-    return Bracket(value, fired, is_undefined(value, y0), t0, y0, jnp.zeros_like(t0))
+    return Bracket(value, jnp.asarray(False), is_undefined(value, y0), t0, y0, jnp.zeros_like(t0))
 
 
 def advance_bracket(

@@ -381,7 +381,7 @@ def _solve_adaptive(
     def any_unfinished(carry: _AdaptiveCarry):
         return eqxi.unvmap_any(unfinished(carry))
 
-    bracket = None if tracker is None else start_bracket(tracker[1], t0, y0)
+    bracket = None if tracker is None else start_bracket(tracker[1], ts[0], y0)
     init = _AdaptiveCarry(
         t=t0,
         y=y0,
@@ -449,21 +449,17 @@ def _field(model, args, t, y):
     return jnp.asarray(model(t, y, args), dtype=y.dtype)
 
 
-def _event_value(event, args, t, y):
-    return event.condition(t, y, args)
-
-
-def _integrate(inputs, solver, *, adaptive, max_steps, loop_kind, event=None, members_last=False):
-    """The lean solve of `inputs` (`LeanInputs`), tracking `event` if given. With
-    `members_last`, a `jax.vmap` batch of solves of small states runs with its members
-    along a trailing axis (`_members_last_solution`)."""
+def _integrate(inputs, solver, *, adaptive, max_steps, loop_kind, tracker=None, members_last=False):
+    """The lean solve of `inputs` (`LeanInputs`). With `members_last`, a `jax.vmap` batch of
+    solves of small states without an event runs with its members along a trailing axis
+    (`_members_last_solution`): for the primal of a custom derivative rule only, since
+    autodiff through that path is forward mode over `"lax"` loops alone."""
     model, args, y0, ts, dt0, rtol, atol, steps_per_interval = inputs
     field = ft.partial(_field, model, args)
-    if members_last and y0.size <= MEMBERS_LAST_STATE_SIZE:
+    if members_last and tracker is None and y0.size <= MEMBERS_LAST_STATE_SIZE:
         return _members_last_solution(
-            inputs, solver, adaptive=adaptive, max_steps=max_steps, loop_kind=loop_kind, event=event
+            inputs, solver, adaptive=adaptive, max_steps=max_steps, loop_kind=loop_kind
         )
-    tracker = None if event is None else (event, ft.partial(_event_value, event, args))
     if adaptive:
         return _solve_adaptive(
             field,
@@ -533,9 +529,9 @@ def _integrate_with_sensitivities(inputs, perturbed, solver, *, adaptive, max_st
     return (run.ys[:, 0], _outcome(run), run.stats), run.ys[:, 1:]
 
 
-def _members_last_solution(inputs, solver, *, adaptive, max_steps, loop_kind, event):
-    """The solve of a small state, a `jax.vmap` batch of it with its members along a
-    trailing axis."""
+def _members_last_solution(inputs, solver, *, adaptive, max_steps, loop_kind):
+    """The solve of a small state without an event, a `jax.vmap` batch of it with its
+    members along a trailing axis."""
     params, rest = eqx.partition((inputs.model, inputs.args), eqx.is_array)
     solve = _adaptive_members_last if adaptive else _fixed_members_last
     return solve(
@@ -547,26 +543,15 @@ def _members_last_solution(inputs, solver, *, adaptive, max_steps, loop_kind, ev
         max_steps=max_steps,
         loop_kind=loop_kind,
         field_of=_model_field,
-        event=event,
     )
 
 
 def _adaptive_members_last(
-    inputs,
-    params,
-    rest,
-    state0,
-    solver,
-    *,
-    max_steps,
-    loop_kind,
-    field_of,
-    primal=None,
-    event=None,
+    inputs, params, rest, state0, solver, *, max_steps, loop_kind, field_of, primal=None
 ):
     """`_solve_adaptive` of `state0` under the vector field `field_of(field, params,
-    member_shapes)` (see `_members_last`), measured by its `primal` part, tracking `event`
-    if given. Each member of a `jax.vmap` batch keeps its own steps."""
+    member_shapes)` (see `_members_last`), measured by its `primal` part. Each member of a
+    `jax.vmap` batch keeps its own steps."""
     model, args, y0, ts, dt0, rtol, atol, _ = inputs
     if dt0 is None:
         # The solution's own first step (Diffrax's rule; not differentiated).
@@ -576,7 +561,7 @@ def _adaptive_members_last(
         )
     schedule = (ts, jnp.asarray(dt0, ts.dtype), rtol, atol)
 
-    def solve(field, tracker, state0, schedule, members_last):
+    def solve(field, state0, schedule, members_last):
         ts, dt0, rtol, atol = schedule
         return _solve_adaptive(
             field,
@@ -589,44 +574,23 @@ def _adaptive_members_last(
             atol,
             max_steps,
             loop_kind,
-            tracker,
             primal=primal,
             members_last=members_last,
         )
 
     return _members_last(
-        params,
-        rest,
-        state0,
-        schedule,
-        solve,
-        y0=y0,
-        shared=(0,),
-        field_of=field_of,
-        event=event,
-        forward_differentiable=loop_kind == "lax",
+        params, rest, state0, schedule, solve, y0=y0, shared=(0,), field_of=field_of
     )
 
 
-def _fixed_members_last(
-    inputs,
-    params,
-    rest,
-    state0,
-    solver,
-    *,
-    max_steps,
-    loop_kind,
-    field_of,
-    event=None,
-):
+def _fixed_members_last(inputs, params, rest, state0, solver, *, max_steps, loop_kind, field_of):
     """`_solve_fixed` of `state0` under the vector field `field_of(field, params,
-    member_shapes)` (see `_members_last`), tracking `event` if given: the same steps for
-    every member of a `jax.vmap` batch (unless their save times or step counts differ)."""
+    member_shapes)` (see `_members_last`): the same steps for every member of a `jax.vmap`
+    batch (unless their save times or step counts differ)."""
     steps = inputs.steps_per_interval
     schedule = (inputs.ts, None if isinstance(steps, int) else steps)
 
-    def solve(field, tracker, state0, schedule, members_last):
+    def solve(field, state0, schedule, members_last):
         ts, steps_array = schedule
         return _solve_fixed(
             field,
@@ -636,7 +600,6 @@ def _fixed_members_last(
             steps if steps_array is None else steps_array,
             max_steps,
             loop_kind,
-            tracker,
         )
 
     return _members_last(
@@ -649,9 +612,6 @@ def _fixed_members_last(
         shared=(0, 1),
         field_of=field_of,
         stats_from=(1,),
-        event=event,
-        # A static number of steps runs in a scan, which both modes differentiate.
-        forward_differentiable=loop_kind == "lax" or isinstance(steps, int),
     )
 
 
@@ -681,27 +641,12 @@ def _with_closed_over_tracers_held(fn: Callable, *example: Any) -> Callable:
     return _TracedFunction(traced.jaxpr, jax.tree.structure(out_shape), list(traced.consts))
 
 
-def _members_last(
-    params,
-    rest,
-    state0,
-    schedule,
-    solve,
-    *,
-    y0,
-    shared,
-    field_of,
-    stats_from=None,
-    event=None,
-    forward_differentiable=True,
-):
-    """`solve(vector_field, tracker, state0, schedule, members_last)` (a `_Run`), where
+def _members_last(params, rest, state0, schedule, solve, *, y0, shared, field_of, stats_from=None):
+    """`solve(vector_field, state0, schedule, members_last)` (a `_Run`), where
     `vector_field = field_of(field, params, member_shapes)` is built on the model's own
     `field(t, params, y)` (the model and `args` are `params` and `rest` combined; `y0` is
-    one member's initial state, as the model sees it), and `tracker` is `(event, value_fn)`
-    or `None` without an event.
-
-    A `jax.vmap` batch runs as one state with the members along a trailing axis, unless it
+    one member's initial state, as the model sees it). A
+    `jax.vmap` batch runs as one state with the members along a trailing axis, unless it
     varies the entries `shared` of `schedule` (the save times, and for fixed steps the step
     counts), which must be the same for all. The solve's statistics depend on the entries
     `stats_from` of `schedule` alone (fixed steps: the step counts), or on every input
@@ -712,77 +657,56 @@ def _members_last(
     not vectorise. With the members last every stage works on contiguous rows of members,
     and a large batch's stage states are stored once (`_stage_storer`) where the
     members-first layout recomputes them.
-
-    Derivatives go through the loop members first: in forward mode where the loop allows
-    it (`forward_differentiable`: `"lax"` loops and scans), else in reverse mode only.
     """
     rest_arrays, rest_static = eqx.partition(rest, eqx.is_array)
 
-    def member_function(fn):
-        """`fn(model, args, t, y)` as a module called `(params, rest_arrays, t, y)` that holds
-        the arrays the model and `fn` close over (a model that is a function of a swept
-        value, say). The batching rule refuses batched values its function closes over:
-        held in the module, they are inputs of the solve, batched like `params`."""
+    def member_field(p, r, t, y):
+        model, args = eqx.combine(p, r, rest_static)
+        return _field(model, args, t, y)
 
-        def member(p, r, t, y):
-            model, args = eqx.combine(p, r, rest_static)
-            return fn(model, args, t, y)
-
-        return _with_closed_over_tracers_held(member, params, rest_arrays, schedule[0][0], y0)
-
-    functions = [member_function(_field)]
-    if event is not None:
-        functions.append(member_function(lambda model, args, t, y: _event_value(event, args, t, y)))
-    function_arrays, function_static = eqx.partition(functions, eqx.is_array)
+    # What the model closes over goes into the rule as its own leaves.
+    member_field = _with_closed_over_tracers_held(
+        member_field, params, rest_arrays, schedule[0][0], y0
+    )
+    field_arrays, field_static = eqx.partition(member_field, eqx.is_array)
     # Flat lists of arrays in and out of `custom_vmap`: its forward-mode rule cannot take
     # pytrees with `None` in them.
-    leaves, tree = jax.tree.flatten((params, rest_arrays, function_arrays, state0, schedule))
+    leaves, tree = jax.tree.flatten((params, rest_arrays, field_arrays, state0, schedule))
     num_params = len(jax.tree.leaves(params))
-    state_index = len(jax.tree.leaves((params, rest_arrays, function_arrays)))
+    state_index = len(jax.tree.leaves((params, rest_arrays, field_arrays)))
 
     def run(leaves, member_axes=None):
-        """`((ys, finished, nonfinite_time, bracket), stats)`; `member_axes[i]` is -1 where
-        the members lie along the last axis of `leaves[i]` (and then of the state, always),
+        """`(ys, finished, nonfinite_time, stats)`; `member_axes[i]` is -1 where the
+        members lie along the last axis of `leaves[i]` (and then of the state, always),
         `None` where the leaf is shared."""
-        params, rest_arrays, function_arrays, state0, schedule = jax.tree.unflatten(tree, leaves)
-        if member_axes is not None:
-            axes = jax.tree.unflatten(tree, member_axes)
+        params, rest_arrays, field_arrays, state0, schedule = jax.tree.unflatten(tree, leaves)
 
-        def on_members(index):
-            """`functions[index]` as `(t, params, y)`, on every member."""
-
-            def member(arrays, p, r, t, y):
-                return eqx.combine(arrays, function_static[index])(p, r, t, y)
-
-            def call(t, p, y):
-                if member_axes is None:
-                    return member(function_arrays[index], p, rest_arrays, t, y)
-                # With adaptive steps each member has its own time: `t` is then a vector.
-                time_axis = 0 if jnp.ndim(t) else None
-                in_axes = (axes[2][index], axes[0], axes[1], time_axis, -1)
-                batched = jax.vmap(member, in_axes=in_axes, out_axes=-1)
-                return batched(function_arrays[index], p, rest_arrays, t, y)
-
-            return call
+        def member(arrays, p, r, t, y):
+            return eqx.combine(arrays, field_static)(p, r, t, y)
 
         member_shapes = None
         if member_axes is not None:
+            params_axes, rest_axes, field_axes, _, _ = jax.tree.unflatten(tree, member_axes)
             member_shapes = [
                 () if a is None else state0.shape[-1:] for a in member_axes[:num_params]
             ]
-        tracker = None
-        if event is not None:
-            value = on_members(1)
-            tracker = (event, lambda t, y: value(t, params, y))
+
+        def field(t, p, y):
+            if member_axes is None:
+                return member(field_arrays, p, rest_arrays, t, y)
+            # With adaptive steps each member has its own time: `t` is then a vector.
+            time_axis = 0 if jnp.ndim(t) else None
+            in_axes = (field_axes, params_axes, rest_axes, time_axis, -1)
+            batched_field = jax.vmap(member, in_axes=in_axes, out_axes=-1)
+            return batched_field(field_arrays, p, rest_arrays, t, y)
+
         solution = solve(
-            field_of(on_members(0), params, member_shapes),
-            tracker,
+            field_of(field, params, member_shapes),
             state0,
             schedule,
             member_axes is not None,
         )
-        per_member = (solution.ys, solution.finished, solution.nonfinite_time, solution.bracket)
-        return per_member, solution.stats
+        return solution.ys, solution.finished, solution.nonfinite_time, solution.stats
 
     @jax.custom_batching.custom_vmap
     def solve_batched(leaves):
@@ -792,64 +716,48 @@ def _members_last(
     def solve_members_last(axis_size, in_batched, leaves):
         (batched,) = in_batched
         schedule_batched = jax.tree.unflatten(tree, batched)[4]
-        # The derivative rules below batch `run` itself, and the two must agree on which
-        # outputs vary by member: all but the statistics of fixed steps.
-        stats_vary = stats_from is None or any(
+        # The derivative rule below batches `run` itself, and the two must agree on which
+        # outputs vary by member: the state always, the rest unless they are shared stats.
+        rest_vary = stats_from is None or any(
             jax.tree.leaves([schedule_batched[i] for i in stats_from])
         )
-
-        def out_batched(out):
-            per_member, stats = out
-            return jax.tree.map(lambda _: True, per_member), jax.tree.map(
-                lambda _: stats_vary, stats
-            )
-
         if axis_size == 1:
             # A batch of one member (a `jax.vmap` over one initial state, say) is that
             # member's solve, which a `jax.vmap` around it then batches, members last.
-            per_member, stats = solve_batched(
+            ys, *rest = solve_batched(
                 [x[0] if b else x for x, b in zip(leaves, batched, strict=True)]
             )
-            out = (
-                jax.tree.map(lambda x: x[None], per_member),
-                jax.tree.map(lambda x: x[None], stats) if stats_vary else stats,
-            )
-            return out, out_batched(out)
+            if rest_vary:
+                rest = jax.tree.map(lambda x: x[None], rest)
+            return (ys[None], *rest), (True, *jax.tree.map(lambda _: rest_vary, rest))
         if any(jax.tree.leaves([schedule_batched[i] for i in shared])):
             # Members with their own save times or step counts step apart.
-            in_axes = ([0 if b else None for b in batched],)
-            out = jax.vmap(run, in_axes=in_axes, out_axes=(0, 0 if stats_vary else None))(leaves)
-            return out, out_batched(out)
+            out_axes = (0, *(0 if rest_vary else None,) * 3)
+            out = jax.vmap(run, in_axes=([0 if b else None for b in batched],), out_axes=out_axes)(
+                leaves
+            )
+            return out, (True, *jax.tree.map(lambda _: rest_vary, out[1:]))
         leaves = [jnp.moveaxis(x, 0, -1) if b else x for x, b in zip(leaves, batched, strict=True)]
         if not batched[state_index]:
             state0 = leaves[state_index]
             leaves[state_index] = jnp.broadcast_to(state0[..., None], (*state0.shape, axis_size))
-        per_member, stats = run(leaves, [-1 if b else None for b in batched])
-        # Every per-member output has the members along its last axis.
-        out = jax.tree.map(lambda x: jnp.moveaxis(x, -1, 0), per_member), stats
-        return out, out_batched(out)
+        out = run(leaves, [-1 if b else None for b in batched])
+        ys, rest_of_out = jnp.moveaxis(out[0], -1, 0), out[1:]
+        # Per-member outputs (adaptive steps) have the members along their only axis.
+        rest_batched = jax.tree.map(lambda x: jnp.ndim(x) > 0, rest_of_out)
+        return (ys, *rest_of_out), (True, *rest_batched)
 
-    if forward_differentiable:
-        solve_leaves = jax.custom_jvp(solve_batched)
+    @jax.custom_jvp
+    def solve_leaves(leaves):
+        return solve_batched(leaves)
 
-        @solve_leaves.defjvp
-        def solve_jvp(primals, tangents):
-            # Derivatives of the sensitivities (second order) batch members first.
-            return jax.jvp(run, primals, tangents)
+    @solve_leaves.defjvp
+    def solve_jvp(primals, tangents):
+        # Derivatives of the sensitivities (second order) batch members first.
+        return jax.jvp(run, primals, tangents)
 
-    else:
-        solve_leaves = jax.custom_vjp(solve_batched)
-
-        def solve_fwd(leaves):
-            return jax.vjp(run, leaves)
-
-        def solve_bwd(vjp_run, cotangents):
-            return vjp_run(cotangents)
-
-        solve_leaves.defvjp(solve_fwd, solve_bwd)
-
-    (ys, finished, nonfinite_time, bracket), stats = solve_leaves(leaves)
-    return _Run(ys, finished, stats, bracket, nonfinite_time)
+    ys, finished, nonfinite_time, stats = solve_leaves(leaves)
+    return _Run(ys, finished, stats, None, nonfinite_time)
 
 
 def _model_field(field, params, member_shapes=None):
@@ -1124,14 +1032,15 @@ def _solve_with_event(inputs, event, *, solver, adaptive, max_steps, loop_kind):
     """The lean solve, differentiated through its loop, with or without an event."""
     model, args, y0, ts = inputs.model, inputs.args, inputs.y0, inputs.ts
     vector_field = ft.partial(_field, model, args)
+    tracker = None
+    if event is not None:
+
+        def value_fn(t, y):
+            return event.condition(t, y, args)
+
+        tracker = (event, value_fn)
     ys, finished, stats, bracket, nonfinite_time = _integrate(
-        inputs,
-        solver,
-        adaptive=adaptive,
-        max_steps=max_steps,
-        loop_kind=loop_kind,
-        event=event,
-        members_last=True,
+        inputs, solver, adaptive=adaptive, max_steps=max_steps, loop_kind=loop_kind, tracker=tracker
     )
     result = _status(finished, nonfinite_time)
     stats = {**stats, "max_steps": jnp.asarray(max_steps)}
@@ -1141,7 +1050,6 @@ def _solve_with_event(inputs, event, *, solver, adaptive, max_steps, loop_kind):
     def step_fn(t, y, f, h):
         return _runge_kutta_step(vector_field, solver.tableau, t, y, f, h)[0]
 
-    value_fn = ft.partial(_event_value, event, args)
     time, state = locate_event(value_fn, vector_field, step_fn, bracket)
     result = event_status(bracket.undefined, result)
     if event.terminate:
