@@ -429,7 +429,10 @@ def _adaptive_loop(solver, flat_field, ts, dt0, tols, carry, max_steps, loop_kwa
         return running & _running(tracker, c)
 
     def body_fn(c):
-        h = jnp.minimum(c.h, t1 - c.t)
+        # A finished member of a vmapped batch runs the body too, its results discarded. A
+        # step of zero from `t1` would give it NaN and, times the zero cotangent of the
+        # discarded results, NaN derivatives: it keeps its last step size instead.
+        h = jnp.where(c.t < t1, jnp.minimum(c.h, t1 - c.t), c.h)
         last = c.t + h >= t1
         att = solver.attempt(flat_field, c.t, c.y, h, c.state, tols, mass)
         accepted = att.accepted & (att.result == RESULTS.successful)
