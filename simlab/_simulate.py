@@ -19,6 +19,7 @@ from jaxtyping import Array, ArrayLike, Real
 from ._misc import Integer, is_concrete, warn_at_caller
 from ._options import DEFAULT_MAX_STEPS, SolveOptions, merged_options, tolerances
 from ._results import RESULTS, SimulationError, Trajectory, quoted_status
+from .integrate._closures import with_closed_over_tracers_held
 from .integrate._events import Event, check_event
 from .integrate._interface import AbstractIntegrator, Problem, Solution
 from .integrate._loops import fixed_steps_per_interval
@@ -73,7 +74,10 @@ def simulate(
 
     **Arguments:**
 
-    - `model`: a [`simlab.models.AbstractModel`][] or any callable `f(t, y, args)`.
+    - `model`: a [`simlab.models.AbstractModel`][] or any callable `f(t, y, args)`. A
+      function may close over the values that `jax.grad` or `jax.vmap` transforms (a
+      field defined inside the loss, say): they are differentiated and batched as if
+      passed in `args`.
     - `y0`: the initial state at `ts[0]`, of shape `model.state_shape`.
     - `ts`: strictly increasing save times; the solve runs from `ts[0]` to `ts[-1]`.
     - `options`: all the solve settings below as one [`simlab.SolveOptions`][]; pass
@@ -186,7 +190,8 @@ def simulate(
     options = merged_options(options, keywords)
     given_ts, ts = ts, checked_ts(ts)
     y0 = checked_y0(model, y0)
-    _check_vector_field(model, ts, y0, args)
+    field, returned = with_closed_over_tracers_held(model, ts[0], y0, args)
+    _check_vector_field(model, returned, y0)
     check_event(event, ts[0], y0, args)
     rtol, atol = tolerances(options, y0.dtype)
     chosen, choice = _solver(model, y0, ts, options, rtol, atol)
@@ -212,7 +217,10 @@ def simulate(
         _raise_for_inputs(inputs, step, model, chosen)
     # As arrays these are traced by the compiled solve, so new values never recompile it.
     problem = Problem(
-        model=model,
+        # A plain function that closes over traced values (a field defined inside the
+        # function `jax.grad` or `jax.vmap` transforms) comes as a module that holds them,
+        # for the solve's derivative and batching rules; modules hold theirs as leaves.
+        model=model if isinstance(model, eqx.Module) else field,
         ts=ts,
         y0=y0,
         args=args,
@@ -395,9 +403,8 @@ def _component_names(model: AbstractModel) -> str:
     return str(list(names)) if len(names) < 8 else f"({len(names)} components)"
 
 
-def _check_vector_field(model, ts, y0, args) -> None:
+def _check_vector_field(model, returned, y0) -> None:
     """The vector field must return the state's shape (a broadcast would pass silently)."""
-    returned = jax.eval_shape(model, ts[0], y0, args)
     shape = getattr(returned, "shape", None)
     if shape != y0.shape:
         raise ValueError(

@@ -234,3 +234,35 @@ def test_sweeps_and_fits_solve_heat_as_a_direct_call_would():
         progress=False,
     )
     np.testing.assert_allclose(fitted.params["diffusivity"], 1.0, rtol=1e-5)
+
+
+CLOSURE_OMEGAS = jnp.array([1.0, 2.0, 3.0])  # the members take different numbers of steps
+CLOSURE_TS = jnp.linspace(0.0, 1.0, 3)
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        dict(),
+        dict(adjoint="forward"),
+        dict(adaptive=False, dt0=1e-3),
+        dict(integrator="diffrax"),
+        dict(solver="rodas5p"),
+    ],
+    ids=["lean", "lean-forward", "lean-fixed", "diffrax", "stiff"],
+)
+def test_derivatives_through_a_field_that_closes_over_the_parameter(settings):
+    # x'' = -omega^2 x from x = 1 at rest: x(1) = cos(omega), d x(1) / d omega = -sin(omega).
+    derivative = jax.jacfwd if settings.get("adjoint") == "forward" else jax.grad
+    tolerances = {} if settings.get("adaptive") is False else dict(rtol=1e-10, atol=1e-12)
+
+    def final_x(omega):
+        def field(t, y, args):
+            return jnp.stack([y[1], -(omega**2) * y[0]])
+
+        ys = simlab.simulate(field, jnp.array([1.0, 0.0]), CLOSURE_TS, **tolerances, **settings).ys
+        return ys[-1, 0]
+
+    slopes = jax.vmap(derivative(final_x))(CLOSURE_OMEGAS)
+    np.testing.assert_allclose(slopes, -np.sin(CLOSURE_OMEGAS), rtol=1e-8)
+    np.testing.assert_allclose(derivative(final_x)(CLOSURE_OMEGAS[1]), slopes[1], rtol=1e-10)

@@ -37,6 +37,7 @@ import numpy as np
 from jaxtyping import Array
 
 from .._results import RESULTS
+from ._closures import with_closed_over_tracers_held
 from ._events import (
     Event,
     advance_bracket,
@@ -615,32 +616,6 @@ def _fixed_members_last(inputs, params, rest, state0, solver, *, max_steps, loop
     )
 
 
-class _TracedFunction(eqx.Module):
-    """A function traced once, holding the values it closes over as its leaves."""
-
-    jaxpr: Any = eqx.field(static=True)
-    out_tree: Any = eqx.field(static=True)
-    closed_over: list
-
-    def __call__(self, *args: Any) -> Any:
-        out = jax.core.eval_jaxpr(self.jaxpr, self.closed_over, *jax.tree.leaves(args))
-        return jax.tree.unflatten(self.out_tree, out)
-
-
-def _with_closed_over_tracers_held(fn: Callable, *example: Any) -> Callable:
-    """`fn`, or where it closes over traced values (a model that is a function of a swept
-    value, say) `fn` traced at `example` as a `_TracedFunction` that holds them.
-
-    A `jax.custom_batching.custom_vmap` rule refuses batched values its function closes
-    over; held as leaves, they are inputs like any other. A function that closes over none
-    is kept as it is: a traced one would replay the trace's casts of varying axes inside
-    `shard_map`, which hold only for the example's."""
-    traced, out_shape = jax.make_jaxpr(fn, return_shape=True)(*example)
-    if not any(isinstance(value, jax.core.Tracer) for value in traced.consts):
-        return fn
-    return _TracedFunction(traced.jaxpr, jax.tree.structure(out_shape), list(traced.consts))
-
-
 def _members_last(params, rest, state0, schedule, solve, *, y0, shared, field_of, stats_from=None):
     """`solve(vector_field, state0, schedule, members_last)` (a `_Run`), where
     `vector_field = field_of(field, params, member_shapes)` is built on the model's own
@@ -665,7 +640,7 @@ def _members_last(params, rest, state0, schedule, solve, *, y0, shared, field_of
         return _field(model, args, t, y)
 
     # What the model closes over goes into the rule as its own leaves.
-    member_field = _with_closed_over_tracers_held(
+    member_field, _ = with_closed_over_tracers_held(
         member_field, params, rest_arrays, schedule[0][0], y0
     )
     field_arrays, field_static = eqx.partition(member_field, eqx.is_array)
