@@ -43,6 +43,8 @@ LEAN_ADJOINTS = tuple(LEAN_DERIVATIVES)
 STABLE_STEP_SAFETY = 0.9  # a step at the exact limit leaves the fastest mode undamped
 # What JAX raises for forward mode through a custom_vjp (reverse-mode-only) function.
 FORWARD_MODE_REFUSAL = "can't apply forward-mode autodiff (jvp) to a custom_vjp function"
+# What JAX raises for a loop whose carry gains varying mesh axes inside `jax.shard_map`.
+VARYING_AXES_REFUSAL = "the manual axis types do not match"
 EVENT_ROOT_TOLERANCE = 1e-12  # on the event time, relative and absolute (Newton on Diffrax)
 STOCHASTIC_BLOW_UP_REMEDY = (
     " For a stochastic model at fixed steps: pass a smaller dt0, or solver='spark' with "
@@ -262,10 +264,19 @@ def simulate(
 
 def _solve(integrator: AbstractIntegrator, problem: Problem) -> Solution:
     """`integrator.solve(problem)`, where JAX's refusal of forward mode through a solve that
-    differentiates in reverse mode only says which adjoint to pass instead."""
+    differentiates in reverse mode only says which adjoint to pass instead, and its refusal
+    of the solve's loops inside a `jax.shard_map` that checks varying axes says how to run
+    it there."""
     try:
         return integrator.solve(problem)
     except TypeError as error:
+        if VARYING_AXES_REFUSAL in str(error):
+            raise ValueError(
+                "simulate cannot run inside a jax.shard_map that checks varying mesh axes: "
+                "its loops carry values that vary over the mesh together with ones that do "
+                "not. Pass check_vma=False to jax.shard_map (simulate itself uses no collectives), "
+                "or use simlab.parallel.shard_map_over_members."
+            ) from error
         if FORWARD_MODE_REFUSAL not in str(error):
             raise
         # Integrators without a forward adjoint differentiate forward through their loop.

@@ -1,6 +1,7 @@
 """Meshes, the shard_map helper, and a sweep over two real processes on 127.0.0.1."""
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from _cluster import assert_workers_succeed, start_workers
@@ -32,6 +33,30 @@ def test_shard_map_helper_runs_a_per_device_function():
     )
     rows = simlab.parallel.shard_rows(np.arange(4.0), mesh)
     np.testing.assert_array_equal(np.asarray(jax.jit(square)(rows)), np.arange(4.0) ** 2)
+
+
+def test_simulate_in_a_shard_map_runs_unchecked_and_says_so_when_checked():
+    mesh = simlab.parallel.member_mesh()
+    spec = jax.sharding.PartitionSpec("members")
+    ts = jnp.linspace(0.0, 1.0, 3)
+
+    def final_states(rates):
+        def final(rate):
+            decay = simlab.simulate(
+                lambda t, y, k: -k * y, jnp.ones(1), ts, args=rate, rtol=1e-10, atol=1e-12
+            )
+            return decay.ys[-1, 0]
+
+        return jax.vmap(final)(rates)
+
+    rates = jnp.linspace(0.5, 2.0, 8)
+    helper = simlab.parallel.shard_map_over_members(
+        final_states, mesh, in_specs=(spec,), out_specs=spec
+    )
+    np.testing.assert_allclose(jax.jit(helper)(rates), np.exp(-np.asarray(rates)), rtol=1e-8)
+    checked = jax.shard_map(final_states, mesh=mesh, in_specs=(spec,), out_specs=spec)
+    with pytest.raises(ValueError, match="Pass check_vma=False to jax.shard_map"):
+        jax.jit(checked)(rates)
 
 
 def test_bad_input_is_refused_with_a_clear_message():
