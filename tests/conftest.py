@@ -156,6 +156,10 @@ LONG_TESTS = {
     "test_lean.py::test_sensitivities_give_the_derivatives_of_the_loop_in_both_modes[True]",
     "test_walled_flow.py::test_cavity_matches_ghia_at_re_1000",
     "test_sde_adaptive.py::test_reverse_mode_gradient_equals_forward_mode_and_the_exact_derivative",
+    # Half a minute of compiling each; the fast suite checks vmapped Rodas5P gradients on
+    # test_integrators.py's closure case.
+    "test_stiff.py::test_vmapped_gradients_are_each_members_own[radau5]",
+    "test_stiff.py::test_vmapped_gradients_are_each_members_own[rodas5p]",
 }
 
 
