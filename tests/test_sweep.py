@@ -8,7 +8,8 @@ import pytest
 from helpers import LOTKA_VOLTERRA, without_type_checks
 
 import simlab
-from simlab._sweep._execute import compiled_chunk
+from simlab._sweep import _execute
+from simlab._sweep._execute import compiled_chunk, vmapped_in_groups
 from simlab.models import AbstractODEModel, parameter
 
 Y0 = jnp.array([30.0, 4.0])
@@ -151,6 +152,40 @@ def test_chunks_share_one_compiled_function(grid_result):
     )
     assert compiled_chunk._cache_size() == compiled_before
     assert other.stats["chunks_computed"] == 2
+
+
+@pytest.mark.parametrize(
+    ("num_rows", "group_size", "num_groups"), [(9, 3, 3), (7, 3, 3), (5, 8, 1)]
+)
+def test_rows_computed_in_groups_equal_one_vmap(num_rows, group_size, num_groups):
+    def fn(row):
+        return {"sum": jnp.sum(row), "outer": jnp.outer(row, row)}
+
+    rows = jnp.arange(num_rows * 2.0).reshape(num_rows, 2)
+    grouped = vmapped_in_groups(fn, rows, group_size)
+    jax.tree.map(np.testing.assert_array_equal, grouped, jax.vmap(fn)(rows))
+    loops = [
+        e
+        for e in jax.make_jaxpr(vmapped_in_groups, static_argnums=(0, 2))(fn, rows, group_size).eqns
+        if e.primitive.name == "scan"
+    ]
+    assert [e.params["length"] for e in loops] == ([num_groups] if num_groups > 1 else [])
+
+
+def test_a_chunk_run_in_groups_equals_a_loop(monkeypatch):
+    """On a CPU a chunk's members run in groups, one after another (3 of 3 members here)."""
+    monkeypatch.setattr(_execute, "CPU_GROUP_SIZE", 3)
+
+    def final_prey(trajectory):  # a new observable: the chunk function is traced anew
+        return {"final_prey": trajectory.ys[-1, 0]}
+
+    one_device = simlab.parallel.member_mesh(jax.devices()[:1])
+    result = lotka_volterra_sweep(observable=final_prey, chunk_size=9, mesh=one_device)
+    rows = [(a, b) for a in ALPHAS for b in BETAS]
+    np.testing.assert_allclose(
+        result.observables["final_prey"], loop_final_states(rows)[:, 0], rtol=1e-10
+    )
+    assert result.stats["num_chunks"] == 1
 
 
 def test_zip_and_samples_modes_equal_a_loop(grid_result):

@@ -28,6 +28,12 @@ RESERVED_NAMES = ("status", "member")
 # (with one more chunk's outputs: the next chunk starts before they are copied back).
 MEMORY_BUDGET_BYTES = 256 * 2**20
 MAX_CHUNK_SIZE = 8192
+# On a CPU a vmapped solve costs in proportion to its width for as long as its slowest
+# member runs, so a chunk's members run in groups of at most this many, one group after
+# another: a group of neighbouring members (which take similar steps in a grid) stops
+# when its own slowest does. Narrower groups would pay the loop's fixed cost per step
+# more often. An accelerator runs the whole width at once, so there a chunk is one group.
+CPU_GROUP_SIZE = 256
 
 
 def member_outputs(
@@ -161,7 +167,8 @@ def compiled_chunk(arrays, values, statics: ChunkStatics):
             event=event,
             key_data=key_data,
         )
-        return jax.vmap(member)(values)
+        group_size = CPU_GROUP_SIZE if _platform(statics.mesh) == "cpu" else None
+        return vmapped_in_groups(member, values, group_size)
 
     sharded = shard_map_over_members(
         run_shard,
@@ -170,6 +177,25 @@ def compiled_chunk(arrays, values, statics: ChunkStatics):
         out_specs=PartitionSpec(MEMBER_AXIS),
     )
     return sharded(arrays, values)
+
+
+def _platform(mesh: Mesh) -> str:
+    return mesh.devices.flat[0].platform
+
+
+def vmapped_in_groups(fn: Callable, rows: jax.Array, group_size: int | None):
+    """`jax.vmap(fn)(rows)`, computed in equal groups of at most `group_size` rows one
+    after another (`None`: one group). The rows are padded with copies of the first to a
+    multiple of the group count, and the padding dropped."""
+    num_rows = rows.shape[0]
+    num_groups = 1 if group_size is None else -(-num_rows // group_size)
+    if num_groups == 1:
+        return jax.vmap(fn)(rows)
+    size = -(-num_rows // num_groups)
+    padding = jnp.broadcast_to(rows[:1], (num_groups * size - num_rows, *rows.shape[1:]))
+    groups = jnp.concatenate([rows, padding]).reshape(num_groups, size, *rows.shape[1:])
+    outputs = jax.lax.map(jax.vmap(fn), groups)
+    return jax.tree.map(lambda x: x.reshape(num_groups * size, *x.shape[2:])[:num_rows], outputs)
 
 
 class _Abstract(NamedTuple):
