@@ -9,7 +9,7 @@ from helpers import LOTKA_VOLTERRA, without_type_checks
 
 import simlab
 from simlab._sweep import _execute
-from simlab._sweep._execute import compiled_chunk, vmapped_in_groups
+from simlab._sweep._execute import compiled_chunk, member_group_size, vmapped_in_groups
 from simlab.models import AbstractODEModel, parameter
 
 Y0 = jnp.array([30.0, 4.0])
@@ -170,6 +170,12 @@ def test_rows_computed_in_groups_equal_one_vmap(num_rows, group_size, num_groups
         if e.primitive.name == "scan"
     ]
     assert [e.params["length"] for e in loops] == ([num_groups] if num_groups > 1 else [])
+
+
+def test_members_of_deterministic_models_run_in_groups_on_a_cpu():
+    mesh = simlab.parallel.member_mesh(jax.devices()[:1])
+    assert member_group_size(mesh, stochastic=False) == _execute.CPU_GROUP_SIZE
+    assert member_group_size(mesh, stochastic=True) is None  # wide draws use every core
 
 
 def test_a_chunk_run_in_groups_equals_a_loop(monkeypatch):

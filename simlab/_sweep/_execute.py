@@ -32,7 +32,10 @@ MAX_CHUNK_SIZE = 8192
 # member runs, so a chunk's members run in groups of at most this many, one group after
 # another: a group of neighbouring members (which take similar steps in a grid) stops
 # when its own slowest does. Narrower groups would pay the loop's fixed cost per step
-# more often. An accelerator runs the whole width at once, so there a chunk is one group.
+# more often. An accelerator runs the whole width at once, so there a chunk is one group,
+# and so are the paths of a stochastic model: their draws are wide operations that
+# XLA:CPU spreads over the cores, which narrow groups lose (8192 Ornstein-Uhlenbeck paths
+# took 1.4-1.9 times as long in groups of 256 on two cores).
 CPU_GROUP_SIZE = 256
 
 
@@ -167,7 +170,7 @@ def compiled_chunk(arrays, values, statics: ChunkStatics):
             event=event,
             key_data=key_data,
         )
-        group_size = CPU_GROUP_SIZE if _platform(statics.mesh) == "cpu" else None
+        group_size = member_group_size(statics.mesh, stochastic=key_data is not None)
         return vmapped_in_groups(member, values, group_size)
 
     sharded = shard_map_over_members(
@@ -179,8 +182,10 @@ def compiled_chunk(arrays, values, statics: ChunkStatics):
     return sharded(arrays, values)
 
 
-def _platform(mesh: Mesh) -> str:
-    return mesh.devices.flat[0].platform
+def member_group_size(mesh: Mesh, *, stochastic: bool) -> int | None:
+    """How many members of a chunk run at once on each device of `mesh` (`None`: all)."""
+    on_cpu = mesh.devices.flat[0].platform == "cpu"
+    return CPU_GROUP_SIZE if on_cpu and not stochastic else None
 
 
 def vmapped_in_groups(fn: Callable, rows: jax.Array, group_size: int | None):

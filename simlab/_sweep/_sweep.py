@@ -85,13 +85,13 @@ def sweep(
     with its own values $\theta_m$ of the swept quantities. Members are run in chunks: a chunk
     is vmapped on each device and split over the devices of `mesh` with `jax.shard_map`; the
     chunk function is compiled once and reused for every chunk (the last one is padded, and
-    the padding dropped). On a CPU a chunk's members run in groups of 256, one group after
-    another, so that a group of neighbouring members stops when its own slowest does (see
-    the sweeps guide). Each chunk starts before the previous one's results are copied
-    back, so that the host's work overlaps the devices'. Under `jax.distributed` every
-    process runs the same call and computes its share of each chunk. A member whose solve
-    fails is recorded with its status and its observables set to `NaN`; it never stops the
-    sweep.
+    the padding dropped). On a CPU a deterministic model's members run in groups of 256,
+    one group after another, so that a group of neighbouring members stops when its own
+    slowest does (see the sweeps guide). Each chunk starts before the previous one's
+    results are copied back, so that the host's work overlaps the devices'. Under
+    `jax.distributed` every process runs the same call and computes its share of each
+    chunk. A member whose solve fails is recorded with its status and its observables set
+    to `NaN`; it never stops the sweep.
 
     **Arguments:**
 
