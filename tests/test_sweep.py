@@ -69,6 +69,7 @@ def test_grid_sweep_equals_a_loop_of_simulate(grid_result):
 
 def test_last_chunk_is_padded_and_the_padding_dropped(grid_result):
     assert grid_result.stats["num_chunks"] == 3  # 9 members in chunks of 4
+    assert grid_result.stats["group_size"] == 4 // jax.device_count()  # one group per device
     assert grid_result.observables["final_state"].shape == (9, 2)
     assert grid_result.status.shape == (9,)
 
@@ -191,7 +192,7 @@ def test_a_chunk_run_in_groups_equals_a_loop(monkeypatch):
     np.testing.assert_allclose(
         result.observables["final_prey"], loop_final_states(rows)[:, 0], rtol=1e-10
     )
-    assert result.stats["num_chunks"] == 1
+    assert result.stats["num_chunks"] == 1 and result.stats["group_size"] == 3
 
 
 def test_zip_and_samples_modes_equal_a_loop(grid_result):

@@ -193,14 +193,19 @@ def vmapped_in_groups(fn: Callable, rows: jax.Array, group_size: int | None):
     after another (`None`: one group). The rows are padded with copies of the first to a
     multiple of the group count, and the padding dropped."""
     num_rows = rows.shape[0]
-    num_groups = 1 if group_size is None else -(-num_rows // group_size)
+    num_groups, size = group_shape(num_rows, group_size)
     if num_groups == 1:
         return jax.vmap(fn)(rows)
-    size = -(-num_rows // num_groups)
     padding = jnp.broadcast_to(rows[:1], (num_groups * size - num_rows, *rows.shape[1:]))
     groups = jnp.concatenate([rows, padding]).reshape(num_groups, size, *rows.shape[1:])
     outputs = jax.lax.map(jax.vmap(fn), groups)
     return jax.tree.map(lambda x: x.reshape(num_groups * size, *x.shape[2:])[:num_rows], outputs)
+
+
+def group_shape(num_rows: int, group_size: int | None) -> tuple[int, int]:
+    """How `vmapped_in_groups` splits `num_rows` rows: `(groups, rows per group)`."""
+    num_groups = 1 if group_size is None else -(-num_rows // group_size)
+    return num_groups, -(-num_rows // num_groups)
 
 
 class _Abstract(NamedTuple):

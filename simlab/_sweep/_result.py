@@ -33,7 +33,8 @@ class SweepResult:
     - `units`: the unit of each swept name.
     - `dims`: names of each observable's own axes; `coords`: their labels (e.g. `time`).
     - `attrs`: provenance (simlab and jax versions, devices, model, solver settings).
-    - `stats`: chunk size, chunks computed and resumed from a store, wall time.
+    - `stats`: chunk size, members run at once on each device (`group_size`), chunks
+      computed and resumed from a store, wall time.
     """
 
     names: tuple[str, ...]

@@ -40,7 +40,14 @@ from ..io._store import NOT_COMPUTED
 from ..models._base import AbstractModel
 from ..parallel import gather_to_host, member_mesh, replicate, shard_rows
 from ..parallel._mesh import MEMBER_AXIS
-from ._execute import chunk_program, compiled_chunk, default_chunk_size, member_shapes
+from ._execute import (
+    chunk_program,
+    compiled_chunk,
+    default_chunk_size,
+    group_shape,
+    member_group_size,
+    member_shapes,
+)
 from ._members import Members, PathMembers, build_members, with_paths
 from ._result import SweepResult
 from ._statistics import EnsembleStatistics, checked_quantiles
@@ -264,8 +271,10 @@ def sweep(
     if store is not None:
         collected.outputs, collected.status = _read_back(sweep_store, store, layout)
     resumed = int(finished.sum())
+    group_size = member_group_size(mesh, stochastic=stochastic)
     stats = {
         "chunk_size": chunk_size,
+        "group_size": group_shape(chunk_size // mesh.size, group_size)[1],
         "num_chunks": layout.num_chunks,
         "chunks_computed": layout.num_chunks - resumed,
         "chunks_resumed": resumed,
