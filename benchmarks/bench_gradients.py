@@ -11,10 +11,18 @@ Diffrax on the same problem:
 - a PDE: heat on a 64 x 64 grid, the misfit of the final field differentiated with respect
   to the diffusivity in reverse mode (the case where parameters could be a whole field).
 
+The Lorenz sweep also runs written out directly in JAX: a fixed-step Tsit5 loop with the
+members along the last axis, once for the state and once for the state with its three
+sensitivities, whose vector field is written by hand with no operation to spare. The ratio
+of the two is what forward sensitivities cost on their own, the floor of the lean rows.
+
 Forward and gradient are timed in turn round after round (best round kept), as in
 bench_ensemble.
 """
 
+import functools as ft
+
+import diffrax as dfx
 import jax
 import jax.numpy as jnp
 from _harness import Row
@@ -25,6 +33,7 @@ import simlab
 BATCH = 256
 TS = jnp.linspace(0.0, 1.0, 11)
 FIXED = dict(adaptive=False, dt0=1e-3)
+STEPS_PER_SAVE = round(float(TS[1] - TS[0]) / FIXED["dt0"])
 
 
 def _lorenz_loss(params, y0, data, integrator, adjoint=None):
@@ -49,6 +58,77 @@ def _sweep_functions(integrator):
     return jax.jit(loss), jax.jit(forward_mode), jax.jit(reverse_mode)
 
 
+def _tsit5_step(field, y, f0, h):
+    """One Tsit5 step of `field` from `(y, f0 = field(y))`: the new state and the field there
+    (first same as last: the last stage is at the new state)."""
+    tableau = dfx.Tsit5.tableau
+    stages = [f0]
+    for a_row in tableau.a_lower:
+        state = y + h * sum(float(a) * k for a, k in zip(a_row, stages, strict=False) if a != 0)
+        stages.append(field(state))
+    return state, stages[-1]
+
+
+def _hand_written_solve(field, z0):
+    """`z0` at every save time of `TS`, by fixed Tsit5 steps of `field` in a plain loop."""
+
+    def interval(carry, _):
+        carry = jax.lax.fori_loop(
+            0, STEPS_PER_SAVE, lambda _, c: _tsit5_step(field, *c, FIXED["dt0"]), carry
+        )
+        return carry, carry[0]
+
+    _, zs = jax.lax.scan(interval, (z0, field(z0)), None, length=TS.shape[0] - 1)
+    return jnp.concatenate([z0[None], zs])
+
+
+def _lorenz_members_last(params, y):
+    """The Lorenz field of a batch: `params` (sigma, rho, beta) and `y` (x, y, z), each with
+    the members along its last axis."""
+    sigma, rho, beta = params
+    x, y_, z = y
+    return jnp.stack([sigma * (y_ - x), x * (rho - z) - y_, x * y_ - beta * z])
+
+
+def _lorenz_with_sensitivities(params, state):
+    """The field of the Lorenz state and its sensitivities to (sigma, rho, beta), stacked
+    as `state[0]` and `state[1:]`: for each parameter, (df/dy) S + df/dparameter."""
+    sigma, rho, beta = params
+    x, y_, z = state[0]
+    rho_minus_z = rho - z
+    own_terms = [(y_ - x, 0.0, 0.0), (0.0, x, 0.0), (0.0, 0.0, -z)]  # df/dparameter
+    columns = [_lorenz_members_last(params, state[0])]
+    for (sx, sy, sz), (dx, dy, dz) in zip(state[1:], own_terms, strict=True):
+        columns.append(
+            jnp.stack(
+                [
+                    sigma * (sy - sx) + dx,
+                    sx * rho_minus_z - x * sz - sy + dy,
+                    sx * y_ + x * sy - beta * sz + dz,
+                ]
+            )
+        )
+    return jnp.stack(columns)
+
+
+def _hand_written_functions():
+    """The Lorenz sweep's loss and its forward-mode Jacobian, members last, written out."""
+
+    def residuals(ys, data):
+        return ys - jnp.transpose(data, (1, 2, 0))
+
+    def loss(params, y0, data):
+        ys = _hand_written_solve(ft.partial(_lorenz_members_last, params.T), y0.T)
+        return 0.5 * jnp.sum(residuals(ys, data) ** 2, axis=(0, 1))
+
+    def forward_mode(params, y0, data):
+        state0 = jnp.concatenate([y0.T[None], jnp.zeros((3, *y0.T.shape), y0.dtype)])
+        states = _hand_written_solve(ft.partial(_lorenz_with_sensitivities, params.T), state0)
+        return jnp.einsum("tcm,tkcm->mk", residuals(states[:, 0], data), states[:, 1:])
+
+    return jax.jit(loss), jax.jit(forward_mode)
+
+
 def _sweep_rows() -> list[Row]:
     key = jax.random.PRNGKey(0)
     params = jnp.array([10.0, 28.0, 8 / 3]) * (1 + 0.05 * jax.random.normal(key, (BATCH, 3)))
@@ -58,10 +138,12 @@ def _sweep_rows() -> list[Row]:
     table = []
     for integrator in ("lean", "diffrax"):
         loss, forward_mode, reverse_mode = _sweep_functions(integrator)
-        for fn in (loss, forward_mode, reverse_mode):
-            first_call_seconds(fn, args)
         fns = [loss, forward_mode, reverse_mode]
-        base, fwd, rev = interleaved_best_seconds(fns, args, rounds=9)
+        if integrator == "lean":
+            fns += _hand_written_functions()
+        for fn in fns:
+            first_call_seconds(fn, args)
+        base, fwd, rev, *hand_written = interleaved_best_seconds(fns, args, rounds=9)
         target = "<= 4" if integrator == "lean" else "before"
         detail = f"{BATCH} Lorenz, 1000 fixed Tsit5 steps; solve {base * 1e3:.0f} ms"
         table.append(
@@ -80,7 +162,25 @@ def _sweep_rows() -> list[Row]:
                 "jax.value_and_grad",
             )
         )
+        if hand_written:
+            table.append(_floor_row(fns, args, *hand_written))
     return table
+
+
+def _floor_row(fns, args, hand_written_solve, hand_written_forward) -> Row:
+    """The row of the hand-written loops, after checking that they compute what the lean
+    loop does."""
+    lean_jacobian, hand_written_jacobian = fns[1](*args), fns[4](*args)
+    scale = float(jnp.max(jnp.abs(lean_jacobian)))
+    difference = float(jnp.max(jnp.abs(hand_written_jacobian - lean_jacobian))) / scale
+    assert difference < 1e-9, f"the hand-written Jacobian differs by {difference:.1e}"
+    return Row(
+        "  same, hand-written sensitivities / hand-written solve",
+        hand_written_forward / hand_written_solve,
+        "",
+        f"members last, written out in JAX; solve {hand_written_solve * 1e3:.0f} ms; "
+        f"Jacobians agree to {difference:.0e}",
+    )
 
 
 LV_TS = jnp.linspace(0.0, 10.0, 21)
