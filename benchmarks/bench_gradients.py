@@ -175,10 +175,10 @@ def _floor_row(fns, args, hand_written_solve, hand_written_forward) -> Row:
     difference = float(jnp.max(jnp.abs(hand_written_jacobian - lean_jacobian))) / scale
     assert difference < 1e-9, f"the hand-written Jacobian differs by {difference:.1e}"
     return Row(
-        "  same, hand-written sensitivities / hand-written solve",
+        "sweep grad, 3 params, hand-written sensitivities / solve",
         hand_written_forward / hand_written_solve,
         "",
-        f"members last, written out in JAX; solve {hand_written_solve * 1e3:.0f} ms; "
+        f"the floor of the two rows above; solve {hand_written_solve * 1e3:.0f} ms; "
         f"Jacobians agree to {difference:.0e}",
     )
 
