@@ -396,10 +396,17 @@ def _launch_tpu(body, batched, params, layout: _Layout, plan: Plan, name):
 
     tiles, channel_axes = layout.tiles, layout.channel_axes
     zeros = (0,) * len(channel_axes)
+    single = tuple(count == 1 for count in layout.grid[1:])
+
+    def window_origin(batch, *tile):
+        # Mosaic must prove that a window starts on its (8, 128) tiling. A whole axis (one
+        # tile, of any length) starts at the literal 0: `tile * block` it cannot prove.
+        origin = layout.tile_origin(tile)
+        return (batch, *zeros, *(0 if one else o for one, o in zip(single, origin, strict=True)))
+
     # Mosaic takes element windows only when every other axis is one too (or squeezed).
     window_spec = pl.BlockSpec(
-        (pl.squeezed, *(pl.Element(n) for n in (*channel_axes, *tiles.window))),
-        lambda batch, *tile: (batch, *zeros, *layout.tile_origin(tile)),
+        (pl.squeezed, *(pl.Element(n) for n in (*channel_axes, *tiles.window))), window_origin
     )
     in_specs = [window_spec]
     inputs = [batched]
