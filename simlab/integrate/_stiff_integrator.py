@@ -3,6 +3,7 @@
 from typing import Any
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 
 from ._interface import AbstractIntegrator, FoundEvent, Problem, Solution
@@ -26,6 +27,12 @@ class StiffIntegrator(AbstractIntegrator):
         return isinstance(solver, AbstractStiffSolver)
 
     def solve(self, problem: Problem) -> Solution:
+        # Newton iterations and error estimates need full float32 products: a TPU's
+        # default (one bfloat16 pass) costs the solve three digits.
+        with jax.default_matmul_precision("highest"):
+            return self._solve(problem)
+
+    def _solve(self, problem: Problem) -> Solution:
         ys, status, stats, nonfinite_time, found = _stiff_solve(
             problem.model,
             problem.solver,
