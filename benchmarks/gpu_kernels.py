@@ -22,7 +22,7 @@ import traceback
 import jax
 import jax.numpy as jnp
 import numpy as np
-from gpu_model import h200_rates
+from gpu_model import chip_rates
 
 import simlab
 import simlab.kernels as sk
@@ -95,16 +95,29 @@ def report(label, fn, arg, *, cells, num_bytes, repeats, model, target=None):
     return rate
 
 
+def _same(fn):
+    return fn
+
+
 def _gradient(fn):
     return jax.grad(lambda p: jnp.sum(jnp.sin(fn(p))))
 
 
-def correctness_cases(shape2d, shape3d, backend, interpret):
+def launch_options(backend, interpret):
+    """The keywords a kernel takes for `backend`: `"tpu"` names the platform (a TPU has one
+    lowering, so the kernel takes no backend there)."""
+    return dict(interpret=interpret, backend=None if backend == "tpu" else backend)
+
+
+TOLERANCES = {"float32": 1e-5, "float64": 1e-12}
+
+
+def correctness_cases(shape2d, shape3d, backend, interpret, dtypes=("float32", "float64")):
     """(label, kernel_fn, reference_fn, argument, tolerance) for one backend."""
-    options = dict(interpret=interpret, backend=backend)
+    options = launch_options(backend, interpret)
     key = jax.random.key(0)
     cases = []
-    for dtype, tolerance in ((jnp.float32, 1e-5), (jnp.float64, 1e-12)):
+    for dtype, tolerance in ((jnp.dtype(d), TOLERANCES[d]) for d in dtypes):
         name = f"[{backend}] {{}} {jnp.dtype(dtype).name}"
         for order in (2, 4):
             padded = jax.random.normal(key, tuple(n + order for n in shape2d), dtype)
@@ -127,29 +140,28 @@ def correctness_cases(shape2d, shape3d, backend, interpret):
                 tolerance,
             )
         )
-        cases.append(
-            (
-                name.format("laplacian3d"),
-                ft.partial(sk.laplacian3d, spacing=(0.5, 0.6, 0.7), **options),
-                ft.partial(sk.laplacian3d_reference, spacing=(0.5, 0.6, 0.7)),
-                jax.random.normal(key, tuple(n + 2 for n in shape3d), dtype),
-                tolerance,
+        for label, transform in (("laplacian3d", _same), ("laplacian3d gradient", _gradient)):
+            cases.append(
+                (
+                    name.format(label),
+                    transform(ft.partial(sk.laplacian3d, spacing=(0.5, 0.6, 0.7), **options)),
+                    transform(ft.partial(sk.laplacian3d_reference, spacing=(0.5, 0.6, 0.7))),
+                    jax.random.normal(key, tuple(n + 2 for n in shape3d), dtype),
+                    tolerance,
+                )
             )
-        )
-        cases.append(
-            (
-                name.format("gray_scott"),
-                ft.partial(sk.reaction_diffusion, **GRAY_SCOTT, **options),
-                ft.partial(sk.reaction_diffusion_reference, **GRAY_SCOTT),
-                jax.random.uniform(key, (2, *(n + 2 for n in shape2d)), dtype),
-                tolerance,
+        for label, transform in (("gray_scott", _same), ("gray_scott gradient", _gradient)):
+            cases.append(
+                (
+                    name.format(label),
+                    transform(ft.partial(sk.reaction_diffusion, **GRAY_SCOTT, **options)),
+                    transform(ft.partial(sk.reaction_diffusion_reference, **GRAY_SCOTT)),
+                    jax.random.uniform(key, (2, *(n + 2 for n in shape2d)), dtype),
+                    tolerance,
+                )
             )
-        )
         velocity = jax.random.normal(key, (2, *(n + 2 for n in shape2d)), dtype)
-        for label, transform in (
-            ("mac_momentum", lambda f: f),
-            ("mac_momentum gradient", _gradient),
-        ):
+        for label, transform in (("mac_momentum", _same), ("mac_momentum gradient", _gradient)):
             cases.append(
                 (
                     name.format(label),
@@ -173,14 +185,14 @@ def correctness_cases(shape2d, shape3d, backend, interpret):
     return cases
 
 
-def correctness(shape2d, shape3d, backends, interpret):
+def correctness(shape2d, shape3d, backends, interpret, dtypes=("float32", "float64")):
     mode = "interpret" if interpret else "compiled"
     print(f"correctness (2-D {shape2d}, 3-D {shape3d}; {mode})")
     results = [
         attempt(label, ft.partial(check, label, kernel_fn, reference_fn, arg, tolerance))
         for backend in backends
         for label, kernel_fn, reference_fn, arg, tolerance in correctness_cases(
-            shape2d, shape3d, backend, interpret
+            shape2d, shape3d, backend, interpret, dtypes
         )
     ]
     failed = sum(result is not True for result in results)
@@ -189,6 +201,7 @@ def correctness(shape2d, shape3d, backends, interpret):
 
 
 def copy_bandwidth(size, repeats):
+    """Measures and prints the bandwidth of `y = 2x` (GB/s), the practical roofline."""
     x = jnp.ones((size, size), jnp.float32)
     elapsed = seconds(jax.jit(lambda x: 2 * x), x, repeats=repeats)
     bandwidth = 2 * x.nbytes / elapsed / 1e9
@@ -197,9 +210,10 @@ def copy_bandwidth(size, repeats):
         f"5-point roofline is {bandwidth / 8:.0f} Gcell/s (8 bytes a cell)\n",
         flush=True,
     )
+    return bandwidth
 
 
-def throughput_cases(size, backends, interpret, steps):
+def throughput_cases(size, backends, interpret, steps, targets=TARGETS):
     """(label, model kernel, fn, argument, cells, bytes, target) at one size, float32; the
     model kernel names the row of `benchmarks/gpu_model.py` that predicts it."""
     cells, word = size * size, 4
@@ -210,7 +224,7 @@ def throughput_cases(size, backends, interpret, steps):
     heat = heat_settings(grid, diffusivity=0.2, dt=1.0, num_steps=steps)
 
     def target(name):
-        return None if interpret else TARGETS[name]
+        return None if interpret else targets.get(name)
 
     cases = [
         (
@@ -251,7 +265,7 @@ def throughput_cases(size, backends, interpret, steps):
         ),
     ]
     for backend in backends:
-        options = dict(interpret=interpret, backend=backend)
+        options = launch_options(backend, interpret)
         cases += [
             (
                 f"[{backend}] laplacian2d Pallas",
@@ -296,14 +310,16 @@ def throughput_cases(size, backends, interpret, steps):
     return cases
 
 
-def throughput(size, backends, interpret, repeats, steps):
+def throughput(size, backends, interpret, repeats, steps, model=None, targets=TARGETS):
+    """Times every case at one size and returns {label: Gcell/s} of those that ran."""
     mode = "interpret: NOT a speed measurement" if interpret else "compiled"
     print(f"throughput {size}² float32 ({mode})")
-    model = h200_rates()
+    model = chip_rates("H200") if model is None else model
+    rates = {}
     for label, model_kernel, fn, arg, cells, num_bytes, target in throughput_cases(
-        size, backends, interpret, steps
+        size, backends, interpret, steps, targets
     ):
-        attempt(
+        rates[label] = attempt(
             label,
             ft.partial(
                 report,
@@ -318,6 +334,7 @@ def throughput(size, backends, interpret, repeats, steps):
             ),
         )
     print(flush=True)
+    return {label: rate for label, rate in rates.items() if rate is not None}
 
 
 def autotune(size, interpret):

@@ -210,12 +210,13 @@ def cost_estimate(kernel: Kernel, flops: float, transcendentals: float) -> pl.Co
     )
 
 
-def h200_rates() -> dict[str, float]:
-    """Kernel label -> the H200's predicted Gcell-steps/s at minimum traffic (the same for
-    every lowering), for the GPU benchmark to print beside its measurements."""
-    h200 = CHIPS[0]
+def chip_rates(chip_name: str = "H200", target: str | None = None) -> dict[str, float]:
+    """Kernel label -> a chip's predicted Gcell-steps/s, for the device benchmarks to print
+    beside their measurements: at minimum traffic (`target=None`, the same for every
+    lowering), or with every program reading its whole window as `target` tiles it."""
+    chip = next(chip for chip in CHIPS if chip.name == chip_name)
     return {
-        kernel.label: predicted_rate(kernel, h200, None, counts_per_cell_step(kernel)[0]) / 1e9
+        kernel.label: predicted_rate(kernel, chip, target, counts_per_cell_step(kernel)[0]) / 1e9
         for kernel in KERNELS
     }
 

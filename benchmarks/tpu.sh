@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# simlab on a TPU: the kernels compiled by Mosaic TPU against their references, their
+# throughput beside the roofline model, tiles measured on the chip, impl="auto" against
+# "xla" and "pallas" in simulate, the stiff solvers in float32, the ensemble rows
+# (benchmarks/tpu_bench.py), then the accelerator tests (`pytest -m accelerator`) in
+# float32. The output is kept in benchmarks/results/tpu.txt.
+#
+# A TPU machine has JAX, NumPy, SciPy and pytest but not simlab's other dependencies, and
+# no network. Here, first: `benchmarks/tpu.sh --vendor` copies them from .venv into
+# .tpu-site/ (ignored by git); carry that folder to the machine, and there run
+# `benchmarks/tpu.sh < /dev/null`. It appends .tpu-site and the checkout to PYTHONPATH, so
+# the machine's own JAX stays first. One program at a time holds the chip: each step runs
+# alone, pytest without xdist.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+if [[ "${1:-}" == "--vendor" ]]; then
+    exec .venv/bin/python benchmarks/tpu_vendor.py
+fi
+export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD:$PWD/.tpu-site"
+export PYTHONUNBUFFERED=1 MPLBACKEND=Agg
+python="${PYTHON:-python3}"
+output=benchmarks/results/tpu.txt
+mkdir -p benchmarks/results
+status=0  # a failed check must not lose the output: keep it, then report the failure
+{
+    echo "# benchmarks/tpu.sh, $(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    "$python" benchmarks/tpu_bench.py "$@" < /dev/null || status=$?
+    echo
+    echo "accelerator tests (pytest -m accelerator, float32):"
+    SIMLAB_TEST_X64=0 "$python" -m pytest -m accelerator -p no:xdist -p no:cacheprovider \
+        -q -rfE --durations=5 tests < /dev/null || status=$?
+} 2>&1 | tee "$output.tmp"
+mv "$output.tmp" "$output"
+echo "output kept in $output (exit status $status)"
+exit "$status"
