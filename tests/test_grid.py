@@ -174,8 +174,11 @@ def test_impl_dispatch(monkeypatch):
         rtol=1e-13,
     )
     assert calls == [((12, 13), grid.spacing, 4)]
-    # "auto" on a GPU takes the kernel too; an operator without one keeps XLA there.
+    # "auto" on a GPU keeps XLA, measured faster there; where a kernel is measured faster
+    # it takes the kernel, and an operator without one keeps XLA.
     monkeypatch.setattr(_dispatch.jax, "default_backend", lambda: "gpu")
+    assert sg.resolve_impl("auto") == "xla"
+    monkeypatch.setattr(_dispatch, "PALLAS_MEASURED_FASTER", {("gpu", "laplacian")})
     assert sg.resolve_impl("auto") == "pallas"
     np.testing.assert_allclose(
         sg.laplacian(field, grid), sg.laplacian(field, grid, impl="xla"), rtol=1e-13

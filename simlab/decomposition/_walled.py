@@ -112,7 +112,7 @@ class DecomposedWalled(Decomposed):
         block = block_grid(self.grid, self.mesh, mesh_axes=self.mesh_axes)
         momentum = (
             kernels.mac_momentum
-            if resolve_impl(self.model.impl) == "pallas"
+            if resolve_impl(self.model.impl, "mac_momentum") == "pallas"
             else kernels.mac_momentum_reference
         )
 

@@ -24,30 +24,49 @@ IMPLS = ("auto", "xla", "pallas", "spectral")
 _PALLAS_KERNELS: dict[str, Callable] = {"laplacian": kernels.laplacian}
 
 
-def resolve_impl(impl: Impl) -> Literal["xla", "pallas", "spectral"]:
-    """The path that `impl` takes on the default backend.
+# Where "auto" takes Pallas: the (platform, kernel) pairs whose Pallas path was measured
+# faster end to end, in `simulate` (benchmarks/results/tpu.txt, "impl='auto'" rows) or per
+# launch (gpu.txt). Everywhere else XLA, which fuses the stencil with the solver's stage
+# arithmetic around it and needs no padded copy: on a TPU v5e at 1024², 400 RK4 steps,
+# Heat ran 1.9x and GrayScott 1.8x faster on XLA, the cavity's momentum 1.3x faster on
+# Pallas; on an H200, XLA's Laplacian and Gray-Scott steps were 6 % and 11 % faster.
+# `tests/test_dispatch_choices.py` checks this table against tpu.txt.
+PALLAS_MEASURED_FASTER: frozenset[tuple[str, str]] = frozenset({("tpu", "mac_momentum")})
+KERNELS = ("laplacian", "reaction_diffusion", "mac_momentum")
 
-    `"auto"` is Pallas on GPU and TPU and XLA on a CPU (where Pallas only runs in the
-    interpreter, which gains nothing). The operators of `simlab.grid` make this choice;
-    models with a fused kernel of their own (`simlab.models.GrayScott`) call it to make
-    the same one. `"spectral"` is never chosen by `"auto"`: it is asked for.
+
+def resolve_impl(impl: Impl, kernel: str = "laplacian") -> Literal["xla", "pallas", "spectral"]:
+    """The path that `impl` takes for `kernel` on the default backend.
+
+    `"auto"` takes the Pallas kernel only where it was measured faster on that platform
+    (`PALLAS_MEASURED_FASTER`, from the benchmark tables), XLA elsewhere: always on a CPU,
+    where Pallas runs only in the interpreter. The operators of `simlab.grid` make this
+    choice for `"laplacian"`; models with a fused kernel of their own make it for theirs
+    (`"reaction_diffusion"` in `simlab.models.GrayScott`, `"mac_momentum"` in
+    `simlab.models.WalledNavierStokes2D`). `"spectral"` is never chosen by `"auto"`: it is
+    asked for.
 
     **Arguments:**
 
     - `impl`: `"auto"`, `"xla"`, `"pallas"` or `"spectral"`.
+    - `kernel`: the kernel the choice is for: `"laplacian"`, `"reaction_diffusion"` or
+      `"mac_momentum"`.
 
     **Returns:** `"xla"`, `"pallas"` or `"spectral"`.
 
     !!! example
 
         ```python
-        simlab.grid.resolve_impl("auto")  # "xla" on a CPU, "pallas" on a GPU
+        simlab.grid.resolve_impl("auto")  # "xla" on a CPU, a GPU and a TPU
+        simlab.grid.resolve_impl("auto", "mac_momentum")  # "pallas" on a TPU
         ```
     """
     if impl not in IMPLS:
         raise ValueError(f"impl must be one of {list(IMPLS)}; got {impl!r}.")
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {list(KERNELS)}; got {kernel!r}.")
     if impl == "auto":
-        return "pallas" if jax.default_backend() in ("gpu", "tpu") else "xla"
+        return "pallas" if (jax.default_backend(), kernel) in PALLAS_MEASURED_FASTER else "xla"
     return impl
 
 
@@ -60,12 +79,13 @@ def chosen_kernel(impl: Impl, operator: str) -> Callable | None:
             f"simlab.grid.{operator}(field, grid, impl='spectral') instead of "
             f"{operator}_interior, or use impl='xla' on padded blocks."
         )
-    if resolve_impl(impl) == "xla":
-        return None
+    resolve_impl(impl)  # refuses an unknown impl
     kernel = _PALLAS_KERNELS.get(operator)
-    if kernel is None and impl == "pallas":
-        raise ValueError(
-            f"impl='pallas' was asked for, but {operator!r} has no Pallas kernel (only "
-            f"{sorted(_PALLAS_KERNELS)} do); use impl='xla' or impl='auto'."
-        )
-    return kernel
+    if kernel is None:
+        if impl == "pallas":
+            raise ValueError(
+                f"impl='pallas' was asked for, but {operator!r} has no Pallas kernel (only "
+                f"{sorted(_PALLAS_KERNELS)} do); use impl='xla' or impl='auto'."
+            )
+        return None
+    return kernel if resolve_impl(impl, operator) == "pallas" else None

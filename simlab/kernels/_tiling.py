@@ -33,7 +33,8 @@ TARGETS: tuple[Target, ...] = ("interpret", "triton", "mosaic_gpu", "tpu")
 KERNELS = ("laplacian2d", "laplacian3d", "reaction_diffusion", "temporal2d", "mac_momentum")
 
 # (target, kernel) -> tile. Triton and Mosaic GPU tiles are powers of two; Mosaic TPU
-# tiles are multiples of (8, 128) on their last two axes.
+# tiles are multiples of (8, 128) on their last two axes, the 2-D ones measured on a TPU v5e
+# at 8192² (benchmarks/results/tpu.txt, "tiles"): wide rows reread little halo per lane.
 BLOCK_SHAPES: dict[tuple[str, str], tuple[int, ...]] = {
     ("interpret", "laplacian2d"): (256, 256),
     ("interpret", "laplacian3d"): (32, 32, 64),
@@ -50,9 +51,9 @@ BLOCK_SHAPES: dict[tuple[str, str], tuple[int, ...]] = {
     ("mosaic_gpu", "reaction_diffusion"): (16, 128),
     ("mosaic_gpu", "temporal2d"): (32, 64),
     ("mosaic_gpu", "mac_momentum"): (16, 128),
-    ("tpu", "laplacian2d"): (256, 512),
+    ("tpu", "laplacian2d"): (64, 2048),
     ("tpu", "laplacian3d"): (8, 64, 256),
-    ("tpu", "reaction_diffusion"): (256, 256),
+    ("tpu", "reaction_diffusion"): (128, 1024),
     ("tpu", "temporal2d"): (256, 256),
     ("tpu", "mac_momentum"): (256, 256),
 }

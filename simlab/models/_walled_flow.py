@@ -285,7 +285,7 @@ class WalledNavierStokes2D(AbstractGridModel):
         G\hat{\mathbf x}$ on the faces, before the projection (zero on wall faces)."""
         momentum = (
             kernels.mac_momentum
-            if resolve_impl(self.impl) == "pallas"
+            if resolve_impl(self.impl, "mac_momentum") == "pallas"
             else kernels.mac_momentum_reference
         )
         tendency = momentum(
