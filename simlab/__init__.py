@@ -1,7 +1,5 @@
 """simlab: differentiable simulation on JAX."""
 
-import importlib.metadata
-
 from . import (
     datasets as datasets,
     decomposition as decomposition,
@@ -23,6 +21,7 @@ from ._fit._noise import AbstractNoise as AbstractNoise, NegativeBinomial as Neg
 from ._fit._profile import Profile as Profile
 from ._fit._series import Series as Series
 from ._options import SolveOptions as SolveOptions
+from ._provenance import simlab_version as _simlab_version
 from ._results import (
     RESULTS as RESULTS,
     SimulationError as SimulationError,
@@ -49,7 +48,4 @@ from .grid import (
 from .integrate._events import Event as Event
 from .integrate._solvers import SOLVERS as SOLVERS
 
-try:
-    __version__ = importlib.metadata.version("simlab")
-except importlib.metadata.PackageNotFoundError:  # imported from a source tree, not installed
-    __version__ = "unknown"
+__version__ = _simlab_version()

@@ -9,6 +9,8 @@ from typing import Any
 
 import jax
 
+UNKNOWN_VERSION = "unknown version"
+
 
 def provenance(devices: Iterable[jax.Device], **fields: Any) -> dict[str, Any]:
     """The record every simlab result carries, plus the caller's own `fields`.
@@ -20,8 +22,9 @@ def provenance(devices: Iterable[jax.Device], **fields: Any) -> dict[str, Any]:
 
     **Returns:**
 
-    A dict of JSON values: `simlab_version`, `jax_version`, `python_version`, `platform`,
-    `devices`, `created` (UTC, ISO 8601) and then `fields`.
+    A dict of JSON values: `simlab_version` ("unknown version" for a source tree that was
+    never installed), `jax_version`, `python_version`, `platform`, `devices`, `created`
+    (UTC, ISO 8601) and then `fields`.
     """
     return {
         **_software(),
@@ -36,8 +39,17 @@ def _software() -> dict[str, str]:
     # Reading the package metadata and the platform takes about a millisecond: once is
     # enough, as neither changes while the process runs.
     return {
-        "simlab_version": importlib.metadata.version("simlab"),
+        "simlab_version": simlab_version(),
         "jax_version": jax.__version__,
         "python_version": platform.python_version(),
         "platform": platform.platform(),
     }
+
+
+def simlab_version() -> str:
+    """simlab's installed version, or "unknown version" where it runs from a source tree that
+    was never installed (no package metadata to read)."""
+    try:
+        return importlib.metadata.version("simlab")
+    except importlib.metadata.PackageNotFoundError:
+        return UNKNOWN_VERSION
