@@ -39,6 +39,30 @@ def is_concrete(value: Any) -> bool:
     return not isinstance(value, jax.core.Tracer)
 
 
+def checks_raise_in_program() -> bool:
+    """Whether a failed runtime check may raise from inside a compiled program here.
+
+    Equinox's `error_if` raises from a host callback. A CPU raises it within the program;
+    a TPU's runtime swallows it, and Equinox then waits for a key press (a batch job
+    hangs). On accelerators, GPUs alike, simlab's checks report through the status and NaN
+    instead, and simlab raises on the host once the results are known. The platform is the
+    default device's (`jax.default_device`), else the default backend's. Callers look it up
+    as `_misc.checks_raise_in_program()`, so that a test on a CPU can take the other path.
+    """
+    device = jax.config.jax_default_device
+    if device is None:
+        return jax.default_backend() == "cpu"
+    return (device if isinstance(device, str) else device.platform) == "cpu"
+
+
+def nan_where(failed: ArrayLike, x: Array) -> Array:
+    """`x`, NaN where `failed`, in its values and its derivatives: a failed check reported
+    in the values it guards, without a host callback (see `checks_raise_in_program`); per
+    member under `vmap`. A product, not `jnp.where`: a NaN chosen by `where` would have a
+    zero derivative, and forces or gradients computed through `x` would stay finite."""
+    return x * jnp.where(failed, jnp.nan, 1.0)
+
+
 def is_real_number(value: Any) -> bool:
     """Whether `value` is a plain real number, Python's or NumPy's: not a bool (a flag where
     a number is meant is a slip), not an array, not a traced value."""

@@ -16,7 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Real
 
-from ._misc import Integer, is_concrete, warn_at_caller
+from . import _misc
+from ._misc import Integer, is_concrete, nan_where, warn_at_caller
 from ._options import DEFAULT_MAX_STEPS, SolveOptions, merged_options, tolerances
 from ._results import RESULTS, SimulationError, Trajectory, quoted_status
 from .integrate._closures import with_closed_over_tracers_held
@@ -80,7 +81,13 @@ def simulate(
       function may close over the values that `jax.grad` or `jax.vmap` transforms (a
       field defined inside the loss, say): they are differentiated and batched as if
       passed in `args`.
-    - `y0`: the initial state at `ts[0]`, of shape `model.state_shape`.
+    - `y0`: the initial state at `ts[0]`, of shape `model.state_shape`. Its dtype is the
+      precision of the whole solve: the model's floating-point parameters (and other array
+      leaves) and `ts` are cast to it, so a float32 `y0` with float64 parameters (as
+      `jax_enable_x64` makes them) solves in float32, and a float64 `y0` with float32
+      parameters in float64; `.ys` and `.ts` come back in that dtype. Values `simulate`
+      cannot cast (in `args`, or closed over by a plain function) must already be in it:
+      a vector field that returns another dtype is refused with a `ValueError` naming both.
     - `ts`: strictly increasing save times; the solve runs from `ts[0]` to `ts[-1]`.
     - `options`: all the solve settings below as one [`simlab.SolveOptions`][]; pass
       either `options` or the individual keywords.
@@ -125,7 +132,10 @@ def simulate(
       your own `jax.jit` only the compiled code knows the status, and JAX raises its
       `JaxRuntimeError` ("INTERNAL: CpuCallback error ..."), which quotes the status
       message after its traceback. Under `jax.vmap` pass `throw=False` and read `.result`
-      per member instead: a failed member then never affects the others.
+      per member instead: a failed member then never affects the others. On a GPU or TPU,
+      whose compiled programs cannot raise, only the top-level call raises (once the solve
+      has returned): under `jit`, `vmap` or `grad` a failed solve's `.ys` are NaN, per
+      member, and `.result` says why.
     - `args`: passed through to `model(t, y, args)`.
     - `integrator`: `"auto"` (default) solves explicit Runge–Kutta methods (fixed or
       adaptive steps) with simlab's lean loop, 7–20x faster than Diffrax under `jax.vmap`
@@ -192,6 +202,7 @@ def simulate(
     options = merged_options(options, keywords)
     given_ts, ts = ts, checked_ts(ts)
     y0 = checked_y0(model, y0)
+    model, ts = in_state_precision(model, ts, y0)
     field, returned = with_closed_over_tracers_held(model, ts[0], y0, args)
     _check_vector_field(model, returned, y0)
     check_event(event, ts[0], y0, args)
@@ -308,6 +319,7 @@ def with_default_solver(
     while the parameters are values, so their members solve as a direct call would."""
     if options.solver is not None:
         return options
+    model, ts = in_state_precision(model, ts, y0)
     rtol, atol = tolerances(options, y0.dtype)
     solver, choice = default_solver(model, y0, ts, rtol=rtol, atol=atol)
     return options if choice is None else options.replace(solver=solver)
@@ -409,18 +421,58 @@ def checked_y0(
     return y0
 
 
+def in_state_precision(model: Any, ts: Any, y0: Any) -> tuple[Any, Any]:
+    """`model`'s floating-point and complex array leaves and `ts` cast to the precision of
+    `y0`, whose dtype states the precision of the whole solve.
+
+    A float32 `y0` with float64 parameters (the default under `jax_enable_x64`) would
+    otherwise mix precisions inside the step, which the integrators' loops refuse; a
+    float64 `y0` with float32 parameters is solved in float64. Unchanged where every leaf
+    already matches, so no model is rebuilt on the common path."""
+    real = jnp.finfo(y0.dtype).dtype  # float32 for a complex64 state
+    ts = ts if ts.dtype == real else ts.astype(real)
+    if all(_in_precision(leaf, real) for leaf in jax.tree.leaves(model)):
+        return model, ts
+    return jax.tree.map(lambda leaf: _cast_to_precision(leaf, real), model), ts
+
+
+def _in_precision(leaf: Any, real: np.dtype) -> bool:
+    return not eqx.is_inexact_array(leaf) or _precision_dtype(leaf.dtype, real) == leaf.dtype
+
+
+def _cast_to_precision(leaf: Any, real: np.dtype) -> Any:
+    return leaf.astype(_precision_dtype(leaf.dtype, real)) if eqx.is_inexact_array(leaf) else leaf
+
+
+def _precision_dtype(dtype: np.dtype, real: np.dtype) -> np.dtype:
+    """`real`, or for a complex `dtype` (a Fourier multiplier) the complex dtype whose parts
+    are `real` (half precision has none: complex64)."""
+    if not jnp.issubdtype(dtype, jnp.complexfloating):
+        return real
+    return np.dtype(jnp.complex128 if real.itemsize == 8 else jnp.complex64)
+
+
 def _component_names(model: AbstractModel) -> str:
     names = getattr(model, "state_names", ())
     return str(list(names)) if len(names) < 8 else f"({len(names)} components)"
 
 
 def _check_vector_field(model, returned, y0) -> None:
-    """The vector field must return the state's shape (a broadcast would pass silently)."""
+    """The vector field must return the state's shape (a broadcast would pass silently) and
+    dtype (the solve runs in the state's: values that `simulate` cannot cast, those in
+    `args` or closed over by a function, must already be in it)."""
     shape = getattr(returned, "shape", None)
     if shape != y0.shape:
         raise ValueError(
             f"the vector field returns shape {shape} for a state of shape {y0.shape}; "
             f"{type(model).__name__}(t, y, args) must return dy/dt with the shape of y."
+        )
+    if returned.dtype != y0.dtype:
+        raise ValueError(
+            f"the vector field returns dtype {returned.dtype} for a state of dtype {y0.dtype}; "
+            f"the solve runs in the dtype of y0. Cast the arrays the vector field reads from "
+            f"args or closes over to {y0.dtype} (e.g. jnp.asarray(k, y0.dtype)), or pass y0 as "
+            f"{returned.dtype} to solve in that precision."
         )
 
 
@@ -640,14 +692,19 @@ def _raise_on_failure(
     the compiled call returns, so no executable holds a host callback (and JAX's persistent
     compilation cache can keep it); inside `jit`/`vmap`/`grad` Equinox's `error_if` does it.
     Under transformations that run at once (`jax.vmap` outside `jit`), its error comes back
-    here, and is raised again as a `SimulationError` that starts with the status message."""
+    here, and is raised again as a `SimulationError` that starts with the status message.
+    Where checks cannot raise inside the program (GPU, TPU), the status and NaN states
+    report a failure there instead (see `checks_raise_in_program`)."""
     if _is_known(result):
         if result != RESULTS.successful:
             message = _failure_message(result, hint, nonfinite_time, residual)
             raise SimulationError(message + blow_up)
         return ys
+    failed = result != RESULTS.successful
+    if not _misc.checks_raise_in_program():
+        return nan_where(failed, ys)
     try:
-        return result.error_if(ys, result != RESULTS.successful)
+        return result.error_if(ys, failed)
     except eqx.EquinoxRuntimeError as error:
         status = quoted_status(str(error))
         if status is None:

@@ -15,7 +15,16 @@ import optimistix as optx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array, ArrayLike
 
-from .._misc import Integer, RealNumber, as_count, is_concrete, is_real_number, warn_at_caller
+from .. import _misc
+from .._misc import (
+    Integer,
+    RealNumber,
+    as_count,
+    is_concrete,
+    is_real_number,
+    nan_where,
+    warn_at_caller,
+)
 from .._options import SolveOptions
 from .._results import RESULTS
 from ..integrate._sde import is_stochastic
@@ -349,7 +358,9 @@ def fit(
       A checkpoint of another fit is refused, naming what differs; the model and `observe`
       count as the same only if they compute the same (a digest of their jaxprs, so a
       class or function redefined under its name is a different one).
-    - `throw`: raise if the fit does not converge; with `False` read `.result`.
+    - `throw`: raise if the fit does not converge; with `False` read `.result`. Under
+      `jit` or `vmap` on a GPU or TPU, which cannot raise inside a compiled program, the
+      loss of a fit that did not converge is NaN instead.
     - `covariance`: with `False`, skip the covariance and standard errors (left NaN). They
       take one Jacobian (or Hessian) at the optimum: a pass through the solves per fitted
       scalar, most of the time of a fit of a whole field (an initial vorticity of 4D-Var).
@@ -774,7 +785,12 @@ class UnidentifiableWarning(UserWarning):
 
 
 def _raise_if_failed(result: FitResult, traced: bool) -> FitResult:
+    """Raises for a fit that did not converge: on the host with known results; inside the
+    compiled program under `jit`/`vmap` where checks may raise there, else (GPU, TPU) as a
+    NaN loss beside the status."""
     failed = result.result != RESULTS.successful
+    if traced and not _misc.checks_raise_in_program():
+        return eqx.tree_at(lambda r: r.loss, result, nan_where(failed, result.loss))
     if traced:
         return eqx.tree_at(lambda r: r.loss, result, result.result.error_if(result.loss, failed))
     if bool(failed):

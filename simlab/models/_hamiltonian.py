@@ -13,8 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .. import kernels
-from .._misc import is_concrete
+from .. import _misc, kernels
+from .._misc import is_concrete, nan_where
 from ..integrate._symplectic import AbstractSymplecticSolver
 from ._base import AbstractODEModel, parameter
 
@@ -426,7 +426,8 @@ class LennardJones(AbstractHamiltonianModel):
     energy is continuous; without one every pair's nearest image counts. With a cutoff,
     `cells` ([`simlab.kernels.cell_grid`][]) sums over the pairs found through a cell list,
     $O(N)$ instead of $O(N^2)$ (a cell fuller than its capacity raises an error at run
-    time). Positions may leave
+    time; on a GPU or TPU it makes the distances NaN, and the solve then fails with a
+    non-finite state). Positions may leave
     the box during a solve (the forces see only minimum images); `state(positions, momenta)`
     builds a starting state and checks that every particle lies inside the box.
 
@@ -517,6 +518,8 @@ class LennardJones(AbstractHamiltonianModel):
             f"LennardJones: a cell holds more than capacity={self.cells.capacity} particles; "
             "pass cells with a larger capacity."
         )
+        if not _misc.checks_raise_in_program():  # NaN distances: the solve reports it
+            return nan_where(overflow, squared), pairs
         return eqx.error_if(squared, overflow, message), pairs
 
     def state(self, positions: Any, momenta: Any) -> Array:
