@@ -1,7 +1,9 @@
-"""Test configuration: float64, strict promotion, four simulated CPU devices, headless plots."""
+"""Test configuration: float64 (float32 with SIMLAB_TEST_X64=0), strict promotion, four
+simulated CPU devices, headless plots."""
 
 import gc
 import os
+import sys
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 # The four simulated devices meet in collectives (ppermute, psum). XLA aborts the whole
@@ -17,24 +19,43 @@ os.environ["XLA_FLAGS"] = " ".join(
 
 import jax  # noqa: E402
 
-jax.config.update("jax_enable_x64", True)
+# SIMLAB_TEST_X64=0 runs in float32, as on an accelerator: `pytest -m accelerator` then checks
+# the tests marked `accelerator`, whose tolerances hold in either precision.
+X64 = os.environ.get("SIMLAB_TEST_X64", "1").strip() != "0"
+jax.config.update("jax_enable_x64", X64)
 jax.config.update("jax_numpy_dtype_promotion", "strict")
 jax.config.update("jax_numpy_rank_promotion", "raise")
 jax.config.update("jax_num_cpu_devices", 4)
 
-import matplotlib  # noqa: E402
 import pytest  # noqa: E402
 from jax.experimental.compilation_cache import compilation_cache  # noqa: E402
 
-matplotlib.use("Agg")
+
+def _restore_precision():
+    """Back to the precision chosen above, after a test module switched x64 when it was
+    imported (test_order.py turns it on) or a test switched it in-process (the `simlab`
+    command turns it on)."""
+    if jax.config.jax_enable_x64 != X64:
+        jax.config.update("jax_enable_x64", X64)
+
+
+def pytest_collectstart(collector):
+    _restore_precision()  # every test module is imported in the chosen precision
+
+
+@pytest.fixture(autouse=True)
+def _precision_stays_put():
+    _restore_precision()  # and every test runs in it
 
 
 @pytest.fixture(autouse=True)
 def _close_figures():
     yield
-    import matplotlib.pyplot as plt
-
-    plt.close("all")
+    # Only where a test drew (an accelerator machine has no matplotlib; MPLBACKEND above
+    # keeps it headless where it has).
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is not None:
+        pyplot.close("all")
 
 
 # Each executable XLA compiles holds memory mappings until JAX's caches let it go. A worker
