@@ -812,7 +812,8 @@ def _jacobian_product(jacobian, perturbed_tangents):
     flat = jnp.concatenate(
         [jnp.asarray(leaf, jacobian.dtype).reshape(-1) for leaf in perturbed_tangents]
     )
-    return jnp.tensordot(flat, jnp.moveaxis(jacobian, 1, 0), axes=1)
+    # Full float32 products: a TPU's default (one bfloat16 pass) costs derivatives digits.
+    return jnp.tensordot(flat, jnp.moveaxis(jacobian, 1, 0), axes=1, precision="highest")
 
 
 @eqx.filter_custom_jvp
@@ -932,6 +933,7 @@ def _solve_reverse_bwd(residuals, grads, perturbed, inputs, *, solver, adaptive,
         jnp.asarray(cotangent, jacobian.dtype),
         jacobian,
         axes=([0, *range(1, cotangent.ndim)], other_axes),
+        precision="highest",
     )
     diff = eqx.filter(inputs, perturbed)
     leaves, treedef = jax.tree.flatten(diff)
