@@ -33,7 +33,9 @@ status=0  # a failed check must not lose the output: keep it, then report the fa
     SIMLAB_TEST_X64=0 "$python" -m pytest -m accelerator -p no:xdist -p no:cacheprovider \
         -q -rfE --durations=5 $(grep -l "mark.accelerator" tests/test_*.py) < /dev/null \
         || status=$?
+    exit "$status"
 } 2>&1 | tee "$output.tmp"
+status=${PIPESTATUS[0]}  # the group's: it runs in a subshell of its own
 mv "$output.tmp" "$output"
 echo "output kept in $output (exit status $status)"
 exit "$status"
