@@ -70,6 +70,9 @@ def test_lorenz_in_float32_follows_the_float64_solve():
     np.testing.assert_allclose(single.ys, double.ys, atol=1e-3 * scale)
 
 
+SDE_GRID = simlab.Grid((16, 16), extent=1.0, boundary="periodic")
+
+
 @pytest.mark.parametrize(
     "settings",
     [{}, dict(solver="etdrk4", adaptive=False, dt0=0.5)],
@@ -85,6 +88,37 @@ def test_gray_scott_in_float32_follows_the_float64_solve(settings):
     double = simlab.simulate(model, y0, ts, **settings)
     assert single.ys.dtype == jnp.float32
     np.testing.assert_allclose(single.ys, double.ys, atol=1e-4)
+
+
+def test_a_float32_wave_takes_the_step_its_float64_twin_takes_and_follows_it():
+    grid = simlab.Grid((16, 16), extent=1.0, boundary="periodic")
+    model = simlab.models.Wave(wave_speed=1.0, grid=grid)
+    x, _ = grid.mesh()
+    y0 = jnp.stack([jnp.sin(2 * jnp.pi * x), jnp.zeros(grid.shape)])
+    ts = jnp.array([0.0, 0.1])
+    single = simlab.simulate(model, y0.astype(jnp.float32), ts)
+    double = simlab.simulate(model, y0, ts)
+    assert single.ys.dtype == jnp.float32 and single.solver_choice == double.solver_choice
+    np.testing.assert_allclose(single.ys, double.ys, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        simlab.models.StochasticHeat(diffusivity=1.0, noise_strength=0.0, grid=SDE_GRID),
+        simlab.models.StochasticAllenCahn(epsilon=0.05, noise_strength=0.0, grid=SDE_GRID),
+    ],
+    ids=lambda model: type(model).__name__,
+)
+def test_a_float32_stochastic_field_follows_its_float64_path(model):
+    # Without noise: the two precisions draw different increments from the same key.
+    y0 = 0.1 * jnp.cos(2 * jnp.pi * SDE_GRID.mesh()[0])
+    settings = dict(adaptive=False, dt0=1e-4, key=jax.random.key(0))
+    ts = jnp.array([0.0, 1e-3])
+    single = simlab.simulate(model, y0.astype(jnp.float32), ts, **settings)
+    double = simlab.simulate(model, y0, ts, **settings)
+    assert single.ys.dtype == jnp.float32
+    np.testing.assert_allclose(single.ys, double.ys, atol=1e-5)
 
 
 def test_the_gradient_reaches_float64_parameters_through_a_float32_solve():

@@ -426,9 +426,10 @@ class Wave(AbstractGridModel):
         return 0.5 * self.grid.integrate(density)
 
     def linear_eigenvalues(self, y0):
-        frequency = _largest(self.wave_speed) * np.sqrt(
-            -laplacian_symbol(self.grid.spacing, self.order, self.impl)
-        )
+        # In the default float precision, as the stability estimates expect (strict dtype
+        # promotion never mixes a float32 speed with the float64 symbol).
+        speed = jnp.asarray(_largest(self.wave_speed), float)
+        frequency = speed * np.sqrt(-laplacian_symbol(self.grid.spacing, self.order, self.impl))
         imaginary = 1j * as_complex(frequency.ravel())
         return jnp.concatenate([imaginary, -imaginary])
 

@@ -17,7 +17,7 @@ from jaxtyping import Array, Float
 
 from ..grid import Grid, laplacian
 from ..grid._operators import LAPLACIAN_ORDERS
-from ..grid._stability import laplacian_symbol
+from ..grid._stability import diffusion_symbol
 from ..integrate._sde import SRA1, EulerMaruyama, Milstein
 from ..integrate._solvers import largest_stable_step
 from ._base import parameter
@@ -71,9 +71,6 @@ class AbstractStochasticGridModel(AbstractGridModel, AbstractSDEModel):
     def _laplacian(self, y: Array) -> Array:
         return laplacian(y, self.grid, order=self.order, impl=self.impl)
 
-    def _laplacian_symbol(self):
-        return laplacian_symbol(self.grid.spacing, self.order, self.impl)
-
 
 class StochasticHeat(AbstractStochasticGridModel):
     r"""The stochastic heat equation (Edwards–Wilkinson), $du = D \nabla^2 u\,dt +
@@ -122,7 +119,9 @@ class StochasticHeat(AbstractStochasticGridModel):
         return self.diffusivity * self._laplacian(y)
 
     def linear_eigenvalues(self, y0):
-        return self.diffusivity * self._laplacian_symbol()
+        return diffusion_symbol(
+            jnp.asarray(self.diffusivity, float), self.grid.spacing, self.order, self.impl
+        )
 
 
 class StochasticAllenCahn(AbstractStochasticGridModel):
@@ -172,5 +171,7 @@ class StochasticAllenCahn(AbstractStochasticGridModel):
     def linear_eigenvalues(self, y0):
         # The reaction's slope 1 - 3u² where |u| is largest, but at least as damping as at
         # the phases (-2): growth near u = 0 is the physics, not a step limit.
-        reaction = 1 - 3 * jnp.maximum(jnp.max(y0**2), 1.0)
-        return self.epsilon**2 * self._laplacian_symbol() + reaction
+        reaction = 1 - 3 * jnp.maximum(jnp.max(jnp.asarray(y0, float) ** 2), 1.0)
+        coefficient = jnp.asarray(self.epsilon, float) ** 2
+        diffusion = diffusion_symbol(coefficient, self.grid.spacing, self.order, self.impl)
+        return diffusion + reaction
