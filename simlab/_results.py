@@ -1,5 +1,7 @@
 """Status codes and the result objects returned by simlab's entry points."""
 
+import collections
+import re
 from typing import Any
 
 import diffrax as dfx
@@ -7,6 +9,8 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
+
+from . import _display as display
 
 
 class RESULTS(dfx.RESULTS):
@@ -119,6 +123,38 @@ def status_name(code: int) -> str:
     return names[code]
 
 
+def status_message(code: int) -> str:
+    """The message of the [`simlab.RESULTS`][] status with integer `code`, on one line
+    ("" for success; the code itself for a code simlab does not know)."""
+    names = {value: name for name, value in status_codes().items()}
+    if code not in names:
+        return f"status code {code}"
+    return " ".join(RESULTS[RESULTS._name_to_item[names[code]]].split())
+
+
+def status_text(code: int, *, success: str = "success", failure: str = "failed") -> str:
+    """A status in words: `success`, or `failed (name): the message`."""
+    if code == 0:
+        return success
+    names = {value: name for name, value in status_codes().items()}
+    return f"{failure} ({names.get(code, code)}): {status_message(code)}"
+
+
+_SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)\.\s")
+
+
+def failure_counts(codes: Any) -> list[str]:
+    """One line per failure status among `codes` (one per member), the most common first:
+    how many members ended with it, its name and the first sentence of its message."""
+    counts = collections.Counter(int(code) for code in np.ravel(codes) if int(code) != 0)
+    names = {value: name for name, value in status_codes().items()}
+    lines = []
+    for code, count in counts.most_common():
+        first_sentence = _SENTENCE_END.split(status_message(code), maxsplit=1)[0].rstrip(".")
+        lines.append(f"{count} {names.get(code, code)}: {first_sentence}.")
+    return lines
+
+
 class Trajectory(eqx.Module):
     """The solution of an initial value problem, saved at the requested times.
 
@@ -177,3 +213,85 @@ class Trajectory(eqx.Module):
         `simulate`), each member's, with the batch axes first."""
         batch_axes = np.ndim(self.ts) - 1  # ts gains the batch axes, as every leaf does
         return self.ys[(slice(None),) * batch_axes + (-1,)]
+
+    def __repr__(self) -> str:
+        """The solve in words: its status (the failure message, if any), the solver, the
+        steps taken and rejected, the time span and the final state by component name.
+        Under `jit` or `vmap`, where the values are not known, Equinox's tree view."""
+        if display.is_traced(self):
+            return eqx.tree_pformat(self)
+        return display.table(self._rows(), title="Trajectory")
+
+    def _repr_html_(self) -> str:
+        """The same rows as an HTML table (a notebook's view of a trajectory)."""
+        if display.is_traced(self):
+            return display.html_text(eqx.tree_pformat(self))
+        return display.html_table(self._rows(), title="Trajectory")
+
+    def _rows(self) -> list[tuple[str, str]]:
+        codes = np.asarray(status_code(self.result))
+        if codes.ndim == 0:
+            rows = [("status", status_text(int(codes)))]
+        else:  # a batch of solves, from a vmapped simulate
+            shape = f", shape {codes.shape}" if codes.ndim > 1 else ""
+            failed = int(np.sum(codes != 0))
+            status = f"{failed} of {codes.size} failed" if failed else "all succeeded"
+            rows = [("members", f"{codes.size}{shape}"), ("status", status)]
+            rows += [("", line) for line in failure_counts(codes)]
+        if self.solver is not None:
+            integrator = f" ({self.integrator} integrator)" if self.integrator else ""
+            choice = f"; {self.solver_choice}" if self.solver_choice else ""
+            rows.append(("solver", f"{self.solver}{integrator}{choice}"))
+        rows += _step_rows(self.stats)
+        ts = np.asarray(self.ts)
+        if ts.shape[-1]:
+            span = f"{display.number(ts[..., 0].min())} to {display.number(ts[..., -1].max())}"
+            rows.append(("time span", f"{span}, {ts.shape[-1]} save times"))
+            rows.append(("final state", self._final_state_text()))
+        if self.event_time is not None:
+            fired = ~np.isnan(np.asarray(self.event_time))
+            event = (
+                "never fired"
+                if not fired.any()
+                else f"at t = {display.array(self.event_time)}, "
+                f"state {display.array(self.event_state)}"
+            )
+            rows.append(("event", event))
+        if self.nonfinite_time is not None and not np.all(np.isnan(self.nonfinite_time)):
+            rows.append(("non-finite at", f"t = {display.array(self.nonfinite_time)}"))
+        return rows
+
+    def _final_state_text(self) -> str:
+        final = self.final_state()
+        names = self.state_names or ()
+        batch_axes = np.ndim(self.ts) - 1
+        if names and np.shape(final)[batch_axes:] == (len(names),):
+            return ", ".join(
+                f"{name}={display.array(final[..., i])}" for i, name in enumerate(names)
+            )
+        return display.array(final)
+
+
+def _step_rows(stats: dict[str, Any]) -> list[tuple[str, str]]:
+    """The steps taken, accepted and rejected (and the limit), then any other statistics;
+    for a batch of solves, the range over its members."""
+    stats = {key: display.spread(value) for key, value in stats.items()}
+    rows = []
+    if "num_steps" in stats:
+        steps = stats.pop("num_steps")
+        parts = [
+            f"{stats.pop(key)} {word}"
+            for key, word in (
+                ("num_accepted_steps", "accepted"),
+                ("num_rejected_steps", "rejected"),
+            )
+            if key in stats
+        ]
+        if parts:
+            steps += f" ({', '.join(parts)})"
+        if "max_steps" in stats:
+            steps += f", at most {stats.pop('max_steps')}"
+        rows.append(("steps", steps))
+    if stats:
+        rows.append(("stats", ", ".join(f"{key}={text}" for key, text in stats.items())))
+    return rows

@@ -15,7 +15,7 @@ import optimistix as optx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array, ArrayLike
 
-from .. import _misc
+from .. import _display as display, _misc
 from .._misc import (
     Integer,
     RealNumber,
@@ -26,8 +26,9 @@ from .._misc import (
     warn_at_caller,
 )
 from .._options import SolveOptions
-from .._results import RESULTS
+from .._results import RESULTS, failure_counts, status_code, status_text
 from ..integrate._sde import is_stochastic
+from ..models._base import field_text
 from ._loop import AbstractStepper, Carry, GradientStepper, OptimistixStepper, num_scalars, run
 from ._multistart import best_carry, draw_starts, run_starts, starts_sharding
 from ._noise import (
@@ -49,6 +50,10 @@ from ._uncertainty import (
 )
 
 METHODS = ("least_squares", "quasi_newton", "gradient")
+# The normal quantile of a two-sided 95% interval: the Wald interval estimate ± Z_95 · stderr.
+Z_95 = 1.959963984540054
+INTERVAL_DIGITS = 4
+MAX_INITIAL_STATE_ROWS = 24  # more fitted initial values (a field) show as one array
 DEFAULT_MAX_STEPS = {"least_squares": 200, "quasi_newton": 500, "gradient": 2000}
 # Built once, so that every default gradient fit reuses one compiled loop.
 DEFAULT_GRADIENT_OPTIMISER = optax.adam(1e-2)
@@ -111,6 +116,85 @@ class FitResult(eqx.Module):
     @property
     def converged(self) -> Array:
         return self.result == RESULTS.successful
+
+    def __repr__(self) -> str:
+        """A table of the estimates, their standard errors and 95% Wald intervals (estimate
+        ± 1.96 standard errors), then the loss and the convergence. Under `jit` or `vmap`,
+        where the values are not known, Equinox's tree view."""
+        if display.is_traced(self):
+            return eqx.tree_pformat(self)
+        header, rows = self._estimate_rows()
+        estimates = display.table(rows, title="FitResult", header=header)
+        return estimates + "\n" + display.table(self._summary_rows())
+
+    def _repr_html_(self) -> str:
+        """The same table and summary as one HTML table (a notebook's view of a fit)."""
+        if display.is_traced(self):
+            return display.html_text(eqx.tree_pformat(self))
+        header, rows = self._estimate_rows()
+        rows = rows + self._summary_rows()
+        return display.html_table(rows, title="FitResult", header=header)
+
+    def _estimate_rows(self) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+        units = getattr(self.model, "parameter_units", dict)()
+        batched = np.ndim(status_code(self.result)) > 0  # fits under vmap: a row per name
+        rows = []
+        for name, value in self.params.items():
+            if name not in self.stderr:  # a module, such as a network's weights
+                rows.append((name, field_text(value)))
+                continue
+            unit = units.get(name, "")
+            shape = np.shape(value)
+            if batched or shape == () or np.size(value) > display.SMALL_ARRAY:
+                rows.append(_estimate_row(name, value, self.stderr[name], unit))
+                continue
+            for index in np.ndindex(shape):
+                label = f"{name}[{','.join(map(str, index))}]"
+                rows.append(_estimate_row(label, value[index], self.stderr[name][index], unit))
+        rows += self._initial_state_rows()
+        header = ("parameter", "estimate", "std. error", "95% interval")
+        if any(len(row) > len(header) for row in rows):
+            header += ("unit",)
+            rows = [row + ("",) if len(row) == len(header) - 1 else row for row in rows]
+        return header, rows
+
+    def _initial_state_rows(self) -> list[tuple[str, ...]]:
+        """Fitted initial states, one row per entry, labelled as in `covariance_labels`."""
+        labels = [label for label in self.covariance_labels if label.startswith("y0")]
+        if not labels:
+            return []
+        values, errors = (
+            np.concatenate([np.ravel(y) for y in jax.tree_util.tree_leaves(part)])
+            for part in (self.y0, self.y0_stderr)
+        )
+        if len(labels) != values.size or values.size > MAX_INITIAL_STATE_ROWS:
+            return [_estimate_row("y0", values, errors, "")]
+        return [_estimate_row(*entry, "") for entry in zip(labels, values, errors, strict=True)]
+
+    def _summary_rows(self) -> list[tuple[str, str]]:
+        codes = np.asarray(status_code(self.result))
+        if codes.ndim == 0:
+            text = status_text(int(codes), success="converged", failure="did not converge")
+            status = [("status", text)]
+        else:  # fits under vmap
+            failed = int(np.sum(codes != 0))
+            counted = f"{failed} of {codes.size} did not converge" if failed else "all converged"
+            status = [("status", counted)] + [("", line) for line in failure_counts(codes)]
+        steps = display.spread(self.num_steps)
+        limit = f" (at most {self.max_steps})" if self.max_steps else ""
+        rows = [
+            *status,
+            ("steps", steps + limit),
+            ("loss", display.array(self.loss)),
+            ("observed values", display.array(self.num_observed)),
+        ]
+        if not np.all(np.isnan(self.noise_variance)):
+            rows.append(("noise variance", display.array(self.noise_variance)))
+        if not np.all(np.isnan(self.aic)):
+            rows.append(("AIC, BIC", f"{display.array(self.aic)}, {display.array(self.bic)}"))
+        if self.starts is not None:
+            rows.append(("starts", f"{np.size(self.starts.loss)}, best {int(self.starts.best)}"))
+        return rows
 
     def profile(
         self,
@@ -762,6 +846,23 @@ def _result(
         stepper=stepper,
         max_steps=max_steps,
     ), unidentifiable
+
+
+def _estimate_row(label: str, value: Any, error: Any, unit: str) -> tuple[str, ...]:
+    """A row of the estimates table: the estimate, its standard error, its 95% Wald interval
+    (a scalar with a finite standard error only) and the unit, if any."""
+    interval = ""
+    if np.ndim(value) == 0 and np.ndim(error) == 0:
+        half_width = Z_95 * float(error)
+        if np.isinf(half_width):
+            interval = "not identified"
+        elif np.isfinite(half_width):
+            low, high = float(value) - half_width, float(value) + half_width
+            interval = (
+                f"{display.number(low, INTERVAL_DIGITS)} to {display.number(high, INTERVAL_DIGITS)}"
+            )
+    row = (label, display.array(value), display.array(error), interval)
+    return (*row, unit) if unit else row
 
 
 def _in_layout(per_set: Sequence[Array], layout: Layout):

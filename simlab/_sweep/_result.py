@@ -9,7 +9,8 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from .._results import status_codes
+from .. import _display as display
+from .._results import failure_counts, status_codes
 from ..io._store import status_flag_attrs
 
 
@@ -50,7 +51,45 @@ class SweepResult:
     stats: dict[str, Any]
 
     def __repr__(self) -> str:
-        return eqx.tree_pformat(self)
+        """The members and what was swept, how many failed and why (each failure status,
+        counted), and each observable with its dimensions and shape."""
+        if display.is_traced(self):
+            return eqx.tree_pformat(self)
+        return display.table(self._rows(), title="SweepResult")
+
+    def _repr_html_(self) -> str:
+        """The same rows as an HTML table (a notebook's view of a sweep)."""
+        if display.is_traced(self):
+            return display.html_text(eqx.tree_pformat(self))
+        return display.html_table(self._rows(), title="SweepResult")
+
+    def _rows(self) -> list[tuple[str, str]]:
+        if self.mode == "grid" and self.grid_axes is not None:
+            axes = " × ".join(
+                f"{name} ({axis.size})"
+                for name, axis in zip(self.names, self.grid_axes, strict=True)
+            )
+            members = f"{self.num_members}, a grid over {axes}"
+        else:
+            members = f"{self.num_members} ({self.mode})"
+        rows = [("members", members)]
+        for j, name in enumerate(self.names):
+            swept = self.values[:, j] if self.grid_axes is None else self.grid_axes[j]
+            text = display.array(swept) if self.grid_axes is not None else display.spread(swept)
+            text = display.with_unit(text, self.units.get(name, ""))
+            rows.append(("swept" if j == 0 else "", f"{name}: {text}"))
+        failed = self.num_failed
+        rows.append(("failed", f"{failed} of {self.num_members}" if failed else "none"))
+        rows += [("", line) for line in failure_counts(self.status)]
+        for j, (name, value) in enumerate(self.observables.items()):
+            dims = ("member", *self.dims.get(name, ()))  # xarray's way: (member: 9, time: 5)
+            sizes = ", ".join(
+                f"{dim}: {size}" for dim, size in zip(dims, np.shape(value), strict=False)
+            )
+            rows.append(("observables" if j == 0 else "", f"{name} ({sizes})"))
+        if "seconds" in self.stats:
+            rows.append(("wall time", f"{display.number(self.stats['seconds'], 3)} s"))
+        return rows
 
     @property
     def num_members(self) -> int:

@@ -19,6 +19,7 @@ from jax.dtypes import canonicalize_dtype
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from .. import _display as display
 from .._identity import (
     abstract_time_and_state,
     event_identity,
@@ -586,7 +587,7 @@ def _model_record(model: AbstractModel) -> str:
 
     def describe(value):
         value = np.asarray(value)
-        return f"{value.item():.6g}" if value.size == 1 else f"array{value.shape}"
+        return display.number(value.item()) if value.size == 1 else f"array{value.shape}"
 
     # By name rather than `model.parameters()`: calling a method of an Equinox module first
     # builds a bound-method module, which costs more than the rest of this record.

@@ -12,7 +12,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import AbstractArray, Array, PyTree
 
+from .. import _display as display
 from .._misc import as_float_array_if_numeric, is_concrete
+from ..grid._boundary import Periodic
+from ..grid._grid import Grid
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,6 +164,35 @@ class AbstractModel(eqx.Module):
         """The current parameter values, name → array."""
         return {name: getattr(self, name) for name in self.parameter_names()}
 
+    def __repr__(self) -> str:
+        """The class and the values of the model's fields: each parameter with its unit, a
+        grid by its shape, extent and boundary conditions, settings where they differ from
+        their defaults. Under `jit`, `vmap` or `grad`, where the values are not known,
+        Equinox's tree view of shapes and dtypes."""
+        if display.is_traced(self):
+            return eqx.tree_pformat(self)
+        return display.call(type(self).__name__, self._shown_fields())
+
+    def _repr_html_(self) -> str:
+        """The same fields as an HTML table (a notebook's view of a model)."""
+        if display.is_traced(self):
+            return display.html_text(eqx.tree_pformat(self))
+        units = self.parameter_units()
+        return display.html_table(
+            [(name, text, units.get(name, "")) for name, text in self._shown_fields(units=False)],
+            title=type(self).__name__,
+            header=("field", "value", "unit"),
+        )
+
+    def _shown_fields(self, *, units: bool = True) -> list[tuple[str, str]]:
+        declared = self.parameter_units() if units else {}
+        return [
+            (name, display.with_unit(text, declared.get(name, "")))
+            if getattr(self, name) is not None  # e.g. the part `eqx.partition` left out
+            else (name, text)
+            for name, text in display.shown_fields(self, _custom_text)
+        ]
+
     def parameters_in_range(self) -> Array:
         """Whether every parameter is finite and inside its declared range: a boolean array
         computed with `jnp`, so it is checked inside compiled code (under `jit`, `vmap`)."""
@@ -184,6 +216,34 @@ class AbstractModel(eqx.Module):
                     f"{bounds.describe()}; got {value if value.size < 8 else 'an array'} "
                     f"(bad entries: {int(np.sum(~(np.isfinite(value) & bounds.contains(value))))})"
                 )
+
+
+def field_text(value: Any) -> str:
+    """A field's value as a model shows it: numbers and arrays by their values, a nested
+    model by its own fields, a grid compactly."""
+    return display.value(value, _custom_text)
+
+
+def _custom_text(value: Any) -> str | None:
+    if isinstance(value, AbstractModel):
+        return repr(value)
+    if isinstance(value, Grid):
+        return _grid_text(value)
+    return None
+
+
+def _grid_text(grid: Grid) -> str:
+    """`Grid(shape=(64, 64), extent=(1, 1), boundary='periodic')`: the grid as it would be
+    built, each boundary condition with its values, pairs and axes only where they differ."""
+    fields = [("shape", display.value(grid.shape)), ("extent", display.value(grid.extent))]
+    if any(grid.origin):
+        fields.append(("origin", display.value(grid.origin)))
+    axes = []
+    for pair in grid.boundaries:
+        low, high = ("'periodic'" if isinstance(c, Periodic) else field_text(c) for c in pair)
+        axes.append(low if low == high else f"({low}, {high})")
+    fields.append(("boundary", axes[0] if len(set(axes)) == 1 else f"[{', '.join(axes)}]"))
+    return display.call("Grid", fields)
 
 
 class AbstractODEModel(AbstractModel):
