@@ -124,6 +124,7 @@ LONG_DOCS_PAGES = (
     "kernels",
     "sweeps",
     "stiff",
+    "petab",
 )
 LONG_TESTS = {
     *(
@@ -176,6 +177,7 @@ LONG_TESTS = {
     "test_flow.py::test_gradients_wrt_viscosity_and_forcing_amplitude_match_central_differences",
     "test_lean.py::test_sensitivities_give_the_derivatives_of_the_loop_in_both_modes[True]",
     "test_walled_flow.py::test_cavity_matches_ghia_at_re_1000",
+    "test_petab.py::test_gradient_matches_central_differences",
     "test_sde_adaptive.py::test_reverse_mode_gradient_equals_forward_mode_and_the_exact_derivative",
     # Half a minute of compiling each; the fast suite checks vmapped Rodas5P gradients on
     # test_integrators.py's closure case.
