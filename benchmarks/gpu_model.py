@@ -12,7 +12,8 @@ the memory bandwidth over the bytes each cell moves. Two traffic counts bound it
 A temporally blocked launch of `k` steps moves its bytes once for all `k`. Flops come from
 XLA's cost analysis of each kernel's `jax.numpy` reference, compiled here on the CPU; the
 model's `pl.CostEstimate` for a launch is those counts at the benchmark's size.
-`benchmarks/gpu_kernels.py` prints the `minimum` prediction beside each measurement.
+`benchmarks/gpu_kernels.py` prints the H200's `minimum` prediction beside each measurement,
+`benchmarks/tpu_bench.py` the TPU v5e's `tiled` one (`chip_rates`).
 
 Usage: `python benchmarks/gpu_model.py [--out FILE]`.
 """
