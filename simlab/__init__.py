@@ -21,7 +21,6 @@ from ._fit._noise import AbstractNoise as AbstractNoise, NegativeBinomial as Neg
 from ._fit._profile import Profile as Profile
 from ._fit._series import Series as Series
 from ._options import SolveOptions as SolveOptions
-from ._provenance import simlab_version as _simlab_version
 from ._results import (
     RESULTS as RESULTS,
     SimulationError as SimulationError,
@@ -36,6 +35,7 @@ from ._steady_state import (
     steady_state as steady_state,
 )
 from ._sweep import SweepResult as SweepResult, sweep as sweep
+from ._version import __version__ as __version__
 from .grid import (
     Dirichlet as Dirichlet,
     Grid as Grid,
@@ -47,5 +47,3 @@ from .grid import (
 )
 from .integrate._events import Event as Event
 from .integrate._solvers import SOLVERS as SOLVERS
-
-__version__ = _simlab_version()

@@ -97,3 +97,35 @@ def as_float_array_if_numeric(value: Any) -> Any:
         return as_float_array(value)
     except (TypeError, ValueError):
         return value
+
+
+def show_progress(progress: bool | None) -> bool:
+    """Whether to draw a progress bar: always for `progress=True`, never for `False`, and for
+    `None` (the default) when the process is interactive: stderr is a terminal, or the code
+    runs in a Jupyter/IPython kernel (where `tqdm.auto` draws a notebook widget). A batch job
+    shows none unless asked."""
+    if progress is not None:
+        return bool(progress)
+    return _stderr_is_terminal() or _in_notebook_kernel()
+
+
+def _stderr_is_terminal() -> bool:
+    try:
+        return sys.stderr is not None and sys.stderr.isatty()
+    except (AttributeError, ValueError):  # a replaced stream, or a closed one
+        return False
+
+
+def _in_notebook_kernel() -> bool:
+    # A kernel has imported ipykernel and IPython already: look them up, never import them.
+    if sys.modules.get("ipykernel") is None:
+        return False
+    ipython = sys.modules.get("IPython")
+    get_ipython = getattr(ipython, "get_ipython", None)
+    if get_ipython is None:
+        return False
+    try:
+        shell = get_ipython()
+    except Exception:
+        return False
+    return getattr(shell, "kernel", None) is not None

@@ -9,7 +9,7 @@ from typing import Any
 
 import jax
 
-UNKNOWN_VERSION = "unknown version"
+from ._version import __version__
 
 
 def provenance(devices: Iterable[jax.Device], **fields: Any) -> dict[str, Any]:
@@ -22,9 +22,9 @@ def provenance(devices: Iterable[jax.Device], **fields: Any) -> dict[str, Any]:
 
     **Returns:**
 
-    A dict of JSON values: `simlab_version` ("unknown version" for a source tree that was
-    never installed), `jax_version`, `python_version`, `platform`, `devices`, `created`
-    (UTC, ISO 8601) and then `fields`.
+    A dict of JSON values: `simlab_version` (the installed version, or the source tree's
+    own where simlab was never installed), `jax_version`, `python_version`, `platform`,
+    `devices`, `created` (UTC, ISO 8601) and then `fields`.
     """
     return {
         **_software(),
@@ -47,9 +47,10 @@ def _software() -> dict[str, str]:
 
 
 def simlab_version() -> str:
-    """simlab's installed version, or "unknown version" where it runs from a source tree that
-    was never installed (no package metadata to read)."""
+    """simlab's installed version, or the version written in the source tree
+    (`simlab/_version.py`) where it runs from one that was never installed (no package
+    metadata to read)."""
     try:
         return importlib.metadata.version("simlab")
     except importlib.metadata.PackageNotFoundError:
-        return UNKNOWN_VERSION
+        return __version__

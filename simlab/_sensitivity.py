@@ -42,7 +42,7 @@ def sensitivity(
     chunk_size: Integer | None = None,
     mesh: Mesh | None = None,
     store: Any = None,
-    progress: bool = True,
+    progress: bool | None = None,
     solver: str | dfx.AbstractSolver | None = None,
     rtol: RealNumber | None = None,
     atol: RealNumber | None = None,

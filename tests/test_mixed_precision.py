@@ -185,7 +185,7 @@ def uninstalled(monkeypatch):
     _provenance._software.cache_clear()
 
 
-def test_provenance_from_an_uninstalled_tree_says_unknown_version(uninstalled):
+def test_provenance_from_an_uninstalled_tree_gives_the_source_version(uninstalled):
     result = simlab.sweep(
         LOTKA_VOLTERRA,
         {"alpha": np.array([0.5, 0.6])},
@@ -194,5 +194,5 @@ def test_provenance_from_an_uninstalled_tree_says_unknown_version(uninstalled):
         observable=lambda trajectory: {"final_state": trajectory.ys[-1]},
         progress=False,
     )
-    assert result.attrs["simlab_version"] == "unknown version"
-    assert _provenance.simlab_version() == "unknown version"
+    assert result.attrs["simlab_version"] == simlab.__version__ == "0.3.0"
+    assert _provenance.simlab_version() == "0.3.0"

@@ -428,17 +428,17 @@ class FakeTerminal:
         pass
 
 
-def test_progress_bar_shows_rate_in_a_terminal_only(grid_result, monkeypatch, capsys):
+def test_progress_bar_by_default_shows_rate_in_a_terminal_only(grid_result, monkeypatch, capsys):
     def run(progress):
         return lotka_volterra_sweep(progress=progress)
 
-    run(progress=True)  # pytest's captured stderr is not a terminal: no bar
+    run(progress=None)  # pytest's captured stderr is not a terminal: no bar
     assert capsys.readouterr().err == ""
     terminal = FakeTerminal()
     monkeypatch.setattr("sys.stderr", terminal)
     run(progress=False)
     assert terminal.text == ""
-    run(progress=True)
+    run(progress=None)
     assert "9/9" in terminal.text and "member/s" in terminal.text
 
 

@@ -1,7 +1,6 @@
 """`fit`: parameters of a model from observations, with their uncertainty."""
 
 import os
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -23,6 +22,7 @@ from .._misc import (
     is_concrete,
     is_real_number,
     nan_where,
+    show_progress,
     warn_at_caller,
 )
 from .._options import SolveOptions
@@ -436,7 +436,8 @@ def fit(
     - `devices`: run data-parallel: the batch axis of the experiments is sharded over these
       devices (e.g. `jax.devices()`) with `NamedSharding`, and `jax.jit` partitions the fit.
       Each batch size must be divisible by the number of devices.
-    - `progress`: show a progress bar (default: only when stdout is a terminal).
+    - `progress`: show a progress bar: `True` always, `False` never, `None` (the default)
+      when the process is interactive (stderr is a terminal, or a Jupyter kernel).
     - `checkpoint`: a `.npz` path: the loop's state is saved there every
       `checkpoint_every` steps, and a later call with the same arguments resumes from it.
       A checkpoint of another fit is refused, naming what differs; the model and `observe`
@@ -566,7 +567,7 @@ def fit_problem(
     else:
         if devices is not None:
             problem = _sharded(problem, list(devices))
-        show = not traced and sys.stdout.isatty() if progress is None else progress and not traced
+        show = show_progress(progress) and not traced
         carry = run(
             problem,
             stepper,

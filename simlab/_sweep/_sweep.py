@@ -5,7 +5,6 @@ import functools
 import json
 import logging
 import pathlib
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -14,10 +13,10 @@ import diffrax as dfx
 import equinox as eqx
 import jax
 import numpy as np
-import tqdm
 from jax.dtypes import canonicalize_dtype
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from tqdm.auto import tqdm
 
 from .. import _display as display
 from .._identity import (
@@ -27,7 +26,7 @@ from .._identity import (
     model_identity,
     qualified_name,
 )
-from .._misc import Integer, RealNumber, as_count
+from .._misc import Integer, RealNumber, as_count, show_progress
 from .._options import DEFAULT_MAX_STEPS, SolveOptions, merged_options
 from .._provenance import provenance as simlab_provenance
 from .._results import Trajectory
@@ -72,7 +71,7 @@ def sweep(
     chunk_size: Integer | None = None,
     mesh: Mesh | None = None,
     store: Any = None,
-    progress: bool = True,
+    progress: bool | None = None,
     key: Any = None,
     options: SolveOptions | None = None,
     solver: str | dfx.AbstractSolver | None = None,
@@ -131,7 +130,9 @@ def sweep(
       chunks; a store of a different sweep is refused, naming what differs. The model, the
       observable and the event count as the same only if they compute the same (a class or
       function redefined under its name is a different one).
-    - `progress`: show a progress bar (members per second, ETA) when stderr is a terminal.
+    - `progress`: show a progress bar (members per second, ETA): `True` always, `False`
+      never, `None` (the default) when the process is interactive (stderr is a terminal,
+      or a Jupyter kernel, where it is a notebook widget).
     - `key`: a `jax.random` key, for `mode="samples"`.
     - `options`: the solve settings as one [`simlab.SolveOptions`][] (part of the compiled
       chunk function's cache key and of the store's identity), or the keywords
@@ -526,12 +527,12 @@ class _NoProgressBar:
         pass
 
 
-def _progress_bar(progress: bool, layout: StoreLayout, finished: np.ndarray):
-    if not (progress and _is_writer() and sys.stderr.isatty()):
+def _progress_bar(progress: bool | None, layout: StoreLayout, finished: np.ndarray):
+    if not (show_progress(progress) and _is_writer()):
         return _NoProgressBar()
     chunks = np.flatnonzero(finished).tolist()
     already = sum(end - begin for begin, end in map(layout.chunk_bounds, chunks))
-    return tqdm.tqdm(
+    return tqdm(
         total=layout.num_members,
         initial=already,
         unit="member",

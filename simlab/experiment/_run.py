@@ -112,7 +112,7 @@ def compute(
             observable=observable,
             mesh=mesh,
             store=sweep_store,
-            progress=not quiet,
+            progress=False if quiet else None,
             options=SolveOptions.from_mapping(experiment.solver),
             event=None if ensemble is not None else experiment.event,
             **paths,
@@ -490,7 +490,7 @@ def sensitivity_indices(experiment: Experiment, model, y0, *, devices=None, quie
         num_resamples=spec.num_resamples,
         conf_level=spec.conf_level,
         mesh=member_mesh(list(devices)) if devices is not None else None,
-        progress=not quiet,
+        progress=False if quiet else None,
         event=experiment.event,
         **experiment.solver,
     )
