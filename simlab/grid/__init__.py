@@ -14,7 +14,7 @@
 - `impl="auto" | "xla" | "pallas"` is resolved inside `<op>_interior`: `"xla"` is the
   pure-jnp reference; `"pallas"` calls the operator's kernel from `simlab.kernels` (a
   fixed table: the Laplacian has one), with the same arguments as `<op>_interior` minus
-  `impl`; `"auto"` is Pallas on GPU/TPU where a kernel exists, XLA otherwise
+  `impl`; `"auto"` is Pallas where a kernel was measured faster on the platform, XLA otherwise
   ([`simlab.grid.resolve_impl`][]). Every impl differentiates in forward and reverse
   mode.
 - `impl="spectral"` makes `<op>(field, grid)` differentiate in Fourier space instead

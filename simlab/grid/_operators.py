@@ -112,7 +112,8 @@ def laplacian(field: ArrayLike, grid: Grid, *, order: int = 2, impl: Impl = "aut
     - `grid`: the [`simlab.Grid`][].
     - `order`: 2 or 4, the order of accuracy of the stencil.
     - `impl`: `"xla"` (the jnp reference), `"pallas"` (a kernel from `simlab.kernels`),
-      `"auto"` (Pallas on GPU/TPU when available, XLA on CPU) or `"spectral"` (Fourier).
+      `"auto"` (Pallas where measured faster on the platform, else XLA; see
+      [`simlab.grid.resolve_impl`][]) or `"spectral"` (Fourier).
 
     **Returns:** an array of the same shape as `field`.
 

@@ -106,7 +106,7 @@ class WalledNavierStokes2D(AbstractGridModel):
       $-\partial_x p$ that the periodic pressure cannot hold).
     - `impl`: the momentum tendency's path: `"xla"` (shifted arrays), `"pallas"` (the
       fused kernel [`simlab.kernels.mac_momentum`][], on the velocity padded with the
-      walls' ghosts) or `"auto"` (Pallas on a GPU or TPU, XLA on a CPU). The projection
+      walls' ghosts) or `"auto"` (Pallas where it was measured faster: a TPU). The projection
       is XLA's on every path.
     - `pressure_solve`: `"auto"` (fast transforms, or conjugate gradients with an outlet),
       `"transform"` or `"krylov"` (conjugate gradients everywhere).
