@@ -14,6 +14,7 @@ import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -232,3 +233,15 @@ def _html_row(row: Sequence[str], columns: int, tag: str) -> str:
 def html_text(text: str) -> str:
     """Plain text for a notebook, escaped: what a traced object shows instead of a table."""
     return f"<pre>{html.escape(text)}</pre>"
+
+
+def rows_text(obj: Any, rows: Callable[[], list], title: str) -> str:
+    """`obj`'s rows as a text table, or Equinox's tree view while its values are traced."""
+    return eqx.tree_pformat(obj) if is_traced(obj) else table(rows(), title=title)
+
+
+def rows_html(obj: Any, rows: Callable[[], list], title: str) -> str:
+    """`obj`'s rows as an HTML table, or Equinox's tree view while its values are traced."""
+    if is_traced(obj):
+        return html_text(eqx.tree_pformat(obj))
+    return html_table(rows(), title=title)

@@ -218,15 +218,11 @@ class Trajectory(eqx.Module):
         """The solve in words: its status (the failure message, if any), the solver, the
         steps taken and rejected, the time span and the final state by component name.
         Under `jit` or `vmap`, where the values are not known, Equinox's tree view."""
-        if display.is_traced(self):
-            return eqx.tree_pformat(self)
-        return display.table(self._rows(), title="Trajectory")
+        return display.rows_text(self, self._rows, "Trajectory")
 
     def _repr_html_(self) -> str:
         """The same rows as an HTML table (a notebook's view of a trajectory)."""
-        if display.is_traced(self):
-            return display.html_text(eqx.tree_pformat(self))
-        return display.html_table(self._rows(), title="Trajectory")
+        return display.rows_html(self, self._rows, "Trajectory")
 
     def _rows(self) -> list[tuple[str, str]]:
         codes = np.asarray(status_code(self.result))

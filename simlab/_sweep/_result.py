@@ -5,7 +5,6 @@ import dataclasses
 import json
 from typing import Any
 
-import equinox as eqx
 import jax
 import numpy as np
 
@@ -53,15 +52,11 @@ class SweepResult:
     def __repr__(self) -> str:
         """The members and what was swept, how many failed and why (each failure status,
         counted), and each observable with its dimensions and shape."""
-        if display.is_traced(self):
-            return eqx.tree_pformat(self)
-        return display.table(self._rows(), title="SweepResult")
+        return display.rows_text(self, self._rows, "SweepResult")
 
     def _repr_html_(self) -> str:
         """The same rows as an HTML table (a notebook's view of a sweep)."""
-        if display.is_traced(self):
-            return display.html_text(eqx.tree_pformat(self))
-        return display.html_table(self._rows(), title="SweepResult")
+        return display.rows_html(self, self._rows, "SweepResult")
 
     def _rows(self) -> list[tuple[str, str]]:
         if self.mode == "grid" and self.grid_axes is not None:
