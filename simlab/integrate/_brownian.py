@@ -3,12 +3,15 @@
 Steps are numbered across the save intervals and grouped in blocks of `steps_per_block`
 (a number fixed by the noise's size): block `b` draws the standard normals of all its steps
 at once from `jax.random.fold_in(key, b)`, and step `n` takes row `n % steps_per_block`,
-scaled by its step length. Deriving a key costs as much as drawing several normals, so one
-key per block rather than per step makes drawing nearly as cheap as drawing every
-increment beforehand, while only one block is ever held. A path depends only on the key,
-the step grid and the noise shape, never on how members are batched, chunked or spread
-over devices, and no path is stored unless asked for (`brownian_path`). Adaptive steps
-draw from a virtual Brownian tree built from the key instead (`brownian_tree`).
+scaled by its step length. The whole block is turned into normals in one operation: a
+conversion step by step, fused into each step's arithmetic, rounds differently alone and
+under `vmap`, and a path must not depend on its batch in its last bits. Deriving a key
+costs as much as drawing several normals, so one key per block rather than per step makes
+drawing nearly as cheap as drawing every increment beforehand, while only one block is
+ever held. A path depends only on the key, the step grid and the noise shape, never on how
+members are batched, chunked or spread over devices, and no path is stored unless asked
+for (`brownian_path`). Adaptive steps draw from a virtual Brownian tree built from the key
+instead (`brownian_tree`).
 """
 
 import functools
@@ -40,10 +43,10 @@ class Increment(NamedTuple):
 
 
 class BlockDraws(NamedTuple):
-    """The random bits of one block of steps, a row per step, for `dW` and, where drawn,
-    for `H` (from separate keys, so `dW` is the same whether `H` is drawn or not). The loop
-    carries bits rather than normals: integers carry no derivative, so reverse mode neither
-    stores nor propagates cotangents for the block."""
+    """The standard normals of one block of steps, a row per step, for `dW` and, where
+    drawn, for `H` (from separate keys, so `dW` is the same whether `H` is drawn or not),
+    held as their bits (`lax.bitcast_convert_type`, exact both ways): integers carry no
+    derivative, so reverse mode neither stores nor propagates cotangents for the block."""
 
     dW: Array
     H: Array | None
@@ -85,12 +88,16 @@ def bits_dtype(dtype: Any) -> Any:
 def block_draws(
     key: Array, block: Any, noise_shape: tuple[int, ...], dtype: Any, *, area: bool
 ) -> BlockDraws:
-    """The bits of block number `block` (traced or not) for normals of float type `dtype`;
-    `H`'s only if `area`."""
+    """The standard normals of block number `block` (traced or not), of float type `dtype`,
+    as their bits; `H`'s only if `area`."""
     key_w, key_h = jax.random.split(jax.random.fold_in(key, block))
     shape = (steps_per_block(noise_shape), *noise_shape)
-    H = jax.random.bits(key_h, shape, bits_dtype(dtype)) if area else None
-    return BlockDraws(jax.random.bits(key_w, shape, bits_dtype(dtype)), H)
+
+    def normals_bits(key):
+        normals = standard_normal(jax.random.bits(key, shape, bits_dtype(dtype)), dtype)
+        return lax.bitcast_convert_type(normals, bits_dtype(dtype))
+
+    return BlockDraws(normals_bits(key_w), normals_bits(key_h) if area else None)
 
 
 def standard_normal(bits: Array, dtype: Any) -> Array:
@@ -129,8 +136,12 @@ def increment(draws: BlockDraws, step: Any, h: Array) -> Increment:
     """The increments of step number `step` (an integer, traced or not), of length `h`, from
     the block that holds it."""
     row = step % draws.dW.shape[0]
-    H = None if draws.H is None else jnp.sqrt(h / 12) * standard_normal(draws.H[row], h.dtype)
-    return Increment(jnp.sqrt(h) * standard_normal(draws.dW[row], h.dtype), H)
+
+    def normals(bits):
+        return lax.bitcast_convert_type(bits[row], h.dtype)
+
+    H = None if draws.H is None else jnp.sqrt(h / 12) * normals(draws.H)
+    return Increment(jnp.sqrt(h) * normals(draws.dW), H)
 
 
 def brownian_path(key: Any, ts: Any, dt0: Any = None, noise_shape: tuple[int, ...] = ()) -> Array:
@@ -202,7 +213,7 @@ def _path_at_save_times(
     bits = jax.vmap(lambda b: block_draws(key, b, noise_shape, ts.dtype, area=False).dW)(
         jnp.arange(blocks)
     )
-    steps = standard_normal(bits.reshape(-1, *noise_shape)[:total], ts.dtype)
+    steps = lax.bitcast_convert_type(bits.reshape(-1, *noise_shape)[:total], ts.dtype)
     dW = jnp.sqrt(h).reshape(-1, *(1,) * len(noise_shape)) * steps
     W = jnp.cumsum(dW, axis=0)[np.cumsum(counts) - 1]
     return jnp.concatenate([jnp.zeros((1, *noise_shape), ts.dtype), W])
