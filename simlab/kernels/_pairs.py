@@ -30,10 +30,11 @@ from jaxtyping import Array, ArrayLike
 from ._pallas import Launch, launch_options
 from ._primitive import KernelLaunch, launch_primitive
 
-# Targets per program, per target: Triton's tiles are powers of two held in registers;
-# Mosaic TPU's lanes are 128 wide; the interpreter runs fewer, larger programs.
-TARGET_BLOCKS = {"interpret": 256, "triton": 64, "tpu": 128}
-SOURCE_BLOCKS = {"interpret": 256, "triton": 64, "tpu": 128}
+# Targets and sources per program, per target: Triton's tiles are powers of two held in
+# registers; the interpreter runs fewer, larger programs; Mosaic TPU's 512 by 512 was the
+# fastest measured on a TPU v5e at 8192 bodies (1.18 ms, against 1.64 ms for 128 by 128).
+TARGET_BLOCKS = {"interpret": 256, "triton": 64, "tpu": 512}
+SOURCE_BLOCKS = {"interpret": 256, "triton": 64, "tpu": 512}
 
 
 def gravity_scale(r2: Array, parameters) -> Array:
@@ -72,15 +73,19 @@ class PairLaw:
 def _pair_sum(targets, sources, weights, mask, parameters, pair_scale, cutoff, box):
     """$\\sum_j$ over one `(sources, targets)` tile: `targets` are `dims` rows `(1, T)`,
     `sources` `dims` columns `(S, 1)`, `weights` `(S, 1)`, `mask` `(S, T)` excludes
-    self-pairs and padding. Returns `dims` rows `(1, T)`. Shared by kernel and reference,
-    so both evaluate the same expression."""
+    self-pairs and padding (`None`: the tile has neither). Returns `dims` rows `(1, T)`.
+    Shared by kernel and reference, so both evaluate the same expression."""
     deltas = [_separation(xt - xs, box) for xt, xs in zip(targets, sources, strict=True)]
     r2 = sum(delta * delta for delta in deltas)
     if cutoff is not None:
-        mask = mask & (r2 < cutoff**2)
-    # Masked pairs get r² = 1: their scale is finite and then zeroed, so no 0·inf = NaN,
-    # in the values or in their derivatives.
-    scale = jnp.where(mask, pair_scale(jnp.where(mask, r2, 1.0), parameters), 0.0)
+        within = r2 < cutoff**2
+        mask = within if mask is None else mask & within
+    if mask is None:
+        scale = pair_scale(r2, parameters)
+    else:
+        # Masked pairs get r² = 1: their scale is finite and then zeroed, so no
+        # 0·inf = NaN, in the values or in their derivatives.
+        scale = jnp.where(mask, pair_scale(jnp.where(mask, r2, 1.0), parameters), 0.0)
     weighted = scale * weights
     return [jnp.sum(weighted * delta, axis=0, keepdims=True) for delta in deltas]
 
@@ -98,12 +103,23 @@ def _kernel(parameters_ref, targets_ref, sources_ref, weights_ref, out_ref, **st
         start = pl.multiple_of(j * block, block)
         sources = [sources_ref[pl.ds(start, block), pl.ds(a, 1)] for a in range(dims)]
         weights = weights_ref[pl.ds(start, block), :]
-        source_ids = start + jax.lax.broadcasted_iota(jnp.int32, (block, 1), 0)
-        mask = source_ids < count
-        if static["exclude_self"]:
-            mask = mask & (source_ids != target_ids)
-        terms = _pair_sum(targets, sources, weights, mask, parameters, *static["law"])
-        return tuple(s + t for s, t in zip(sums, terms, strict=True))
+
+        def terms(masked: bool):
+            mask = None
+            if masked:
+                source_ids = start + jax.lax.broadcasted_iota(jnp.int32, (block, 1), 0)
+                mask = source_ids < count
+                if static["exclude_self"]:
+                    mask = mask & (source_ids != target_ids)
+            return _pair_sum(targets, sources, weights, mask, parameters, *static["law"])
+
+        # Only the tiles that hold padding or self-pairs pay for the mask's compares and
+        # selects.
+        holds_padding = start + block > count
+        holds_self = (start < first_target + target_block) & (first_target < start + block)
+        masked = holds_padding | holds_self if static["exclude_self"] else holds_padding
+        tile = jax.lax.cond(masked, lambda: terms(True), lambda: terms(False))
+        return tuple(s + t for s, t in zip(sums, tile, strict=True))
 
     zero = jnp.zeros((1, target_block), out_ref.dtype)
     # int32 bounds: with 64-bit types enabled, Mosaic TPU refuses an int64 loop index.
