@@ -19,7 +19,7 @@ from ._options import DEFAULT_MAX_STEPS, merged_options
 from ._results import Trajectory
 from ._simulate import simulate
 from .integrate._brownian import checked_key
-from .integrate._sde import is_stochastic
+from .integrate._sde import check_additive, is_stochastic
 
 
 class Estimate(NamedTuple):
@@ -100,6 +100,7 @@ def expectation(
             f"expectation averages over the paths of a stochastic model; "
             f"{type(model).__name__} is deterministic: simulate it once instead."
         )
+    check_additive(model, jnp.asarray(y0, float), args, jnp.asarray(ts)[0])
     key = checked_key(key)
     paths = as_count("paths", paths)
     if batch_size is not None:

@@ -287,6 +287,40 @@ def test_stochastic_models_refuse_bad_keys_and_solvers(settings, message):
         simlab.simulate(GBM, jnp.array([1.0]), TS, **settings)
 
 
+class _MislabelledAdditive(AbstractSDEModel):
+    """Geometric Brownian motion that declares its noise additive: it is not."""
+
+    mu: Float[Array, ""] = parameter()
+    sigma: Float[Array, ""] = parameter()
+    state_names: ClassVar[tuple[str, ...]] = ("S",)
+    additive: ClassVar[bool] = True
+
+    def drift(self, t, y, args):
+        return self.mu * y
+
+    def diffusion(self, t, y, args):
+        return self.sigma * y
+
+
+def test_a_diffusion_that_depends_on_the_state_cannot_be_declared_additive():
+    """SRA1 on sigma*y would silently run at strong order 1/2: the declaration is refused
+    before any step, in simulate, sweep and expectation; the same noise declared as what it
+    is runs (Milstein), as does a truly additive model."""
+    model = _MislabelledAdditive(mu=0.5, sigma=0.8)
+    fixed = dict(key=KEYS[0], adaptive=False, dt0=0.1)
+    refusal = r"declares additive = True, but its diffusion depends on the state"
+    with pytest.raises(ValueError, match=refusal):
+        simlab.simulate(model, jnp.array([1.0]), TS, **fixed)
+    with pytest.raises(ValueError, match=refusal):
+        simlab.sweep(model, {"mu": jnp.array([0.5])}, jnp.array([1.0]), TS, paths=2, **fixed)
+    with pytest.raises(ValueError, match=refusal):
+        simlab.expectation(model, jnp.array([1.0]), TS, lambda p: p.ys[-1], paths=2, **fixed)
+    path = simlab.simulate(GBM, jnp.array([1.0]), TS, **fixed)
+    assert path.solver == "milstein" and path.succeeded
+    ou = OrnsteinUhlenbeck(theta=1.0, mu=0.0, sigma=0.5)
+    assert simlab.simulate(ou, jnp.array([1.0]), TS, **fixed).solver == "sra1"
+
+
 def test_refusals_name_the_noise_and_the_argument():
     key = jax.random.key(0)
     fixed = dict(key=key, adaptive=False, dt0=0.1)

@@ -33,7 +33,7 @@ from .._results import Trajectory
 from .._simulate import checked_ts, checked_y0, with_default_solver
 from ..integrate._brownian import checked_key
 from ..integrate._events import Event, event_name
-from ..integrate._sde import is_stochastic
+from ..integrate._sde import check_additive, is_stochastic
 from ..io import StoreLayout, SweepStore
 from ..io._fingerprint import array_digest
 from ..io._store import NOT_COMPUTED
@@ -202,6 +202,8 @@ def sweep(
     ):
         raise ValueError(f"observable_name must be a non-empty string; got {observable_name!r}.")
     stochastic = _check_paths(model, paths, key, keep_paths, store)
+    if stochastic:
+        check_additive(model, y0, None, ts[0])
     key_data = jax.random.key_data(checked_key(key)) if stochastic else None
     points_key = jax.random.fold_in(checked_key(key), POINTS_STREAM) if stochastic else key
     members = build_members(model, params, mode=mode, key=points_key, num_samples=num_samples)

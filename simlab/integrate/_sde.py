@@ -23,8 +23,10 @@ import equinox as eqx
 import jax
 import jax.lax as lax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array
 
+from .._misc import is_concrete
 from .._results import RESULTS
 from ._brownian import Increment, block_draws, checked_key, draws_for_step, increment
 from ._interface import AbstractIntegrator, Problem, Solution
@@ -301,7 +303,8 @@ def checked_stochastic_inputs(
     model: Any, solver: Any, y0: Array, key: Any, args: Any, *, adaptive: bool
 ):
     """The key as a typed JAX key for a stochastic model (`None` for a deterministic one),
-    after checking that model, solver and key belong together; errors name the argument."""
+    after checking that model, solver and key belong together (and the model's `additive`
+    declaration, at `y0`); errors name the argument."""
     name = type(model).__name__
     if not is_stochastic(model):
         if isinstance(solver, AbstractStochasticSolver):
@@ -328,10 +331,37 @@ def checked_stochastic_inputs(
         )
     _check_step_mode(model, solver, adaptive)
     noise_shape(model, y0, args)
+    check_additive(model, y0, args)
     reason = solver.refusal(model)
     if reason is not None:
         raise ValueError(reason)
     return checked_key(key)
+
+
+def check_additive(model: Any, y0: Array, args: Any, t0: Any = 0.0) -> None:
+    """Refuses a model that declares `additive = True` while its diffusion depends on the
+    state at time `t0` and `y0`: its derivative in `y` along a fixed pseudo-random direction is
+    not zero. (SRA1 would run at strong order 1/2 instead of 3/2, and SPaRK would leave out
+    the Stratonovich correction.) Values known only at run time (under `jit`, `vmap`,
+    `grad`) are not checked."""
+    if not model.additive:
+        return
+    direction = np.random.default_rng(0).standard_normal(np.shape(y0))
+    slope = _diffusion_slope(model, t0, y0, np.asarray(direction, y0.dtype), args)
+    if not is_concrete(slope) or not np.any(np.asarray(slope) != 0):
+        return
+    raise ValueError(
+        f"{type(model).__name__} declares additive = True, but its diffusion depends on the "
+        "state (its derivative in y at y0 is not zero), so SRA1 would lose its order 3/2: "
+        "declare additive = False (Milstein or Euler–Maruyama then run), or make "
+        "diffusion independent of y."
+    )
+
+
+@eqx.filter_jit
+def _diffusion_slope(model: Any, t0: Any, y0: Array, direction: Array, args: Any) -> Array:
+    """The derivative of `model.diffusion(t0, y, args)` in `y` at `y0` along `direction`."""
+    return jax.jvp(lambda y: model.diffusion(t0, y, args), (y0,), (direction,))[1]
 
 
 def _check_step_mode(model: Any, solver: AbstractStochasticSolver, adaptive: bool) -> None:

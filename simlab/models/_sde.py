@@ -21,7 +21,8 @@ class AbstractSDEModel(AbstractODEModel):
       motion per component), `"scalar"` (the state's shape, one Brownian motion for all)
       or `"general"` (a `(state, noise)` matrix $G$, $dy = \dots + G\,dW$);
     - `additive = True` where `diffusion` does not depend on `y` (SRA1 then reaches
-      strong order 1.5).
+      strong order 1.5); `simulate`, `sweep` and `expectation` refuse the declaration
+      where `diffusion`'s derivative in `y` at `y0` is not zero.
 
     Calling the model gives the drift, so the deterministic tools (steady states, the
     vector-field checks) see the noise-free dynamics; `simulate` needs a `key`.
