@@ -16,6 +16,7 @@ from ._misc import Integer, RealNumber, as_count
 from ._simulate import DEFAULT_MAX_STEPS
 from ._sweep import sweep
 from ._sweep._members import _check_names
+from .integrate._sde import is_stochastic
 from .models._base import AbstractModel
 
 METHODS = ("sobol", "morris")
@@ -143,6 +144,7 @@ def sensitivity(
             "sensitivity needs a simlab.models.AbstractModel (to know its parameters); got "
             f"{type(model).__name__}."
         )
+    _refuse_stochastic(model)
     problem = _problem(model, ranges)
     num_samples, num_levels, num_resamples = _checked_sizes(
         method, num_samples, num_levels, num_resamples, conf_level
@@ -214,6 +216,19 @@ def sensitivity(
             "solver_settings": result.attrs["solver_settings"],
         },
     )
+
+
+def _refuse_stochastic(model: AbstractModel) -> None:
+    """Sensitivity runs each design point once: a stochastic model's outputs would vary
+    from path to path, and the indices would measure its noise."""
+    if is_stochastic(model):
+        raise ValueError(
+            f"sensitivity runs each design point once, and {type(model).__name__} is "
+            "stochastic (its outputs vary from path to path). To see how their mean depends "
+            "on the parameters, run simlab.sweep(model, params, y0, ts, paths=..., "
+            "key=jax.random.key(0), adaptive=False, dt0=...), which gives each output x as "
+            "x_mean (and x_variance, x_quantiles) at every parameter point."
+        )
 
 
 def _problem(model: AbstractModel, ranges) -> dict:

@@ -305,6 +305,25 @@ def test_bad_input_is_answered_clearly(ranges, options, match):
         simlab.sensitivity(AtRest(), ranges, jnp.zeros(4), TS_AT_REST, **arguments)
 
 
+def test_a_stochastic_model_is_refused_with_what_to_run_instead():
+    """Sensitivity runs each design point once; for an SDE it says so before any run and
+    points to sweep's paths, instead of asking for arguments it does not take."""
+    model = simlab.models.OrnsteinUhlenbeck(theta=1.0, mu=0.0, sigma=0.5)
+    with pytest.raises(ValueError, match="is stochastic") as refusal:
+        simlab.sensitivity(
+            model,
+            {"theta": [0.5, 2.0]},
+            jnp.ones(1),
+            TS_AT_REST,
+            observable=None,
+            num_samples=4,
+            key=jax.random.key(0),
+            progress=False,
+        )
+    message = str(refusal.value)
+    assert "simlab.sweep" in message and "paths=" in message and "x_mean" in message
+
+
 def test_parameter_range_outside_the_model_bounds_is_refused():
     with pytest.raises(ValueError, match="must lie in"):
         simlab.sensitivity(
