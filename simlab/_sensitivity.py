@@ -113,7 +113,9 @@ def sensitivity(
     seeds and the sweep's provenance. Where an output element takes one value in every
     run its Sobol' indices are undefined and set to NaN.
 
-    **Raises:** `ValueError` for an unknown name, a range with `lower >= upper`, a sample
+    **Raises:** `ValueError` for a stochastic model (each design point runs once; see
+    `sweep`'s `paths` for the mean of its outputs), an unknown name, a range with
+    `lower >= upper`, a sample
     count the design cannot use, and outputs that are not finite in every run (it says how
     many runs failed, and why).
 
