@@ -273,6 +273,40 @@ def test_initial_state_component_and_whole_trajectory():
         np.testing.assert_allclose(dataset["trajectory"].sel(prey=prey), expected, rtol=1e-10)
 
 
+@pytest.mark.parametrize("passive_scalar", [False, True])
+def test_to_xarray_gives_grid_fields_their_channel_and_spatial_dimensions(passive_scalar):
+    """The whole trajectory of a grid model (Navier–Stokes, with and without a second
+    channel) has the dims time, channel (if any), x, y, labelled by the cell centres."""
+    grid = simlab.Grid((16, 12), extent=(2 * np.pi, 2 * np.pi))
+    model = simlab.models.NavierStokes2D(grid=grid, passive_scalar=passive_scalar)
+    vorticity = jnp.sin(grid.mesh()[0])
+    y0 = jnp.stack([vorticity, jnp.ones(grid.shape)]) if passive_scalar else vorticity
+    result = simlab.sweep(
+        model, {"viscosity": np.array([1e-3, 2e-3])}, y0, jnp.linspace(0.0, 0.1, 3),
+        adaptive=False, dt0=0.05, progress=False,
+    )  # fmt: skip
+    dataset = result.to_xarray()
+    channel = ("channel",) if passive_scalar else ()
+    assert dataset["trajectory"].dims == ("viscosity", "time", *channel, "x", "y")
+    np.testing.assert_allclose(dataset["x"], grid.coordinates()[0])
+    np.testing.assert_allclose(dataset["y"], grid.coordinates()[1])
+    np.testing.assert_array_equal(dataset["trajectory"].values, result.observables["trajectory"])
+
+
+def test_to_xarray_labels_a_one_dimensional_field_by_its_cell_centres():
+    grid = simlab.Grid((16,), extent=1.0)
+    model = simlab.models.Heat(diffusivity=0.01, grid=grid)
+    (x,) = grid.coordinates()
+    result = simlab.sweep(
+        model, {"diffusivity": np.array([0.01, 0.02])}, jnp.sin(2 * np.pi * x),
+        jnp.linspace(0.0, 0.1, 3), progress=False,
+    )  # fmt: skip
+    dataset = result.to_xarray()
+    assert dataset["trajectory"].dims == ("diffusivity", "time", "x")
+    np.testing.assert_allclose(dataset["x"], x)
+    np.testing.assert_array_equal(dataset["trajectory"].values, result.observables["trajectory"])
+
+
 class Riccati(AbstractODEModel):
     r"""$\dot y = r y^2$: from $y(0) = 1$, $y(t) = 1 / (1 - r t)$, infinite at $t = 1/r$."""
 

@@ -253,12 +253,11 @@ def _traced_member_shapes(abstract, statics: ChunkStatics, values_dtype):
     arrays = [jax.ShapeDtypeStruct(*array) for array in abstract]
     row = jax.ShapeDtypeStruct((len(statics.names),), values_dtype)
     trajectory, outputs = jax.eval_shape(member, arrays, row)
-    dims = {TRAJECTORY: ("time", "component")}
     return trajectory, {
         name: VariableSpec(
             shape=tuple(out.shape),
             dtype=np.dtype(out.dtype),
-            dims=dims.get(name, tuple(f"{name}_dim_{i}" for i in range(out.ndim))),
+            dims=tuple(f"{name}_dim_{i}" for i in range(out.ndim)),
         )
         for name, out in outputs.items()
     }

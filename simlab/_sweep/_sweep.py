@@ -1,6 +1,7 @@
 """`sweep`: run a model over many parameter values, chunk by chunk, on every device."""
 
 import contextlib
+import dataclasses
 import functools
 import json
 import logging
@@ -31,6 +32,7 @@ from .._options import DEFAULT_MAX_STEPS, SolveOptions, merged_options
 from .._provenance import provenance as simlab_provenance
 from .._results import Trajectory
 from .._simulate import checked_ts, checked_y0, with_default_solver
+from ..grid import Grid
 from ..integrate._brownian import checked_key
 from ..integrate._events import Event, event_name
 from ..integrate._sde import check_additive, is_stochastic
@@ -41,6 +43,7 @@ from ..models._base import AbstractModel
 from ..parallel import gather_to_host, member_mesh, replicate, shard_rows
 from ..parallel._mesh import MEMBER_AXIS
 from ._execute import (
+    TRAJECTORY,
     chunk_program,
     compiled_chunk,
     default_chunk_size,
@@ -56,6 +59,7 @@ from ._statistics import EnsembleStatistics, checked_quantiles
 EQUINOX_ERROR = "_EquinoxRuntimeError: "
 # Path p draws from fold_in(key, p), p < 2**32 - 1; sampled points from the last number.
 POINTS_STREAM = 2**32 - 1
+SPATIAL_DIMS = ("x", "y", "z")  # the names of a grid's axes in a trajectory's dims
 
 
 def sweep(
@@ -230,6 +234,9 @@ def sweep(
     dtype = canonicalize_dtype(float)
     arrays, chunk_statics = chunk_program(model, y0, ts, mesh=mesh, key_data=key_data, **statics)
     trajectory, specs = member_shapes(arrays, chunk_statics, dtype)
+    trajectory_dims, extra_coords = _trajectory_labels(model, y0, ts, observable)
+    if trajectory_dims:
+        specs = {TRAJECTORY: dataclasses.replace(specs[TRAJECTORY], dims=trajectory_dims)}
     observable_id = _observable_identity(
         observable, observable_name, trajectory, digest=store is not None
     )
@@ -242,7 +249,7 @@ def sweep(
         member_coords={}
         if store is None
         else dict(zip(members.names, members.values.T, strict=True)),
-        extra_coords=_extra_coords(model, ts, observable),
+        extra_coords=extra_coords,
         units=_units(model, members.names),
     )
     provenance = None
@@ -461,13 +468,29 @@ def _needs_placing(array: Any, target: NamedSharding) -> bool:
     return isinstance(array, jax.Array) and array.committed and array.sharding != target
 
 
-def _extra_coords(model, ts, observable) -> dict:
+def _trajectory_labels(model, y0, ts, observable) -> tuple[tuple[str, ...], dict]:
+    """The dims of the whole trajectory (kept when `observable` is None; else `()`) and
+    their coordinates: `time` and `component` (the state's names), or for a field on a
+    grid `time`, its channel axis if any, and the grid's axes `x`, `y`, `z` at the cell
+    centres."""
     if observable is not None:
-        return {}
-    return {
-        "time": ("time", np.asarray(ts)),
-        "component": ("component", np.asarray(model.state_names)),
-    }
+        return (), {}
+    coords = {"time": ("time", np.asarray(ts))}
+    grid = getattr(model, "grid", None)
+    if isinstance(grid, Grid):
+        axes = SPATIAL_DIMS[: grid.ndim]
+        centres = zip(axes, grid.coordinates(), strict=True)
+        coords |= {axis: (axis, np.asarray(x)) for axis, x in centres}
+        return ("time", *_numbered("channel", y0.ndim - grid.ndim), *axes), coords
+    names = np.asarray(model.state_names)
+    if y0.ndim == 1 and names.size == y0.size:
+        coords["component"] = ("component", names)
+    return ("time", *_numbered("component", y0.ndim)), coords
+
+
+def _numbered(name: str, count: int) -> tuple[str, ...]:
+    """`count` dims named `name`, numbered where there are several."""
+    return (name,) if count == 1 else tuple(f"{name}_{i}" for i in range(count))
 
 
 def _units(model: AbstractModel, names) -> dict[str, str]:
