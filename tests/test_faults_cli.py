@@ -133,6 +133,20 @@ def test_clean_removes_only_folders_simlab_made_and_reports_the_truth(isolated, 
     assert link.is_symlink() and (outside / ".simlab-owner").exists()
 
 
+@pytest.mark.parametrize("kind", ["no such folder", "not a folder"])
+def test_clean_refuses_a_root_that_is_not_a_folder(isolated, capsys, kind):
+    root = isolated / "results"
+    if kind == "not a folder":
+        root.write_text("not a folder", encoding="utf-8")
+    code, line = _simlab(capsys, "clean", str(root))
+    assert code == 2
+    assert line == (
+        f"simlab: error: {root}: {kind}; pass the results folder to clean "
+        "(simlab clean RESULTS, default results)."
+    )
+    assert root.is_file() == (kind == "not a folder")
+
+
 # --- device counts: --check starts none, an impossible count is refused -------------------
 
 
@@ -203,6 +217,17 @@ def _drop_array(run: pathlib.Path) -> None:
     np.savez(run / "arrays.npz", **arrays)
 
 
+def _swap_chunks(run: pathlib.Path) -> None:
+    """Two observables' chunk files exchanged: each still a valid chunk of the same shape."""
+    first, second = (run / "sweep.zarr" / name / "c" / "0" for name in SWEEP_OBSERVABLES)
+    first_bytes, second_bytes = first.read_bytes(), second.read_bytes()
+    assert first_bytes != second_bytes
+    first.write_bytes(second_bytes)
+    second.write_bytes(first_bytes)
+
+
+SWEEP_OBSERVABLES = ("final_angle", "final_angular_velocity")
+
 DAMAGES = {
     "metrics.json: a table of the wrong type": (
         lambda run: _edit_metrics(run, lambda m: m.update(wall_seconds=[1.0])),
@@ -219,7 +244,27 @@ DAMAGES = {
         "plot",
         "metrics.json or ",
     ),
-    "sweep.zarr: a truncated chunk": (_truncate_chunk, "plot", "final_angle: damaged"),
+    "sweep.zarr: a truncated chunk": (
+        _truncate_chunk,
+        "plot",
+        "sweep.zarr: damaged: {run}/sweep.zarr/final_angle/c/0 is unreadable",
+    ),
+    "sweep.zarr: two chunks swapped": (
+        _swap_chunks,
+        "plot",
+        "sweep.zarr: damaged: {run}/sweep.zarr/final_angle/c/0 does not match its checksum; "
+        "{run}/sweep.zarr/final_angular_velocity/c/0 does not match its checksum",
+    ),
+    "metrics.json: missing": (
+        lambda run: (run / "metrics.json").unlink(),
+        "show",
+        "metrics.json: missing, though complete.json is there",
+    ),
+    "provenance.json: missing": (
+        lambda run: (run / "provenance.json").unlink(),
+        "plot",
+        "provenance.json: missing, though complete.json is there",
+    ),
     "arrays.npz: a key missing": (_drop_array, "plot", "arrays.npz: damaged (no 'simulation_ys')"),
 }
 
@@ -230,7 +275,8 @@ def test_damaged_results_exit_2_naming_the_file(finished, isolated, capsys, dama
     damaging, command, message = DAMAGES[damage]
     damaging(run)
     code, line = _simlab(capsys, command, str(run))
-    assert code == 2 and line.startswith(f"simlab: error: {run}") and message in line
+    assert code == 2 and line.startswith(f"simlab: error: {run}")
+    assert message.format(run=run) in line
 
 
 # --- a CSV file with a byte-order mark ----------------------------------------------------

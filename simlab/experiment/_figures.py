@@ -13,7 +13,7 @@ from .._results import RESULTS, Trajectory
 from .._sweep import SweepResult
 from ..datasets import GHIA_REYNOLDS, ghia_cavity_centreline
 from ..grid import Dirichlet
-from ..io import atomic_write
+from ..io import DamagedStore, SweepStore, atomic_write
 from ..models import (
     AbstractGridModel,
     AbstractHamiltonianModel,
@@ -399,40 +399,41 @@ def _posterior_predictive(run: StoredRun, entry: dict):
 
 
 def load_sweep(run: StoredRun) -> SweepResult:
-    """The run's sweep, read back from its zarr store (no pickles, no recompute)."""
-    import zarr
-
-    summary, store = run.metrics["sweep"], run.sweep_store
-    group = _from_store(store, lambda: zarr.open_group(str(store), mode="r"))
+    """The run's sweep, read back from its zarr store (no pickles, no recompute), every
+    chunk checked against its recorded checksum."""
+    summary, path = run.metrics["sweep"], run.sweep_store
+    store = _from_store(path, lambda: SweepStore.open_existing(path))
+    outputs, status = _from_store(path, store.read)
+    layout = store.layout
     names = tuple(summary["names"])
-    arrays = {
-        name: _from_store(store / name, lambda name=name: group[name][:])
-        for name in (*names, *summary["observables"], "status")
-    }
+    swept = _from_store(path, lambda: [layout.member_coords[name] for name in names])
+    observables = _from_store(path, lambda: {n: outputs[n] for n in summary["observables"]})
     grid_axes = None
     if summary["mode"] == "grid":
         grid_axes = tuple(np.asarray(axis) for axis in summary["grid_axes"])
     return SweepResult(
         names=names,
-        values=np.stack([arrays[name] for name in names], axis=-1),
-        observables={name: arrays[name] for name in summary["observables"]},
-        status=arrays["status"],
+        values=np.stack(swept, axis=-1),
+        observables=observables,
+        status=status,
         mode=summary["mode"],
         grid_axes=grid_axes,
         units=summary["units"],
-        dims={
-            name: tuple(group[name].metadata.dimension_names[1:]) for name in summary["observables"]
-        },
+        dims={name: layout.variables[name].dims for name in observables},
         coords={},
-        attrs=dict(group.attrs),
+        attrs=store.attrs(),
         stats=summary["stats"],
     )
 
 
 def _from_store(path: pathlib.Path, read: Callable[[], Any]) -> Any:
-    """What `read` reads from the sweep store; a file it cannot read is named."""
+    """What `read` reads from the sweep store; damage is reported with the files named."""
     try:
         return read()
+    except DamagedStore as error:
+        raise ExperimentError(
+            f"{path}: damaged: {'; '.join(error.problems)}; rerun the experiment."
+        ) from None
     except Exception as error:  # zarr's codecs fail on truncated or garbled files variously
         raise ExperimentError(
             f"{path}: damaged or unreadable ({type(error).__name__}); rerun the experiment."

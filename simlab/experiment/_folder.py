@@ -126,6 +126,12 @@ def clean_partials(root: pathlib.Path) -> tuple[list[pathlib.Path], list[str]]:
 
     **Returns:** the folders removed, and a line for each that could not be removed.
     """
+    if not root.is_dir():
+        problem = "not a folder" if root.exists() else "no such folder"
+        raise ExperimentError(
+            f"{root}: {problem}; pass the results folder to clean (simlab clean RESULTS, "
+            "default results)."
+        )
     removed, failed = [], []
     for folder in sorted(root.rglob(".*.partial-*")):
         if not _abandoned_staging(folder):
@@ -327,14 +333,8 @@ def read_run(folder: str | pathlib.Path, *, finished: bool = True) -> StoredRun:
         raise ExperimentError(
             f"{folder}: no such results folder; pass a folder `simlab run` wrote."
         )
-    if not (
-        is_run(folder) if finished else all((folder / n).is_file() for n in (METRICS, PROVENANCE))
-    ):
-        raise ExperimentError(
-            f"{folder}: not a finished simlab run (no {COMPLETE}: unfinished, interrupted or "
-            "not a run; `simlab clean` removes unfinished runs); pass a "
-            "folder such as results/<experiment>/<timestamp>."
-        )
+    if finished:
+        _check_finished(folder)
     readers = {
         CONFIG: lambda path: tomllib.loads(path.read_text(encoding="utf-8")),
         METRICS: _read_json,
@@ -373,6 +373,22 @@ def read_run(folder: str | pathlib.Path, *, finished: bool = True) -> StoredRun:
             "the experiment."
         )
     return stored_run
+
+
+def _check_finished(folder: pathlib.Path) -> None:
+    """A finished run has its completion marker and every file written before it."""
+    if not (folder / COMPLETE).is_file():
+        raise ExperimentError(
+            f"{folder}: not a finished simlab run (no {COMPLETE}: unfinished, interrupted or "
+            "not a run; `simlab clean` removes unfinished runs); pass a "
+            "folder such as results/<experiment>/<timestamp>."
+        )
+    for name in (METRICS, PROVENANCE):
+        if not (folder / name).is_file():
+            raise ExperimentError(
+                f"{folder / name}: missing, though {COMPLETE} is there (removed after the run "
+                "finished); rerun the experiment."
+            )
 
 
 CONTINUATION_ARRAYS = tuple(

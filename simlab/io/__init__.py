@@ -3,6 +3,7 @@ single files written whole or not at all."""
 
 from ._atomic import atomic_write as atomic_write
 from ._store import (
+    DamagedStore as DamagedStore,
     StoreLayout as StoreLayout,
     SweepStore as SweepStore,
     VariableSpec as VariableSpec,

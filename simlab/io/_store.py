@@ -78,6 +78,17 @@ class StoreLayout:
         return start, min(start + self.chunk_size, self.num_members)
 
 
+class DamagedStore(ValueError):
+    """A sweep store with missing or damaged chunk files; `problems` names each file."""
+
+    def __init__(self, path: pathlib.Path, problems: list[str]):
+        self.path, self.problems = path, problems
+        super().__init__(
+            f"the sweep store {str(path)!r} has missing or damaged chunk files: "
+            f"{'; '.join(problems)}. Rerun the sweep with the same store= to recompute them."
+        )
+
+
 class SweepStore:
     """A sweep's results on disk; open it with [`SweepStore.open`][simlab.io.SweepStore.open].
 
@@ -87,11 +98,23 @@ class SweepStore:
     sweep's identity and provenance as attributes. `xarray.open_zarr(path)` reads it.
     """
 
-    def __init__(self, path: pathlib.Path, layout: StoreLayout):
+    def __init__(self, path: pathlib.Path, layout: StoreLayout, *, read_only: bool = False):
         self.path = path
         self.layout = layout
-        self._group = zarr.open_group(_DurableLocalStore(path), mode="r+", use_consolidated=False)
+        self._group = zarr.open_group(
+            _DurableLocalStore(path, read_only=read_only),
+            mode="r" if read_only else "r+",
+            use_consolidated=False,
+        )
         self._check_metadata()
+
+    @classmethod
+    def open_existing(cls, path: str | os.PathLike) -> "SweepStore":
+        """Opens the store at `path` to read it, its layout read from its own metadata (the
+        listing of its arrays consolidated when it was created, checked against each)."""
+        path = pathlib.Path(path)
+        group = zarr.open_group(LocalStore(path, read_only=True), mode="r", use_consolidated=True)
+        return cls(path, _stored_layout(group), read_only=True)
 
     @classmethod
     def open(
@@ -184,10 +207,7 @@ class SweepStore:
             if problems and chunk_status is None:
                 damaged += problems
         if damaged:
-            raise ValueError(
-                f"the sweep store {str(self.path)!r} has missing or damaged chunk files: "
-                f"{'; '.join(damaged)}. Rerun the sweep with the same store= to recompute them."
-            )
+            raise DamagedStore(self.path, damaged)
         return outputs, status
 
     def _read_chunk(self, index: int):
@@ -252,6 +272,32 @@ class SweepStore:
 
     def attrs(self) -> dict[str, Any]:
         return dict(self._group.attrs)
+
+
+def _stored_layout(group: zarr.Group) -> StoreLayout:
+    """The layout a store was written with, read from its arrays' metadata: the observables
+    carry a `coordinates` attribute, the swept values are the other `member` arrays."""
+    status = group[STATUS]
+    variables, member_coords, extra_coords, units = {}, {}, {}, {}
+    for name, array in group.arrays():
+        dims = tuple(array.metadata.dimension_names or ())
+        if name == STATUS:
+            continue
+        if "coordinates" in array.attrs:
+            variables[name] = VariableSpec(tuple(array.shape[1:]), np.dtype(array.dtype), dims[1:])
+        elif dims == ("member",):
+            member_coords[name] = array[:]
+            units[name] = array.attrs.get("units", "")
+        else:
+            extra_coords[name] = (dims[0], array[:])
+    return StoreLayout(
+        num_members=status.shape[0],
+        chunk_size=status.chunks[0],
+        variables=variables,
+        member_coords=member_coords,
+        extra_coords=extra_coords,
+        units=units,
+    )
 
 
 def _create(path, layout: StoreLayout, *, identity, attrs) -> None:
