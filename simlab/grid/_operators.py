@@ -132,10 +132,28 @@ def laplacian(field: ArrayLike, grid: Grid, *, order: int = 2, impl: Impl = "aut
         return laplacian_interior(pad(field, grid, width), grid.spacing, order=order, impl=impl)
     field = jnp.asarray(field)
     check_field_shape(field, grid)
-    # The same sums as laplacian_interior, computed axis by axis without a padded copy of
-    # the field (XLA:CPU materialises a concatenation along the minor axis; this way only
-    # the thin edge slabs are concatenated, and the whole operator fuses into one pass).
+    if field.ndim == grid.ndim:
+        return slab_laplacian(field, grid, width, order)
+    # A field with channels: on a TPU v5e the slabs took 1.5 to 2.7 times as long as one
+    # padded copy (400 Euler steps at 1024², two and three channels); one channel, and
+    # every CPU, are faster with the slabs.
+    return lax.platform_dependent(
+        field,
+        tpu=lambda field: padded_laplacian(field, grid, width, order),
+        default=lambda field: slab_laplacian(field, grid, width, order),
+    )
+
+
+def slab_laplacian(field: Array, grid: Grid, width: int, order: int) -> Array:
+    """The same sums as `laplacian_interior`, computed axis by axis without a padded copy
+    of the field (XLA:CPU materialises a concatenation along the minor axis; this way only
+    the thin edge slabs are concatenated, and the whole operator fuses into one pass)."""
     return sum(_axis_laplacian(field, grid, axis, width, order) for axis in range(grid.ndim))
+
+
+def padded_laplacian(field: Array, grid: Grid, width: int, order: int) -> Array:
+    """The Laplacian of `field` from one copy padded with its ghost cells."""
+    return laplacian_reference(pad(field, grid, width), grid.spacing, order=order)
 
 
 def laplacian_interior(
