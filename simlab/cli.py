@@ -284,7 +284,18 @@ def _run(arguments) -> int:
                 f"latest` will not find it, but `simlab show {folder}` will.",
                 arguments.quiet,
             )
-    return EXIT_OK
+    failure = experiments.simulation_failure(folder)
+    if failure is None:
+        return EXIT_OK
+    print(
+        printable(
+            f"simlab: failed: {failure}; results kept in {folder}, but its states, its event "
+            "and the figures drawn from them are not valid: fix the experiment's [solver] "
+            "table or model and run it again."
+        ),
+        file=sys.stderr,
+    )
+    return EXIT_FAILURE
 
 
 def _check(arguments) -> int:
@@ -339,6 +350,9 @@ def _plot(arguments) -> int:
     folder = _run_folder(arguments.run)
     written = experiments.redraw(folder)
     print(printable(f"redrew {len(written)} file(s) in {folder / 'figures'}"))
+    failure = experiments.simulation_failure(folder)
+    if failure is not None:
+        _warn(f"{failure}; the figures drawn from it are not valid.", quiet=False)
     return EXIT_OK
 
 

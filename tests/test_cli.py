@@ -1,6 +1,8 @@
 """The `simlab` command: exit codes (0 success, 1 failure, 2 bad input with one clear line
 and no traceback), `list`, `show`, `plot` redrawing from a stored run, `--out` protection."""
 
+import json
+import math
 import pathlib
 import subprocess
 import sys
@@ -187,3 +189,80 @@ def test_the_command_turns_on_float64_and_the_compilation_cache(isolated):
     cli.configure_jax(None)
     assert jax.config.jax_enable_x64
     assert jax.config.jax_compilation_cache_dir == str(isolated / "cache")
+
+
+def test_a_failed_main_simulation_exits_1_keeps_the_run_and_show_says_so_first(isolated, capsys):
+    """Two steps cannot reach the end of the span: the run is written, but the command
+    fails, and `show` and `plot` say so before anything else."""
+    path = _write(isolated, "small.toml", SMALL_TOML + "\n[solver]\nmax_steps = 2\n")
+    out = isolated / "run"
+    assert cli.main(["run", str(path), "--out", str(out), "--quiet"]) == 1
+    line = _one_clear_line(capsys.readouterr().err)
+    assert line.startswith(
+        "simlab: failed: the main simulation failed (max_steps_reached after 2 steps: "
+    )
+    assert f"results kept in {out}" in line
+    simulation = json.loads((out / "metrics.json").read_text(encoding="utf-8"))["simulation"]
+    assert simulation["succeeded"] is False and simulation["status"] == "max_steps_reached"
+
+    assert cli.main(["show", "latest"]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    assert shown[0].startswith("FAILED: the main simulation failed (max_steps_reached after 2")
+    assert shown[1].startswith("small: a small pendulum sweep")
+
+    assert cli.main(["plot", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "redrew 4 file(s)" in captured.out
+    assert _one_clear_line(captured.err).startswith(
+        "simlab: warning: the main simulation failed (max_steps_reached after 2 steps: "
+    )
+
+
+# The largest stable fixed step of ETDRK4 for the Taylor–Green vortex on 64² cells: the
+# advective CFL limit 2√2 / (max(|u| + |v|) k_max), with max(|u| + |v|) = 1 and k_max = 21
+# after dealiasing.
+TAYLOR_GREEN_LIMIT = 2 * math.sqrt(2) / 21
+
+
+@pytest.mark.parametrize(
+    ("name", "given", "too_large"),
+    [
+        ("taylor_green_decay", "dt0 = 0.1\n", 0.2),
+        ("outer_solar_system", "dt0 = 100.0", 3000.0),
+        ("decaying_turbulence", "dt0 = 0.006\n", 0.02),
+    ],
+)
+def test_check_refuses_a_fixed_step_above_the_stable_step(isolated, capsys, name, given, too_large):
+    """`--check` refuses what the API would refuse at the first step, with the same limit."""
+    import jax.numpy as jnp
+
+    import simlab
+
+    original = shipped()[name]
+    text = original.read_text(encoding="utf-8")
+    assert given in text
+    path = _write(isolated, f"{name}.toml", text.replace(given, f"dt0 = {too_large}\n", 1))
+    assert cli.main(["run", str(path), "--check"]) == 2
+    line = _one_clear_line(capsys.readouterr().err)
+    prefix = f"simlab: error: {path}: [solver.dt0] is {too_large:g}, above the largest stable step "
+    assert line.startswith(prefix), line
+    limit = line.removeprefix(prefix).split()[0]
+
+    experiment = simlab.experiment.load(original)
+    ts = jnp.asarray([0.0, 2 * too_large])
+    options = {**experiment.solver, "dt0": too_large}
+    with pytest.raises(simlab.SimulationError, match=f"above the largest stable step {limit} "):
+        simlab.simulate(experiment.model, jnp.asarray(experiment.y0), ts, **options)
+    if name == "taylor_green_decay":
+        assert float(limit) == pytest.approx(TAYLOR_GREEN_LIMIT, rel=1e-5)
+
+
+def test_check_refuses_fixed_steps_beyond_max_steps(isolated, capsys):
+    """50 time units in fixed steps of 0.1 take 500 steps, more than max_steps = 100."""
+    text = shipped()["taylor_green_decay"].read_text(encoding="utf-8")
+    path = _write(isolated, "short.toml", text.replace("max_steps = 100000", "max_steps = 100"))
+    assert cli.main(["run", str(path), "--check"]) == 2
+    assert _one_clear_line(capsys.readouterr().err) == (
+        f"simlab: error: {path}: [solver.max_steps] is 100, but 500 fixed steps of dt0 = 0.1 "
+        "span the time; set max_steps = 500 or more, or a larger dt0."
+    )

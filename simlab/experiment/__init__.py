@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import jax
 
+from .._results import status_codes, status_message
 from ._figures import (
     draw_all,
     load_branch as load_branch,
@@ -59,6 +60,7 @@ __all__ = [
     "redraw",
     "shipped",
     "find",
+    "simulation_failure",
     "load_sweep",
     "load_sensitivity",
     "load_branch",
@@ -120,7 +122,9 @@ def run(
     - `quiet`: print nothing.
     - `results_root`: where default folders go.
 
-    **Returns:** the results folder.
+    **Returns:** the results folder. A failed main simulation does not stop the run: its
+    status is recorded (`metrics.json`, `simulation.succeeded` and `simulation.status`),
+    and [`simlab.experiment.simulation_failure`][] and `show` report it.
 
     !!! example
 
@@ -171,6 +175,26 @@ def run(
     return target
 
 
+def simulation_failure(folder: str | pathlib.Path) -> str | None:
+    """How the run's main simulation failed, in words; `None` if it succeeded."""
+    stored = read_run(folder)
+    with _damage_named(stored.folder / METRICS):
+        return _failure_text(stored.metrics)
+
+
+_NOT_VALID = "its states, its event and the figures drawn from them are not valid"
+
+
+def _failure_text(metrics: dict) -> str | None:
+    simulation = metrics.get("simulation", {})
+    if simulation.get("succeeded", True):
+        return None
+    status = simulation.get("status", "failed")
+    code = status_codes().get(status)
+    message = "" if code is None else f": {status_message(code).rstrip('.')}"
+    return f"the main simulation failed ({status} after {simulation['num_steps']} steps{message})"
+
+
 def redraw(folder: str | pathlib.Path) -> list[pathlib.Path]:
     """Redraws a run's figures from its stored arrays (nothing is recomputed).
 
@@ -204,7 +228,9 @@ def _damage_named(files: str | pathlib.Path):
 
 def _summary(stored: StoredRun) -> str:
     metrics, origin = stored.metrics, stored.provenance
-    lines = [f"{metrics['experiment']}: {metrics.get('description', '')}".rstrip(": ")]
+    failure = _failure_text(metrics)
+    lines = [] if failure is None else [f"FAILED: {failure}; {_NOT_VALID}."]
+    lines.append(f"{metrics['experiment']}: {metrics.get('description', '')}".rstrip(": "))
     lines.append(
         f"  run {origin['created']} · simlab {origin['simlab_version']} · jax "
         f"{origin['jax_version']} · {len(origin['devices'])} device(s)"
@@ -215,12 +241,7 @@ def _summary(stored: StoredRun) -> str:
         lines.extend(_fit_lines(metrics["fit"], metrics.get("true_parameters", {})))
     event = metrics.get("simulation", {}).get("event")
     if event is not None:
-        lines.append(
-            "  event: never happened in the time span"
-            if event["time"] is None
-            else f"  event at t = {event['time']:.6g}: "
-            + ", ".join(f"{name} = {value:.4g}" for name, value in event["state"].items())
-        )
+        lines.append(_event_line(event, failed=failure is not None))
     if "sweep" in metrics:
         sweep = metrics["sweep"]
         ranges = ", ".join(
@@ -242,6 +263,15 @@ def _summary(stored: StoredRun) -> str:
     figures = sorted(path.name for path in stored.figures_folder.glob("*.*"))
     lines.append(f"  figures in {stored.figures_folder}: {', '.join(figures) or 'none'}")
     return "\n".join(lines)
+
+
+def _event_line(event: dict, *, failed: bool) -> str:
+    if event["time"] is None:
+        if failed:
+            return "  event: not found before the simulation failed"
+        return "  event: never happened in the time span"
+    states = ", ".join(f"{name} = {value:.4g}" for name, value in event["state"].items())
+    return f"  event at t = {event['time']:.6g}: {states}"
 
 
 def _ensemble_lines(ensemble: dict) -> list[str]:

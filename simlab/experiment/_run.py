@@ -81,6 +81,7 @@ def compute(
     )
     metrics["simulation"] = {
         "succeeded": bool(trajectory.succeeded),
+        "status": status_name(int(status_code(trajectory.result))),
         "num_steps": int(trajectory.stats["num_steps"]),
     }
     if experiment.event is not None:

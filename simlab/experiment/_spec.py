@@ -9,6 +9,7 @@ import dataclasses
 import math
 import pathlib
 import tomllib
+import warnings
 from typing import Any
 
 import jax.numpy as jnp
@@ -19,6 +20,8 @@ from .._fit._fit import METHODS
 from .._fit._noise import NOISE_MODELS, AbstractLeastSquaresNoise
 from .._options import SolveOptions
 from .._sensitivity import METHODS as SENSITIVITY_METHODS, _checked_sizes as check_sensitivity_sizes
+from .._simulate import STABLE_STEP_SAFETY
+from ..integrate._loops import fixed_steps_per_interval
 from ..integrate._mass import has_mass_matrix, mass_matrix_of
 from ..integrate._registry import select_integrator
 from ..integrate._sde import checked_stochastic_inputs, is_stochastic
@@ -321,6 +324,7 @@ def parse(
     time = _time(check, resolved)
     solver = _solver(check, resolved)
     ensemble = _ensemble(check, resolved, model, y0, time, solver)
+    _check_fixed_step(check, model, y0, time, solver)
     data = _data(check, resolved, model, named_by_user=data_file is not None)
     fit = _fit(check, resolved, model, data, time)
     event = _event(check, resolved, model, y0, solver, time)
@@ -477,6 +481,43 @@ def _fixed_steps(check: Checker, table: dict) -> dict[str, Any]:
     if options.get("adaptive") is False and "dt0" not in options:
         raise check.fail("solver.dt0", "is missing; adaptive = false takes fixed steps of dt0.")
     return options
+
+
+def _check_fixed_step(check: Checker, model: AbstractModel, y0, time: TimeSpan, solver) -> None:
+    """A fixed step that `simulate` would refuse at the start: more steps than `max_steps`,
+    or a `dt0` above the model's largest stable step for the solver."""
+    options = SolveOptions.from_mapping(solver)
+    if options.adaptive:
+        return
+    ts = time.ts()
+    per_interval = fixed_steps_per_interval(ts, options.dt0)  # one int where all are equal
+    steps = int(np.sum(np.broadcast_to(per_interval, (ts.size - 1,))))
+    if steps > options.max_steps:
+        raise check.fail(
+            "solver.max_steps",
+            f"is {options.max_steps}, but {steps} fixed steps of dt0 = {options.dt0:g} span "
+            f"the time; set max_steps = {steps} or more, or a larger dt0.",
+        )
+    _check_stable_step(check, model, jnp.asarray(y0), ts, options)
+
+
+def _check_stable_step(check: Checker, model: AbstractModel, y0, ts, options) -> None:
+    chosen = (
+        default_solver(model, y0, ts, rtol=options.rtol, atol=options.atol)[0]
+        if options.solver is None
+        else resolve_solver(options.solver, stiff=False, state_size=y0.size)
+    )
+    with warnings.catch_warnings():  # a grid too coarse is the run's warning, not a refusal
+        warnings.simplefilter("ignore")
+        limit = model.max_stable_step(chosen, y0)
+    if limit is not None and options.dt0 > float(limit):
+        raise check.fail(
+            "solver.dt0",
+            f"is {options.dt0:g}, above the largest stable step {float(limit):.6g} of "
+            f"{type(chosen).__name__} for {type(model).__name__} ({model.step_limit}), so "
+            f"the solution would blow up; set dt0 = {STABLE_STEP_SAFETY * float(limit):.3g} "
+            "or less.",
+        )
 
 
 def _data(
