@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Real
 
+from ._memory import check_fits
 from ._misc import Integer, as_count
 from ._options import DEFAULT_MAX_STEPS, merged_options
 from ._results import Trajectory
@@ -105,6 +106,7 @@ def expectation(
     paths = as_count("paths", paths)
     if batch_size is not None:
         batch_size = as_count("batch_size", batch_size)
+    _check_paths_fit(paths, batch_size, jnp.asarray(y0, float))
     options = merged_options(
         None,
         dict(
@@ -135,6 +137,20 @@ def expectation(
     return Estimate(
         mean=jax.tree.map(lambda value: jnp.mean(value, axis=0), values),
         standard_error=jax.tree.map(_standard_error, values),
+    )
+
+
+def _check_paths_fit(paths: int, batch_size: int | None, y0: Array) -> None:
+    """Refuses paths whose values, or whose states in one batch, cannot fit on the device:
+    each path keeps at least one value, and each path of a batch at least its state."""
+    itemsize = y0.dtype.itemsize
+    check_fits(f"{paths:.3g} paths", paths * itemsize, "use fewer paths", device=True)
+    batch = paths if batch_size is None else batch_size
+    check_fits(
+        f"{batch:.3g} paths at once",
+        batch * y0.size * itemsize,
+        "pass batch_size=... (how many paths run together; e.g. 1024) to run them in batches",
+        device=True,
     )
 
 

@@ -209,3 +209,40 @@ def test_models_built_per_member_under_vmap_keep_their_declared_shape():
 def test_an_empty_y0_is_refused_clearly():
     with pytest.raises(ValueError, match=r"y0 is empty \(shape \(0,\)\)"):
         simlab.simulate(lambda t, y, args: -y, jnp.zeros(0), TS)
+
+
+OU = simlab.models.OrnsteinUhlenbeck(theta=1.0, mu=0.3, sigma=0.5)
+# Far more than any machine's memory: the results of 2e6 paths at 1e5 save times.
+MANY_TIMES = jnp.linspace(0.0, 1.0, 100_001)
+
+
+def test_a_sweep_whose_results_cannot_fit_in_memory_is_refused_with_their_size():
+    with pytest.raises(ValueError, match=r"GiB of memory.*keep_paths=False") as refusal:
+        simlab.sweep(
+            OU, {"theta": np.array([0.5, 2.0])}, jnp.array([1.0]), MANY_TIMES,
+            paths=10**6, keep_paths=True, key=jr.key(0), adaptive=False, dt0=0.1,
+            progress=False,
+        )  # fmt: skip
+    assert "2e+06 members' results" in str(refusal.value)
+
+
+def test_an_expectation_whose_paths_cannot_fit_is_refused_naming_the_fix():
+    """1e12 paths keep at least 4 TB of values; 1e8 paths of a 1e5-component state run at
+    once hold at least 40 TB, which batch_size streams."""
+    arguments = dict(key=jr.key(0), dt0=0.1)
+    with pytest.raises(ValueError, match=r"1e\+12 paths would need .*GiB.*fewer paths"):
+        simlab.expectation(OU, jnp.ones(1), TS_SHORT, _end, paths=10**12, **arguments)
+    with pytest.raises(ValueError, match=r"1e\+08 paths at once would need .*batch_size="):
+        simlab.expectation(OU, jnp.ones(10**5), TS_SHORT, _end, paths=10**8, **arguments)
+
+
+TS_SHORT = jnp.array([0.0, 0.1])
+
+
+def _end(path):
+    return path.ys[-1, 0]
+
+
+def test_a_grid_whose_field_cannot_fit_in_memory_is_refused_with_its_size():
+    with pytest.raises(ValueError, match=r"one field of the grid \(10000000, 100000\).*GiB"):
+        simlab.Grid((10**7, 10**5), extent=1.0)

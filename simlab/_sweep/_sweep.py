@@ -5,6 +5,7 @@ import dataclasses
 import functools
 import json
 import logging
+import math
 import pathlib
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -27,6 +28,7 @@ from .._identity import (
     model_identity,
     qualified_name,
 )
+from .._memory import check_fits
 from .._misc import Integer, RealNumber, as_count, show_progress
 from .._options import DEFAULT_MAX_STEPS, SolveOptions, merged_options
 from .._provenance import provenance as simlab_provenance
@@ -240,6 +242,8 @@ def sweep(
     observable_id = _observable_identity(
         observable, observable_name, trajectory, digest=store is not None
     )
+    if not stochastic or keep_paths:
+        _check_results_fit(members.num_members, specs, stochastic)
     chunk_size = _chunk_size(chunk_size, members, specs, y0, ts, mesh)
     layout = StoreLayout(
         num_members=members.num_members,
@@ -405,6 +409,19 @@ def _check_paths(model, paths, key, keep_paths: bool, store) -> bool:
             "store out."
         )
     return True
+
+
+def _check_results_fit(num_members: int, specs, stochastic: bool) -> None:
+    """Refuses a sweep whose kept results (every member's observables) cannot fit in the
+    host's memory, before any member runs."""
+    member_bytes = sum(math.prod(spec.shape) * spec.dtype.itemsize for spec in specs.values())
+    fix = "keep_paths=False streams statistics instead, " if stochastic else ""
+    check_fits(
+        f"{num_members:.3g} members' results",
+        num_members * member_bytes,
+        f"{fix}an observable that keeps less (such as the final state) or fewer members fit",
+        device=False,
+    )
 
 
 def _checked_mesh(mesh: Mesh | None) -> Mesh:

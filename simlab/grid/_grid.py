@@ -8,6 +8,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array
 
+from .._memory import check_fits
 from ._boundary import BOUNDARY_NAMES, AbstractBoundaryCondition, Periodic, Side
 
 MIN_POINTS_PER_AXIS = 3
@@ -69,6 +70,10 @@ class Grid(eqx.Module):
         boundary: Any = "periodic",
     ):
         self.shape = _checked_shape(shape)
+        field_bytes = math.prod(self.shape) * jnp.dtype(float).itemsize
+        check_fits(
+            f"one field of the grid {self.shape}", field_bytes, "use fewer cells", device=True
+        )
         ndim = len(self.shape)
         if extent is not None and spacing is not None:
             raise ValueError("give the grid's extent or its spacing, not both.")
