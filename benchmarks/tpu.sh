@@ -8,9 +8,9 @@
 # A TPU machine has JAX, NumPy, SciPy and pytest but not simlab's other dependencies, and
 # no network. Here, first: `benchmarks/tpu.sh --vendor` copies them from .venv into
 # .tpu-site/ (ignored by git); carry that folder to the machine, and there run
-# `benchmarks/tpu.sh < /dev/null`. It appends .tpu-site and the checkout to PYTHONPATH, so
-# the machine's own JAX stays first. One program at a time holds the chip: each step runs
-# alone, pytest without xdist.
+# `benchmarks/tpu.sh < /dev/null` (or `benchmarks/tpu.sh --probes < /dev/null`). It appends
+# .tpu-site and the checkout to PYTHONPATH, so the machine's own JAX stays first. One
+# program at a time holds the chip: each step runs alone, pytest without xdist.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [[ "${1:-}" == "--vendor" ]]; then
@@ -19,6 +19,13 @@ fi
 export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD:$PWD/.tpu-site"
 export PYTHONUNBUFFERED=1 MPLBACKEND=Agg
 python="${PYTHON:-python3}"
+# `--probes`: where the time goes (benchmarks/tpu_probes.py), kept in tpu-probes.txt.
+if [[ "${1:-}" == "--probes" ]]; then
+    shift
+    mkdir -p benchmarks/results
+    "$python" benchmarks/tpu_probes.py "$@" < /dev/null | tee benchmarks/results/tpu-probes.txt
+    exit
+fi
 output=benchmarks/results/tpu.txt
 mkdir -p benchmarks/results
 status=0  # a failed check must not lose the output: keep it, then report the failure

@@ -1,0 +1,282 @@
+"""Probes of where the time goes on a TPU: the measurements behind the kernels' tiles, the
+Laplacian's reads past the end of its array, the XLA Laplacian's form on a TPU, and what
+bounds the temporally blocked heat kernel and `pair_forces`. `benchmarks/tpu.sh --probes`
+runs it and keeps the output in `benchmarks/results/tpu-probes.txt`.
+
+Usage: `python benchmarks/tpu_probes.py [--quick] [--sections bandwidth,...]`. `--quick`
+runs every probe at small sizes on a CPU, the kernels in the Pallas interpreter: a check
+of the script, not a measurement.
+"""
+
+import argparse
+import functools as ft
+import sys
+import time
+
+import gpu_kernels
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+from tpu_bench import _grid_models, _initial_state, _solve, median_seconds
+
+import simlab
+import simlab.kernels as sk
+from simlab.grid import _operators
+from simlab.kernels import _layouts, _pairs
+from simlab.kernels._pallas import extend_high
+
+SECTIONS = ("bandwidth", "laplacian", "heat", "forms", "burgers", "pairs")
+CLOCK_HZ = 1.5e9  # the TPU v5e's TensorCore clock, to count cycles
+VREG_CELLS = 8 * 128  # float32 values in one vector register
+
+
+def attempt(label, fn):
+    """Runs `fn`, printing the first line of any error: a tile that does not compile is a
+    result too."""
+    try:
+        return fn()
+    except Exception as error:
+        print(f"  {label}: FAILED {type(error).__name__}: {str(error).splitlines()[0][:160]}")
+        return None
+
+
+def _pallas_double(rows: int, interpret: bool):
+    """`y = 2x` by Pallas in `(rows, whole row)` blocks: the copy the DMA engines reach."""
+
+    def kernel(x_ref, y_ref):
+        y_ref[...] = 2 * x_ref[...]
+
+    def run(x):
+        spec = pl.BlockSpec((rows, x.shape[1]), lambda i: (i, 0))
+        out = jax.ShapeDtypeStruct(x.shape, x.dtype)
+        grid = (x.shape[0] // rows,)
+        call = pl.pallas_call(
+            kernel, out_shape=out, grid=grid, in_specs=[spec], out_specs=spec, interpret=interpret
+        )
+        return call(x)
+
+    return jax.jit(run)
+
+
+def bandwidth(quick: bool):
+    size = 256 if quick else 8192
+    x = jnp.ones((size, size), jnp.float32)
+    print(f"copy bandwidth, y = 2x at {size}² float32 (read and write)")
+    xla = median_seconds(jax.jit(lambda x: 2 * x), x)
+    print(
+        f"  XLA                          {xla * 1e3:7.3f} ms  {2 * x.nbytes / xla / 1e9:6.1f} GB/s"
+    )
+    for rows in (64, 128):
+        seconds = attempt(
+            f"Pallas {rows} rows", lambda rows=rows: median_seconds(_pallas_double(rows, quick), x)
+        )
+        if seconds:
+            print(
+                f"  Pallas ({rows}, {size}) blocks     {seconds * 1e3:7.3f} ms  "
+                f"{2 * x.nbytes / seconds / 1e9:6.1f} GB/s"
+            )
+
+
+def laplacian(quick: bool):
+    """The Laplacian with its windows reading past the end of the array (the TPU launch)
+    against the same launch on an extended copy (what it did before), over tiles."""
+    size = 256 if quick else 8192
+    padded = jax.random.normal(jax.random.key(1), (size + 2, size + 2), jnp.float32)
+    want = sk.laplacian2d_reference(padded, (1.0, 1.0))
+    copy_s = median_seconds(jax.jit(lambda x: 2 * x), padded[1:-1, 1:-1])
+    print(f"laplacian2d at {size}², against the XLA copy of the field (8 bytes a cell each)")
+    extension = jax.jit(lambda p: extend_high(p, (size + 8, size + 128)))
+    extension_s = median_seconds(extension, padded)
+    print(f"  the extended copy alone (8 rows, 128 columns more): {extension_s * 1e3:.3f} ms")
+    tiles = (
+        [(8, 128)] if quick else [(64, 2048), (128, 2048), (256, 1024), (128, 8192), (512, 2048)]
+    )
+    reads_past_the_end = _layouts._reads_past_the_end
+    for label, past in (
+        ("past the end", reads_past_the_end),
+        ("extended copy", lambda plan: False),
+    ):
+        _layouts._reads_past_the_end = past
+        jax.clear_caches()
+        for block in tiles:
+            fn = jax.jit(ft.partial(sk.laplacian2d, spacing=(1.0, 1.0), block_shape=block))
+
+            def timed(fn=fn):
+                error = float(jnp.max(jnp.abs(fn(padded) - want)))
+                return median_seconds(fn, padded), error
+
+            result = attempt(f"{block} {label}", timed)
+            if result:
+                seconds, error = result
+                print(
+                    f"  tile {str(block):<12} {label:<14} {seconds * 1e3:7.3f} ms  "
+                    f"{copy_s / seconds:4.2f} of the copy; max error {error:.1e}"
+                )
+    _layouts._reads_past_the_end = reads_past_the_end
+    jax.clear_caches()
+
+
+def heat(quick: bool):
+    """The temporally blocked heat kernel, 8 steps, over steps a launch and tiles. A launch
+    moves the field once (read and write); the rest of its time is arithmetic."""
+    size = 256 if quick else 8192
+    field = jax.random.normal(jax.random.key(1), (size, size), jnp.float32)
+    grid = simlab.Grid((size, size), boundary="periodic")
+    settings = gpu_kernels.heat_settings(grid, diffusivity=0.2, dt=1.0, num_steps=8)
+    want = jax.jit(ft.partial(sk.heat_steps_reference, **settings))(field)
+    move_s = median_seconds(jax.jit(lambda x: 2 * x), field)
+    print(f"heat, 8 steps at {size}²; moving the field once takes {move_s * 1e3:.3f} ms")
+    runs = [(1, None), (2, None), (4, None), (8, None)]
+    if not quick:
+        runs += [(8, (256, 256)), (8, (256, 1024)), (8, (512, 512))]
+    for per_launch, block in runs:
+        fn = jax.jit(
+            ft.partial(sk.heat_steps, steps_per_launch=per_launch, block_shape=block, **settings)
+        )
+
+        def timed(fn=fn):
+            error = float(jnp.max(jnp.abs(fn(field) - want)))
+            return median_seconds(fn, field), error
+
+        result = attempt(f"{per_launch}/launch {block}", timed)
+        if result:
+            seconds, error = result
+            launches = 8 // per_launch
+            arithmetic = (seconds - launches * move_s) / 8
+            tiles = block or "table"
+            print(
+                f"  {per_launch}/launch, tile {str(tiles):<12} {seconds * 1e3:7.3f} ms "
+                f"{8 * size * size / seconds / 1e9:6.1f} Gcell/s; less {launches} move(s): "
+                f"{arithmetic * 1e3:.3f} ms of arithmetic a step = "
+                f"{arithmetic / (size * size / VREG_CELLS) * CLOCK_HZ:.1f} cycles a vreg; "
+                f"max error {error:.1e}"
+            )
+
+
+def forms(quick: bool):
+    """The XLA Laplacian's two forms (edge slabs, one padded copy) by channels: 400 Euler
+    steps at 1024²."""
+    n, steps = (64, 4) if quick else (1024, 400)
+    print(f"the XLA Laplacian's forms, {steps} Euler steps at {n}² float32")
+    for boundary in ("periodic", "dirichlet"):
+        grid = simlab.Grid((n, n), extent=1.0, boundary=boundary)
+        for channels in ((), (2,), (3,)):
+            y0 = jax.random.normal(jax.random.key(0), (*channels, n, n), jnp.float32)
+            listing = []
+            for name, form in (
+                ("slabs", _operators.slab_laplacian),
+                ("padded", _operators.padded_laplacian),
+            ):
+
+                def step(i, u, form=form, grid=grid):
+                    return u + 1e-7 * form(u, grid, 1, 2)
+
+                run = jax.jit(lambda y, step=step: jax.lax.fori_loop(0, steps, step, y))
+                listing.append(f"{name} {median_seconds(run, y0) * 1e3:7.2f} ms")
+            print(f"  {boundary:<9} channels {str(channels):<5} " + ", ".join(listing))
+
+
+def burgers(quick: bool):
+    """Burgers at 1024², 400 RK4 steps, through XLA, and its two terms alone."""
+    n, steps = (32, 10) if quick else (1024, 400)
+    build, dt, solver = _grid_models(n)["Burgers"]
+    model = build("xla")
+    y0 = _initial_state(model, jax.random.key(5))
+    print(f"Burgers, {steps} RK4 steps at {n}² float32, XLA")
+    call = simlab.models.Burgers.__call__
+    terms = {
+        "both terms": call,
+        "diffusion alone": lambda self, t, y, args: self.affine_terms(t, y, args),
+        "advection alone": lambda self, t, y, args: self.other_terms(t, y, args),
+    }
+    for label, term in terms.items():
+        simlab.models.Burgers.__call__ = term  # the solver calls the model's vector field
+        jax.clear_caches()
+        run = jax.jit(ft.partial(_solve, dt=float(dt), steps=steps, solver=solver))
+        seconds = attempt(label, lambda run=run: median_seconds(run, model, y0, repeats=3))
+        if seconds:
+            print(f"  {label:<16} {seconds * 1e3:8.2f} ms")
+    simlab.models.Burgers.__call__ = call
+    jax.clear_caches()
+
+
+def pairs(quick: bool):
+    """pair_forces (gravity) over target and source blocks, beside XLA; and the cost of
+    the reciprocal square root, to count what bounds a pair."""
+    count = 512 if quick else 8192
+    positions = jax.random.normal(jax.random.key(4), (count, 3), jnp.float32)
+    masses = jax.random.uniform(jax.random.key(5), (count,), jnp.float32, 0.5, 1.5)
+    settings = dict(parameters=(1.0, 0.05), pair_scale=sk.gravity_scale)
+    reference = jax.jit(ft.partial(sk.pair_forces_reference, **settings))
+    want = reference(positions, masses)
+    print(f"gravity pair_forces, {count} bodies ({count * count / VREG_CELLS:.0f} vregs of pairs)")
+    blocks = (
+        [(128, 128)] if quick else [(128, 128), (256, 512), (512, 512), (1024, 512), (512, 1024)]
+    )
+    saved = dict(_pairs.TARGET_BLOCKS), dict(_pairs.SOURCE_BLOCKS)
+    target = "interpret" if quick else "tpu"
+    for targets, sources in blocks:
+        _pairs.TARGET_BLOCKS[target], _pairs.SOURCE_BLOCKS[target] = targets, sources
+        jax.clear_caches()
+        pallas = jax.jit(ft.partial(sk.pair_forces, **settings))
+
+        def timed(pallas=pallas):
+            error = float(jnp.max(jnp.abs(pallas(positions, masses) - want)))
+            return median_seconds(pallas, positions, masses), error
+
+        result = attempt(f"({targets}, {sources})", timed)
+        xla_s = median_seconds(reference, positions, masses)
+        if result:
+            seconds, error = result
+            cycles = seconds / (count * count / VREG_CELLS) * CLOCK_HZ
+            print(
+                f"  targets {targets:<5} sources {sources:<5} {seconds * 1e3:7.3f} ms "
+                f"({cycles:4.1f} cycles a vreg of pairs), XLA {xla_s * 1e3:7.3f} ms "
+                f"({xla_s / seconds:.2f}x XLA); max error {error:.1e}"
+            )
+    _pairs.TARGET_BLOCKS.update(saved[0])
+    _pairs.SOURCE_BLOCKS.update(saved[1])
+    jax.clear_caches()
+    _chain_costs(256 if quick else 8192)
+
+
+def _chain_costs(size):
+    """The arithmetic cost of an operation: a chain of 33 of it against one, fused into one
+    pass over a field (the extra 32 cost arithmetic only)."""
+    x = jax.random.uniform(jax.random.key(0), (size, size), jnp.float32) + 1.0
+    operations = {
+        "rsqrt(y + 1)": lambda y: jax.lax.rsqrt(y + 1.0),
+        "rsqrt(y + 1)**3": lambda y: jax.lax.rsqrt(y + 1.0) ** 3,
+        "0.999 y + 0.5": lambda y: 0.999 * y + 0.5,
+    }
+    for name, operation in operations.items():
+
+        def chain(y, length, operation=operation):
+            for _ in range(length):
+                y = operation(y)
+            return y
+
+        one = median_seconds(jax.jit(ft.partial(chain, length=1)), x)
+        more = median_seconds(jax.jit(ft.partial(chain, length=33)), x)
+        cycles = (more - one) / 32 / (x.size / VREG_CELLS) * CLOCK_HZ
+        print(f"  {name:<16} {cycles:4.1f} cycles a vreg (one pass {one * 1e3:.3f} ms)")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, a check on a CPU")
+    parser.add_argument("--sections", default=",".join(SECTIONS), help=f"of {SECTIONS}")
+    options = parser.parse_args()
+    print(
+        f"simlab TPU probes — jax {jax.__version__}, device {jax.devices()[0].device_kind}\n",
+        flush=True,
+    )
+    for section in options.sections.split(","):
+        start = time.perf_counter()
+        globals()[section](options.quick)
+        print(f"[{section}: {time.perf_counter() - start:.0f} s]\n", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
