@@ -84,6 +84,23 @@ class RESULTS(dfx.RESULTS):
         "happened is unknown. Make the condition return a finite real number wherever the "
         "solution can go (e.g. guard a sqrt, log or division of the state)."
     )
+    energy_drift = (
+        "The energy of a symplectic solve changed by more than simlab.integrate."
+        "ENERGY_TOLERANCE = 10% between t0 and a save time (relative to |H| at t0, or to a "
+        "tenth of the kinetic energy's range over the save times where that is larger; "
+        "Trajectory.stats['energy_error'] holds the largest change): the fixed step is too "
+        "long for the fastest motion the solve met, such as a close encounter or a pass "
+        "through a singularity of the potential, where the force is unbounded. Pass a "
+        "smaller dt0 (dt0=None chooses one from y0 for an energy error near 0.1%), soften "
+        "the potential, or use an adaptive solver such as solver='dopri8'; throw=False "
+        "returns the states as computed."
+    )
+    invalid_initial_state = (
+        "The initial state y0 is not one the model is defined at (two bodies at the same "
+        "point without softening, a constrained pendulum moving along its rod): at top "
+        "level a ValueError names the problem, and under jax.jit or jax.vmap the model's "
+        "initial_state_valid(y0) is checked per member. Pass a y0 the model accepts."
+    )
 
 
 class SimulationError(RuntimeError):

@@ -167,7 +167,9 @@ def simulate(
     Hamiltonian models ([`simlab.models.AbstractHamiltonianModel`][]) run on any ODE solver,
     and with fixed steps on the symplectic splitting methods `"verlet"`,
     `"symplectic_euler"`, `"forest_ruth"`, `"mclachlan4"` and `"yoshida6"`, whose energy
-    error stays bounded; a `dt0` above the method's stability limit at `y0` is refused. See
+    error stays bounded; a `dt0` above the method's stability limit at `y0` is refused,
+    `dt0=None` takes a step chosen for the energy error, and a solve whose energy changes
+    by more than `simlab.integrate.ENERGY_TOLERANCE` fails with `RESULTS.energy_drift`. See
     the Hamiltonian page.
 
     **Returns:** a [`simlab.Trajectory`][] with `.ts`, `.ys`, `.result`, `.stats`, the
@@ -491,8 +493,8 @@ def _fixed_step(model: Any, solver: Any, y0: Array, ts: Array, options: SolveOpt
     A given `dt0` above the stability limit of a grid model (`model.max_stable_step`), or
     needing more than `max_steps` steps, gives the status `unstable_step` or
     `max_steps_reached`, which `simulate` raises at top level and returns under `jit` and
-    `vmap`. With `dt0=None` the step is `STABLE_STEP_SAFETY` times the limit, computed from
-    the (possibly traced) parameters: the number of steps per save interval is then static
+    `vmap`. With `dt0=None` the step is `_default_step`, computed from the (possibly
+    traced) parameters: the number of steps per save interval is then static
     at top level and found at run time under `jit`/`vmap` (bounded by `max_steps`). Where no
     step is stable (limit zero) it takes one step per save interval, with `unstable_step`.
     """
@@ -503,7 +505,7 @@ def _fixed_step(model: Any, solver: Any, y0: Array, ts: Array, options: SolveOpt
     if limit is not None:
         limit = limit.astype(ts.dtype)
     if options.dt0 is None:
-        stable = jnp.minimum(jnp.asarray(STABLE_STEP_SAFETY, ts.dtype) * limit, span)
+        stable = jnp.minimum(_default_step(model, solver, y0, limit), span)
         dt0 = jnp.where(limit > 0, stable, span)
     else:
         dt0 = jnp.asarray(options.dt0, ts.dtype)
@@ -523,6 +525,14 @@ def _fixed_step(model: Any, solver: Any, y0: Array, ts: Array, options: SolveOpt
             "as unstable_step='warn' asks, and may blow up."
         )
     return _FixedStep(dt0=dt0, limit=limit, num_steps=num_steps, status=status)
+
+
+def _default_step(model: AbstractModel, solver: Any, y0: Array, limit: Array) -> Array:
+    """`STABLE_STEP_SAFETY` times the stable step `limit`, or the model's `accurate_step`
+    where that is shorter."""
+    stable = jnp.asarray(STABLE_STEP_SAFETY, limit.dtype) * limit
+    accurate = model.accurate_step(solver, y0)
+    return stable if accurate is None else jnp.minimum(stable, accurate.astype(limit.dtype))
 
 
 def _check_span(dt0: Array, ts: Array) -> None:
@@ -582,13 +592,15 @@ def _input_status(
 ) -> RESULTS:
     """What the inputs show before any step is taken, in rising priority: a fixed step that
     is unstable or too small for `max_steps`; a given `dt0`, `rtol` or `atol` out of range,
-    a non-finite `y0`, save times that are not increasing and finite (the checks that raise
-    on known values, made again on traced ones); parameters outside their declared ranges.
+    a `y0` the model is not defined at (`initial_state_valid`), a non-finite `y0`, save
+    times that are not increasing and finite (the checks that raise on known values, made
+    again on traced ones); parameters outside their declared ranges.
     Arrays: checked inside the compiled code."""
     status = RESULTS.successful if step is None else step.status
     checks = [
         (_valid_step(dt0, ts, fixed=step is not None), RESULTS.invalid_step),
         (_valid_tolerances(rtol, atol), RESULTS.invalid_tolerance),
+        (_valid_initial_state(model, y0), RESULTS.invalid_initial_state),
         (jnp.all(jnp.isfinite(y0)), RESULTS.nonfinite_initial_state),
         (jnp.all(jnp.isfinite(ts)) & jnp.all(jnp.diff(ts) > 0), RESULTS.invalid_times),
     ]
@@ -607,6 +619,12 @@ def _valid_step(dt0: Any, ts: Array, *, fixed: bool) -> Array:
     dt0 = jnp.asarray(dt0)
     valid = (dt0 > 0) & jnp.isfinite(dt0)
     return valid & (dt0 <= ts[-1] - ts[0]) if fixed else valid
+
+
+def _valid_initial_state(model: Any, y0: Array) -> Array:
+    """The model's `initial_state_valid(y0)` (which raises a ValueError naming the problem
+    where `y0` is known)."""
+    return model.initial_state_valid(y0) if isinstance(model, AbstractModel) else jnp.asarray(True)
 
 
 def _valid_tolerances(rtol: Any, atol: Any) -> Array:

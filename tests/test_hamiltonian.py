@@ -328,13 +328,19 @@ def test_a_step_above_the_stability_limit_is_refused_with_the_limit():
         )
 
 
-def test_without_a_step_a_stable_one_is_chosen():
+def test_without_a_step_one_is_chosen_for_the_energy_error():
+    """Verlet's step with h omega = 0.1, omega = sqrt(g/L): the pendulum's energy error is
+    then near (h omega)^2 / 4 of its swing, well inside the stability limit h omega < 2."""
     model = Pendulum(length=1.0)
     y0 = jnp.array([0.0, 0.5])
     limit = float(model.max_stable_step(simlab.SOLVERS["verlet"].build(), y0))
     assert limit == pytest.approx(2 / np.sqrt(9.81), rel=1e-3)  # omega = sqrt(g/L) at the bottom
-    path = simlab.simulate(model, y0, jnp.array([0.0, 10.0]), solver="verlet", adaptive=False)
-    assert int(path.stats["num_steps"]) == int(np.ceil(10.0 / (0.9 * limit)))
+    ts = jnp.linspace(0.0, 10.0, 101)
+    path = simlab.simulate(model, y0, ts, solver="verlet", adaptive=False)
+    step = 0.1 / np.sqrt(9.81)
+    assert int(path.stats["num_steps"]) == 100 * int(np.ceil(0.1 / step))  # 4 per save interval
+    energy = np.asarray(model.energy(path.ys))
+    assert np.max(np.abs(energy - energy[0])) < 0.0025 * 0.5**2 / 2
 
 
 def test_refusals_name_the_problem():

@@ -57,6 +57,7 @@ from ._split import (
 from ._stiff import Radau5 as Radau5, Rodas5P as Rodas5P
 from ._stiff_integrator import StiffIntegrator as StiffIntegrator
 from ._symplectic import (
+    ENERGY_TOLERANCE as ENERGY_TOLERANCE,
     AbstractSymplecticSolver as AbstractSymplecticSolver,
     ForestRuth as ForestRuth,
     HamiltonianSystem as HamiltonianSystem,

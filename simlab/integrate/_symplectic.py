@@ -10,6 +10,11 @@ instead of drifting, as it does for Runge–Kutta methods.
 
 Models are asked only through the `HamiltonianSystem` protocol (`kinetic`, `potential`,
 `separable`); forces come from `jax.grad` of the energies.
+
+A fixed step can still be too long for where the path goes (a close encounter, a fall
+through a singularity of the potential): a solve whose energy at some save time differs
+from its energy at `t0` by more than `ENERGY_TOLERANCE` (relative) fails with
+`RESULTS.energy_drift`, a status, so under `jit` and `vmap` too.
 """
 
 import functools
@@ -26,6 +31,14 @@ from .._results import RESULTS
 from ._interface import AbstractIntegrator, Problem, Solution
 from ._loops import repeat_step
 
+# A symplectic solve fails (`RESULTS.energy_drift`) where its energy at a save time differs
+# from that at t0 by more than this, relative to |H(t0)|, or to KINETIC_RANGE_SHARE times the
+# range of the kinetic energy over the save times where that is larger (an energy near zero,
+# which an additive constant in the potential can make it). Errors that large come from steps
+# too long for the motion; the step dt0=None takes keeps them near 1e-3.
+ENERGY_TOLERANCE = 0.1
+KINETIC_RANGE_SHARE = 0.1
+
 
 @runtime_checkable
 class HamiltonianSystem(Protocol):
@@ -39,6 +52,25 @@ class HamiltonianSystem(Protocol):
     def kinetic(self, p: Array, args: Any) -> Array: ...
 
     def potential(self, q: Array, args: Any) -> Array: ...
+
+
+def scalar_energy(model: Any, name: str) -> Any:
+    """The energy method `name` of `model` ("kinetic", "potential" or "hamiltonian"), as a
+    function that refuses a value that is not a scalar by name and shape (where `jax.grad`
+    would only say that its output is not a scalar)."""
+    energy = getattr(model, name)
+
+    def checked(*inputs):
+        value = energy(*inputs)
+        if jnp.shape(value) != ():
+            raise ValueError(
+                f"{type(model).__name__}.{name} returns shape {jnp.shape(value)}; an energy "
+                "must be a scalar (shape ()): sum over the components, e.g. "
+                "return 0.5 * jnp.sum(p**2)."
+            )
+        return value
+
+    return checked
 
 
 def is_hamiltonian(model: Any) -> bool:
@@ -116,8 +148,8 @@ class AbstractSymplecticSolver(eqx.Module):
     def step(self, model: HamiltonianSystem, y: Array, h: Array, args: Any) -> Array:
         """One step of size `h` from the flat state `y = (q, p)`."""
         q, p = jnp.split(y, 2)
-        velocity = jax.grad(model.kinetic)
-        gradient = jax.grad(model.potential)
+        velocity = jax.grad(scalar_energy(model, "kinetic"))
+        gradient = jax.grad(scalar_energy(model, "potential"))
         for index, drift in enumerate(self.drifts):
             if drift != 0:
                 q = q + (drift * h) * velocity(p, args)
@@ -303,8 +335,35 @@ def check_symplectic_inputs(model: Any, solver: AbstractSymplecticSolver, adjoin
         )
 
 
+def energy_error(model: HamiltonianSystem, ys: Array, args: Any) -> Array:
+    """The largest change of the energy from `ys[0]` over the saved states `ys`, relative
+    to |H| at `ys[0]`, or to `KINETIC_RANGE_SHARE` times the range of the kinetic energy
+    over `ys` where that is larger (NaN where an energy is not finite). A check, not
+    differentiated."""
+    ys = lax.stop_gradient(ys)
+    q, p = jnp.split(ys, 2, axis=-1)
+    kinetic = jax.vmap(scalar_energy(model, "kinetic"), in_axes=(0, None))(p, args)
+    potential = jax.vmap(scalar_energy(model, "potential"), in_axes=(0, None))(q, args)
+    energy = kinetic + potential
+    exchanged = KINETIC_RANGE_SHARE * (jnp.max(kinetic) - jnp.min(kinetic))
+    scale = jnp.maximum(jnp.abs(energy[0]), exchanged)
+    change = jnp.max(jnp.abs(energy - energy[0]))
+    return jnp.where(change == 0, 0.0, change / scale)
+
+
+def energy_status(error: Array, ys: Array) -> RESULTS:
+    """`RESULTS.energy_drift` where the energy error exceeds `ENERGY_TOLERANCE`, or is not
+    finite while the states are (an energy infinite at `y0`); non-finite states are left
+    to `simulate`'s check, which names them."""
+    finite = jnp.all(jnp.isfinite(ys))
+    drifted = finite & ~(error <= ENERGY_TOLERANCE)
+    return RESULTS.where(drifted, RESULTS.energy_drift, RESULTS.successful)
+
+
 class SymplecticIntegrator(AbstractIntegrator):
-    """Fixed-step symplectic splitting methods on separable Hamiltonian models."""
+    """Fixed-step symplectic splitting methods on separable Hamiltonian models. The solve
+    fails with `RESULTS.energy_drift` where the energy changes by more than
+    `ENERGY_TOLERANCE` (see `energy_error`, which `stats["energy_error"]` reports)."""
 
     name = "symplectic"
     runs = (
@@ -333,4 +392,6 @@ class SymplecticIntegrator(AbstractIntegrator):
             forward=problem.adjoint == "forward",
         )
         num_steps = jnp.sum(jnp.broadcast_to(jnp.asarray(counts), (problem.ts.shape[0] - 1,)))
-        return Solution(ys, RESULTS.successful, {"num_steps": num_steps})
+        error = energy_error(problem.model, ys, problem.args)
+        stats = {"num_steps": num_steps, "energy_error": error}
+        return Solution(ys, energy_status(error, ys), stats)

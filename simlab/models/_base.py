@@ -132,6 +132,20 @@ class AbstractModel(eqx.Module):
         `dt0=None`.
         """
 
+    def accurate_step(self, solver: Any, y0: Any) -> Array | None:
+        """A fixed step for accuracy, which `simulate(..., adaptive=False, dt0=None)` takes
+        where it is shorter than the stable one (a Hamiltonian model's, for its energy
+        error); `None` (the default): the stable step alone."""
+        return None
+
+    def initial_state_valid(self, y0: Array) -> Array:
+        """Whether `y0` is a state the model is defined at, beyond being finite (two bodies
+        at one point without softening are not): a boolean array computed with `jnp`, which
+        `simulate` checks inside compiled code (`RESULTS.invalid_initial_state`); where
+        `y0` and the parameters are known, a ValueError naming the problem instead of
+        False. Any finite state here."""
+        return jnp.asarray(True)
+
     def describe_blow_up(self, solver: Any, y: Array, dt0: Array) -> str:
         """What the last saved state `y` before a blow-up says of the fixed step `dt0` of
         `solver`, for the error `simulate` raises (a flow's Courant number); "" for nothing."""
