@@ -14,6 +14,7 @@ import scipy.integrate
 
 import simlab
 from simlab import RESULTS, SimulationError
+from simlab._results import status_code, status_name
 from simlab.integrate import Radau5, Rodas5P
 from simlab.models import (
     AbstractDAEModel,
@@ -368,3 +369,20 @@ def test_transistor_amplifier_mass_matrix_is_the_test_sets():
     model = TransistorAmplifier()
     np.testing.assert_array_equal(np.asarray(model.mass_matrix), expected)
     assert np.linalg.matrix_rank(expected) == 5
+
+
+def test_pendulum_dae_refuses_a_velocity_along_the_rod():
+    ts = jnp.linspace(0.0, 1.0, 11)
+    along = jnp.array([1.0, 0.0, 1.0, 0.0, 0.0])
+    with pytest.raises(ValueError, match=r"x u \+ y v = 1 "):
+        simlab.simulate(PendulumDAE(), along, ts)
+    across = jnp.array([1.0, 0.0, 0.0, 1.0, 0.0])  # perpendicular to the rod: accepted
+    ys = simlab.simulate(PendulumDAE(), across, ts, rtol=1e-8, atol=1e-10).ys
+    np.testing.assert_allclose(np.asarray(ys[:, 0] ** 2 + ys[:, 1] ** 2), 1.0, atol=1e-6)
+    statuses = jax.jit(
+        jax.vmap(lambda y0: simlab.simulate(PendulumDAE(), y0, ts, throw=False).result)
+    )(jnp.stack([along, across]))
+    assert [status_name(int(code)) for code in status_code(statuses)] == [
+        "invalid_initial_state",
+        "successful",
+    ]

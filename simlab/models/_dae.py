@@ -10,6 +10,7 @@ from typing import ClassVar
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from .._misc import is_concrete
 from ._base import AbstractODEModel, parameter
 
 
@@ -103,8 +104,12 @@ class PendulumDAE(AbstractDAEModel):
     $$
 
     the position constraint $x^2 + y^2 = L^2$ differentiated twice, so that it involves
-    $\lambda$ (index 1). The constraint itself then holds up to the integration error:
-    start on it, with $x u + y v = 0$. The length enters through the initial state only.
+    $\lambda$ (index 1). The constraint itself then holds up to the integration error
+    where the start is on it, with $x u + y v = 0$ (its first derivative): `simulate`
+    refuses a velocity with a component along the rod, $|x u + y v|$ above
+    $\sqrt{\epsilon}\,|(x, y)|\,|(u, v)|$ ($\epsilon$ the machine epsilon), which would
+    change the rod's length in proportion to time. The length enters through the initial
+    state only.
 
     **Arguments:** `gravity`: $g \ge 0$, metres per second squared (default 9.81).
 
@@ -126,6 +131,21 @@ class PendulumDAE(AbstractDAEModel):
     state_names: ClassVar[tuple[str, ...]] = ("x", "y", "u", "v", "tension")
     state_units: ClassVar[tuple[str, ...]] = ("m", "m", "m/s", "m/s", "1/s²")
     algebraic_names: ClassVar[tuple[str, ...]] = ("tension",)
+
+    def initial_state_valid(self, y0: Array) -> Array:
+        x, y, u, v = y0[0], y0[1], y0[2], y0[3]
+        radial = x * u + y * v
+        scale = jnp.sqrt((x**2 + y**2) * (u**2 + v**2))
+        along = jnp.abs(radial) > jnp.sqrt(jnp.finfo(y0.dtype).eps) * scale
+        if is_concrete(along) and along:
+            raise ValueError(
+                f"PendulumDAE: the initial velocity (u, v) = ({float(u):g}, {float(v):g}) has "
+                f"a component along the rod: x u + y v = {float(radial):.6g} (0 on the "
+                "constraint x^2 + y^2 = L^2). The index-1 form would change the rod's "
+                "length in proportion to time; start with a velocity perpendicular to "
+                "(x, y), e.g. (u, v) = w (-y, x)."
+            )
+        return ~along
 
     def __call__(self, t, y, args):
         x, y_, u, v, tension = y[0], y[1], y[2], y[3], y[4]
