@@ -34,6 +34,9 @@ RealScalarLike = float | Real[ArrayLike, ""]
 VectorField = Callable[[Array, Array], Array]
 # Consistent initial values are solved this much tighter than the steps.
 NEWTON_TOLERANCE = 1e-3
+# Fixed steps: the Newton iterations' relative tolerance, in machine epsilons. RADAU5's
+# stopping test then asks for an iterate within ~10 epsilons (its floor) of the solution.
+FIXED_STEP_NEWTON_RTOL = 1e3
 
 
 class Tolerances(NamedTuple):
@@ -163,9 +166,11 @@ class AbstractStiffSolver(eqx.Module):
         - `vector_field`: `f(t, y) -> dy/dt` (parameters already closed over).
         - `ts`: increasing save times; `ts[0]` is the initial time $t_0$.
         - `y0`: the initial state (any shape; the solver works on it flattened).
-        - `rtol`, `atol`: relative and absolute error tolerances. With `adaptive=False` they
-          only set how closely Radau5's Newton iterations solve each step (Rodas5P has
-          none): pass them well below the error the fixed steps make.
+        - `rtol`, `atol`: relative and absolute error tolerances. With `adaptive=False`
+          nothing controls the error, which is the method's at the step taken: Radau5's
+          Newton iterations then solve each step close to roundoff whatever `rtol` (only
+          `atol / rtol` counts, as the size below which a component is measured absolutely),
+          and Rodas5P has none.
         - `dt0`: the first step size; `None` picks one (Hairer–Nørsett–Wanner's estimate).
           With `adaptive=False` the largest step (required): each save interval is cut into
           the fewest equal steps of at most `dt0`, so that a step ends on every save time.
@@ -230,6 +235,20 @@ def initial_step(
     return jnp.minimum(100 * h0, h1)
 
 
+def _internal_tolerances(solver, rtol: Array, atol: Array, newton_kind: str, adaptive: bool):
+    """The tolerances the solver works to. Adaptive steps transform the user's as RADAU5
+    does (`tolerance_exponent`). Fixed steps have no error to control: Newton iterations
+    (Radau5's) solve each step close to roundoff, whatever `rtol`, so that the error is the
+    method's; `atol / rtol` still says below what size a component counts as absolute."""
+    if not adaptive:
+        rtol_internal = jnp.asarray(FIXED_STEP_NEWTON_RTOL * jnp.finfo(rtol.dtype).eps, rtol.dtype)
+    elif solver.tolerance_exponent != 1.0:  # Hairer's RADAU5 tolerance transformation
+        rtol_internal = 0.1 * rtol**solver.tolerance_exponent
+    else:
+        return Tolerances(rtol, atol, newton_kind, adaptive)
+    return Tolerances(rtol_internal, atol * rtol_internal / rtol, newton_kind, adaptive)
+
+
 class _Carry(eqx.Module):
     t: Array
     y: Array
@@ -292,15 +311,9 @@ def integrate(
         return jnp.ravel(vector_field(t, y.reshape(shape))).astype(dtype)
 
     loop_kwargs, newton_kind = _loop_kinds(adjoint)
-    power = solver.tolerance_exponent
     rtol_arr = jnp.asarray(rtol, dtype=dtype)
     atol_arr = jnp.asarray(atol, dtype=dtype)
-    if power != 1.0:  # Hairer's RADAU5 tolerance transformation
-        rtol_internal = 0.1 * rtol_arr**power
-        atol_internal = atol_arr * rtol_internal / rtol_arr
-    else:
-        rtol_internal, atol_internal = rtol_arr, atol_arr
-    tols = Tolerances(rtol_internal, atol_internal, newton_kind, bool(adaptive))
+    tols = _internal_tolerances(solver, rtol_arr, atol_arr, newton_kind, bool(adaptive))
     y_flat = jnp.ravel(y0)
     initial_stats = {}
     status = RESULTS.successful

@@ -48,6 +48,9 @@ TI = np.array(
     ]
 )
 NEWTON_MAX = 7  # NIT
+# Fixed steps solve each step close to roundoff and have no smaller step to fall back on:
+# their Newton iterations may run longer.
+FIXED_STEP_NEWTON_MAX = 20
 JACOBIAN_REUSE = 1e-3  # THET: keep the Jacobian while the Newton contraction is below this
 SAFETY = 0.9
 KEEP_STEP = (1.0, 1.2)  # QUOT1, QUOT2: keep h (and the LU factors) for ratios in this range
@@ -107,8 +110,10 @@ class Radau5(AbstractStiffSolver):
     (order 3 between steps; the steps themselves are order 5).
 
     With fixed steps (`solve(..., adaptive=False)`) the error estimate is skipped and every
-    step whose Newton iterations converge is taken; `rtol`, `atol` then only set the Newton
-    tolerance.
+    step whose Newton iterations converge is taken. The iterations then solve each step
+    close to roundoff (RADAU5's floor, about ten machine epsilons relative to the state),
+    with up to `FIXED_STEP_NEWTON_MAX` of them, so that the steps converge at order 5 whatever
+    `rtol`.
     """
 
     order: ClassVar[int] = 5
@@ -179,9 +184,11 @@ class Radau5(AbstractStiffSolver):
         )
         z_start = jnp.where(state.first, jnp.zeros((3, n), y.dtype), z_start)
 
+        newton_max = NEWTON_MAX if tols.adaptive else FIXED_STEP_NEWTON_MAX
+
         def newton_cond(carry):
             _, _, newt, _, _, _, _, status = carry
-            return (status == 0) & (newt < NEWTON_MAX)
+            return (status == 0) & (newt < newton_max)
 
         def newton_body(carry):
             z, w, newt, dynold, thqold, theta, faccon, status = carry
@@ -196,14 +203,14 @@ class Radau5(AbstractStiffSolver):
             dw = jnp.stack([dw1, dw23.real, dw23.imag])
             newt = newt + 1
             dyno = jnp.sqrt(jnp.mean((dw / scale[None]) ** 2))
-            check = (newt > 1) & (newt < NEWTON_MAX)
+            check = (newt > 1) & (newt < newton_max)
             thq = dyno / dynold
             theta_new = jnp.where(newt == 2, thq, jnp.sqrt(thq * thqold))
             theta = jnp.where(check, theta_new, theta)
             thqold = jnp.where(check, thq, thqold)
             contracting = theta < 0.99
             faccon = jnp.where(check & contracting, theta / (1 - theta), faccon)
-            remaining = (NEWTON_MAX - 1 - newt).astype(dyno.dtype)
+            remaining = (newton_max - 1 - newt).astype(dyno.dtype)
             dyth = faccon * dyno * theta**remaining / fnewt
             too_slow = check & contracting & (dyth >= 1)
             diverging = check & ~contracting
@@ -237,7 +244,7 @@ class Radau5(AbstractStiffSolver):
             lambda full: newton_cond(full[0]),
             newton_step,
             (init, jnp.array(0.5, dtype)),
-            max_steps=NEWTON_MAX,
+            max_steps=newton_max,
             kind=tols.newton_kind,
         )
         converged = (status == 1) & lu_ok
