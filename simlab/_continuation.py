@@ -148,7 +148,9 @@ def continuation(
     well posed where $\partial f/\partial y$ is singular, so the branch is followed
     through a fold onto its unstable part. Where a requested value lies within the next
     step, the step lands on it exactly (a root solve at that value), so a branch that
-    never turns back is returned at exactly `values`. A step whose tangent turns too much
+    never turns back is returned at exactly `values`; where that solve fails (a requested
+    value on a fold, where it is singular), the step is taken by arclength instead and goes
+    round the fold. A step whose tangent turns too much
     or whose corrector fails is retried shorter; the walk ends when the branch leaves the
     range of `values`. It runs as one compiled `jax.lax.while_loop`.
 
@@ -347,6 +349,7 @@ class _Walk(eqx.Module):
     tangent: Array
     step: Array
     scale: Array
+    may_land: Array  # whether the next step may land on a requested value
 
 
 def fold_test(eigenvalues: Array) -> Array:
@@ -381,11 +384,14 @@ def _walk(curve: _Curve, values, spacing, y_guess, max_points: int) -> _Walk:
         tangent=curve.tangent(jacobian, jnp.zeros_like(x).at[-1].set(values[1] - values[0])),
         step=jnp.array(MAX_STEP, x.dtype),
         scale=curve.scale,
+        may_land=jnp.array(True),
     )
     ordered = jnp.sort(values)
 
     def advance(walk: _Walk) -> _Walk:
-        new_x, point, tangent, accepted = _step(curve, ordered, walk.x, walk.tangent, walk.step)
+        new_x, point, tangent, accepted, landing = _step(
+            curve, ordered, walk.x, walk.tangent, walk.step, walk.may_land
+        )
         inside = (ordered[0] <= new_x[-1]) & (new_x[-1] <= ordered[-1])
         store = accepted & inside
         count = walk.count
@@ -395,7 +401,10 @@ def _walk(curve: _Curve, values, spacing, y_guess, max_points: int) -> _Walk:
             point,
         )
         count = count + store.astype(count.dtype)
-        shorter = walk.step / 2
+        # A failed landing (the requested value at a fold, where the root solve at that
+        # value is singular) is retried as a full arclength step, which goes round it.
+        retry_arclength = ~accepted & landing
+        shorter = jnp.where(retry_arclength, walk.step, walk.step / 2)
         ending = jnp.where(accepted & ~inside, LEFT_RANGE, RUNNING)
         ending = jnp.where(~accepted & (shorter < MIN_STEP), STUCK, ending)
         ending = jnp.where(count == max_points, FULL, ending).astype(jnp.int32)
@@ -407,18 +416,20 @@ def _walk(curve: _Curve, values, spacing, y_guess, max_points: int) -> _Walk:
             tangent=jnp.where(accepted, tangent, walk.tangent),
             step=jnp.where(accepted, jnp.minimum(MAX_STEP, STEP_GROWTH * walk.step), shorter),
             scale=walk.scale,
+            may_land=accepted,
         )
 
     return jax.lax.while_loop(lambda walk: walk.ending == RUNNING, advance, walk)
 
 
-def _step(curve: _Curve, ordered: Array, x: Array, tangent: Array, step: Array):
+def _step(curve: _Curve, ordered: Array, x: Array, tangent: Array, step: Array, may_land):
     """One predictor-corrector step from `x`: onto the next requested value when it lies
-    within `step` along the tangent (a root solve at that value), else a full `step` (the
-    arclength corrector). Returns the new point, its record and tangent, and whether the
-    step is accepted: solved, and neither turning too much nor corrected too far."""
+    within `step` along the tangent and `may_land` (a root solve at that value), else a
+    full `step` (the arclength corrector). Returns the new point, its record and tangent,
+    whether the step is accepted (solved, and neither turning too much nor corrected too
+    far) and whether it tried to land."""
     target, reach = _next_value(ordered, x, tangent, curve.scale)
-    land = reach <= step
+    land = may_land & (reach <= step)
     length = jnp.where(land, reach, step)
     predicted = x + length * curve.scale * tangent
     new_x, result, num_steps = jax.lax.cond(
@@ -433,7 +444,7 @@ def _step(curve: _Curve, ordered: Array, x: Array, tangent: Array, step: Array):
         & (jnp.dot(new_tangent, tangent) >= MIN_TANGENT_COSINE)
         & (jnp.linalg.norm((new_x - predicted) / curve.scale) <= MAX_CORRECTION * length)
     )
-    return new_x, point, new_tangent, accepted
+    return new_x, point, new_tangent, accepted, land
 
 
 def _next_value(ordered: Array, x: Array, tangent: Array, scale: Array):

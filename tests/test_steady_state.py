@@ -1,13 +1,18 @@
 """Fixed points, their stability and branches of them, against closed-form answers."""
 
+import warnings
+from typing import ClassVar
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jaxtyping import Array, Float
 
 import simlab
 import simlab.plot
 from simlab._steady_state import STABILITY_LABELS
+from simlab.models import AbstractODEModel, parameter
 
 LV = dict(alpha=0.55, beta=0.028, gamma=0.84, delta=0.026)
 
@@ -220,6 +225,34 @@ def test_bifurcation_diagram_draws_stable_solid_unstable_dashed(brusselator_bran
     assert ax.get_xlabel() == "b" and ax.get_ylabel() == "x"
     with pytest.raises(ValueError, match="unknown state component 'z'"):
         simlab.plot.bifurcation(branch, "z")
+
+
+class SaddleNode(AbstractODEModel):
+    """dx/dt = r + x^2: fixed points x = -+sqrt(-r) for r < 0, meeting in a fold at r = 0."""
+
+    r: Float[Array, ""] = parameter()
+    state_names: ClassVar[tuple[str, ...]] = ("x",)
+
+    def __call__(self, t, y, args):
+        return self.r + y**2
+
+
+def test_continuation_goes_round_a_fold_on_a_requested_value():
+    # 61 values put one at r = -4e-17, on the fold: the root solve there is singular, and
+    # the walk used to stop short of it (at r = -5.7e-12) with no fold reported.
+    values = jnp.linspace(-1.0, 0.5, 61)
+    assert abs(float(values[40])) < 1e-15
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning that the branch stopped
+        branch = simlab.continuation(SaddleNode(r=-1.0), "r", values, jnp.array([-1.0]))
+    [fold] = branch.bifurcations
+    assert fold.kind == "fold" and abs(fold.value) < 1e-9 and abs(fold.state[0]) < 1e-4
+    r, x = branch.values, branch.states[:, 0]
+    np.testing.assert_allclose(r + x**2, 0.0, atol=1e-9)
+    # Round the fold from the stable x = -sqrt(-r) back to r = -1 on the unstable x = sqrt(-r).
+    assert x[0] == pytest.approx(-1.0) and x[-1] == pytest.approx(1.0) and r[-1] == -1.0
+    assert list(np.unique(branch.labels[x < -1e-3])) == ["stable"]
+    assert list(np.unique(branch.labels[x > 1e-3])) == ["unstable"]
 
 
 @pytest.mark.parametrize(
