@@ -241,6 +241,36 @@ class Trajectory(eqx.Module):
         """The same rows as an HTML table (a notebook's view of a trajectory)."""
         return display.rows_html(self, self._rows, "Trajectory")
 
+    def plot(self, model: Any = None, **kwargs: Any):
+        """The figure of the trajectory, as `simlab run` draws it: each named state
+        component against time, or for a grid model's field its history (1-D) or
+        snapshots at up to four times (2-D).
+
+        **Arguments:**
+
+        - `model`: the model that was simulated, for its grid (a field's coordinates) and
+          its `state_units` (the value axis); optional.
+        - `grid`, `channel`: a field's grid (in place of `model`) and which field of a
+          multi-field state to draw (default: the first).
+        - `kwargs`: passed to [`simlab.plot.trajectory`][], [`simlab.plot.space_time`][]
+          or [`simlab.plot.field_snapshots`][], whichever draws (e.g. `time_label`,
+          `components`, `label`).
+
+        **Returns:** the matplotlib `Figure` (a notebook shows it inline).
+
+        !!! example
+
+            ```python
+            model = simlab.models.LotkaVolterra(alpha=0.5, beta=0.02, gamma=0.9, delta=0.03)
+            trajectory = simlab.simulate(model, jnp.array([30.0, 4.0]), jnp.linspace(0, 20, 200))
+            figure = trajectory.plot(model)
+            figure.savefig("lotka_volterra.png")
+            ```
+        """
+        from .plot._results import trajectory_figure
+
+        return trajectory_figure(self, model, **kwargs)
+
     def _rows(self) -> list[tuple[str, str]]:
         codes = np.asarray(status_code(self.result))
         if codes.ndim == 0:

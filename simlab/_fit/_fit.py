@@ -135,6 +135,33 @@ class FitResult(eqx.Module):
         rows = rows + self._summary_rows()
         return display.html_table(rows, title="FitResult", header=header)
 
+    def plot(self, *, data_set: int = 0, member: int = 0, **kwargs: Any):
+        """The figure of the fit: the observations it was fitted to as points, the fitted
+        curves, the 95% confidence band of the mean and the prediction band of new
+        observations (see [`simlab.plot.fit_curves`][]).
+
+        **Arguments:**
+
+        - `data_set`, `member`: which data set and which member of a batch of experiments
+          to draw (fits to several).
+        - `kwargs`: passed to [`simlab.plot.fit_curves`][] (e.g. `time_label`,
+          `posterior`, `prediction_band=False`).
+
+        **Returns:** the matplotlib `Figure` (a notebook shows it inline).
+
+        !!! example
+
+            ```python
+            data = simlab.datasets.lynx_hare()
+            result = simlab.fit(model, data.ts, data.observations, y0=data.observations[0],
+                                params=["alpha", "beta", "gamma", "delta"])
+            figure = result.plot(time_label=f"time ({data.time_unit})")
+            ```
+        """
+        from ..plot._results import fit_figure
+
+        return fit_figure(self, data_set=data_set, member=member, **kwargs)
+
     def _estimate_rows(self) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
         units = getattr(self.model, "parameter_units", dict)()
         batched = np.ndim(status_code(self.result)) > 0  # fits under vmap: a row per name

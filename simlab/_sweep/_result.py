@@ -58,6 +58,34 @@ class SweepResult:
         """The same rows as an HTML table (a notebook's view of a sweep)."""
         return display.rows_html(self, self._rows, "SweepResult")
 
+    def plot(self, variable: str | None = None, *, kind: str | None = None, **kwargs: Any):
+        """The figure of the sweep, as `simlab run` draws it: a gallery of a field
+        observable over a grid of two names, a heat map over the first two names of a
+        grid, else the observable against the first swept name (for a sweep over paths,
+        their mean in a band).
+
+        **Arguments:**
+
+        - `variable`: the observable to draw; optional when the sweep has only one.
+        - `kind`: `"heatmap"`, `"lines"` or `"gallery"` in place of the choice above.
+        - `kwargs`: passed to [`simlab.plot.sweep_heatmap`][],
+          [`simlab.plot.sweep_lines`][] or [`simlab.plot.sweep_gallery`][] (e.g.
+          `x`, `y`, `hue`, `at={"time": 5.0}`, `channel`).
+
+        **Returns:** the matplotlib `Figure` (a notebook shows it inline).
+
+        !!! example
+
+            ```python
+            result = simlab.sweep(model, {"alpha": alphas, "beta": betas}, y0, ts,
+                                  observable=lambda t: {"peak": t.ys[:, 0].max()})
+            figure = result.plot("peak")
+            ```
+        """
+        from ..plot._results import sweep_figure
+
+        return sweep_figure(self, variable, kind=kind, **kwargs)
+
     def _rows(self) -> list[tuple[str, str]]:
         if self.mode == "grid" and self.grid_axes is not None:
             axes = " × ".join(
