@@ -13,6 +13,8 @@ from stiff_problems import PROBLEMS
 import simlab
 from simlab._results import RESULTS
 from simlab.integrate import Radau5, Rodas5P
+from simlab.integrate._selection import default_solver
+from simlab.integrate._solvers import solver_name
 from simlab.integrate._stiff._loop import Tolerances
 from simlab.integrate._stiff._radau import NODES, TI, T
 
@@ -405,6 +407,22 @@ def test_fixed_step_kvaerno_converges_at_its_order(solver, order):
     # these steps; fixed steps now run chord iterations that converge.
     slope, errors = _gaussian_decay_order(solver, np.array([1 / 8, 1 / 16, 1 / 32]))
     assert abs(slope - order) < 0.3, (errors, slope)
+
+
+@pytest.mark.parametrize(
+    ("mu", "t1", "expected"), [(0.5, 20.0, "tsit5"), (10.0, 100.0, "tsit5"), (1e3, 3e3, "rodas5p")]
+)
+def test_van_der_pol_default_solver_follows_the_stiffness_estimate(mu, t1, expected):
+    # The slow parts of the limit cycle (amplitude 2) have the eigenvalue mu (1 - 4) = -3 mu:
+    # forward Euler is stable up to 2 / (3 mu), and Tsit5 needs ~0.86 mu t1 steps for
+    # stability, past EXPLICIT_STEP_LIMIT = 1e4 only for the last case.
+    model = simlab.models.VanDerPol(mu=mu)
+    y0, ts = jnp.array([2.0, 0.0]), jnp.array([0.0, t1])
+    euler_step = model.max_stable_step(simlab.SOLVERS["euler"].build(), y0)
+    np.testing.assert_allclose(float(euler_step), 2 / (3 * mu), rtol=1e-8)
+    solver, reason = default_solver(model, y0, ts, rtol=1e-6, atol=1e-9)
+    assert solver_name(solver) == expected
+    assert (reason is None) == (expected == "tsit5")
 
 
 def _fixed_loss(solver, k, adjoint):

@@ -1,10 +1,11 @@
 """Textbook ODE models. Each is a final `eqx.Module`; parameters are array fields."""
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from ..integrate._solvers import largest_stable_step
 from ._base import AbstractODEModel, parameter
 
 
@@ -177,9 +178,11 @@ class VanDerPol(AbstractODEModel):
     $$
 
     **Arguments:** `mu`, the nonlinearity $\mu \ge 0$ (dimensionless). The dynamics become
-    stiff as $\mu$ grows (from $\mu \approx 10$), so the default solver is implicit for
-    every $\mu$ (the choice is static: the same directly and under `jit` or `vmap`); pass
-    `solver="tsit5"` for small $\mu$, where an explicit solver is faster.
+    stiff as $\mu$ grows: on the slow parts of the limit cycle (amplitude $a = 2$, or
+    $|x_0|$ from farther out) the Jacobian has the eigenvalue $\mu(1 - a^2)$, which bounds an
+    explicit solver's step (`max_stable_step`). The default solver follows from it as for
+    grid models: explicit while the span takes an explicit solver few such steps (small
+    $\mu$ or a short span), implicit beyond (`Trajectory.solver_choice` says why).
 
     The state is `(x, y)`.
 
@@ -194,11 +197,17 @@ class VanDerPol(AbstractODEModel):
     mu: Float[Array, ""] = parameter(lower=0.0, lower_inclusive=True)
 
     state_names: ClassVar[tuple[str, ...]] = ("x", "y")
-    stiff: ClassVar[bool] = True
+    step_limit: ClassVar[str] = "the stiffness mu (1 - a^2) of its limit cycle's slow parts"
 
     def __call__(self, t, y, args):
         x, y_ = y[0], y[1]
         return jnp.stack([y_, self.mu * (1 - x**2) * y_ - x])
+
+    def max_stable_step(self, solver: Any, y0: Any) -> Array | None:
+        r"""The largest stable fixed step of an explicit `solver` for the stiff eigenvalue
+        $\mu(1 - a^2)$, $a = \max(2, |x_0|)$; `None` for implicit solvers."""
+        amplitude = jnp.maximum(2.0, jnp.abs(jnp.asarray(y0)[0]))
+        return largest_stable_step(solver, self.mu * (1 - amplitude**2))
 
 
 class Robertson(AbstractODEModel):
