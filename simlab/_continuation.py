@@ -115,6 +115,29 @@ class Branch(eqx.Module):
     def is_oscillatory(self) -> np.ndarray:
         return self.stability == STABILITY.oscillatory._value
 
+    def plot(self, component: int | str = 0, **kwargs):
+        """The figure of the branch, as `simlab run` draws it: one state component against
+        the parameter, stable fixed points solid and unstable ones dashed, a limit cycle's
+        envelope where the fixed point is oscillatory, folds and Hopf points marked.
+
+        **Arguments:**
+
+        - `component`: the state component to draw, by index or by name.
+        - `kwargs`: passed to [`simlab.plot.bifurcation`][] (e.g. `annotate=False`).
+
+        **Returns:** the matplotlib `Figure` (a notebook shows it inline).
+
+        !!! example
+
+            ```python
+            branch = simlab.continuation(model, "mu", jnp.linspace(-1.0, 1.0, 41), y_guess)
+            figure = branch.plot("x")
+            ```
+        """
+        from .plot._bifurcation import bifurcation
+
+        return bifurcation(self, component, **kwargs).figure
+
 
 class ContinuationWarning(UserWarning):
     """A branch stopped before it left the range of the requested values."""

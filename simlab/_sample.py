@@ -51,6 +51,27 @@ class Posterior(eqx.Module):
     acceptance_rate: Array
     rejected: Array | None = None
 
+    def plot(self, **kwargs: Any):
+        """The figure of the posterior, as `simlab run` draws it: a corner plot, each
+        sampled scalar's histogram on the diagonal and each pair's draws below it.
+
+        **Arguments:**
+
+        - `kwargs`: passed to [`simlab.plot.corner`][] (e.g. `names=["alpha", "beta"]`).
+
+        **Returns:** the matplotlib `Figure` (a notebook shows it inline).
+
+        !!! example
+
+            ```python
+            posterior = simlab.sample(result, key=jax.random.key(0))
+            figure = posterior.plot()
+            ```
+        """
+        from .plot._likelihood import corner
+
+        return corner(self, **kwargs)
+
     def flat_samples(self) -> dict[str, np.ndarray]:
         """Each name's draws with the chains pooled, as NumPy arrays."""
         return {name: np.asarray(draws).reshape(-1) for name, draws in self.samples.items()}

@@ -263,3 +263,77 @@ def test_fit_plot_draws_the_data_it_was_fitted_to_and_the_fitted_curves():
     assert {"prey", "predator", "prey (fit)", "predator (fit)"} <= set(legend)
     assert "95% confidence band of the mean" in legend
     assert (ax.get_xlabel(), ax.get_ylabel()) == ("time (days)", "observed value (population)")
+
+
+# --- Profile, Starts, Posterior, Branch ---------------------------------------------------
+
+
+def test_profile_plot_draws_its_curve_threshold_and_interval():
+    values = jnp.linspace(0.4, 0.6, 5)
+    profile = simlab.Profile(
+        name="alpha", values=values, nll=jnp.array([4.0, 1.0, 0.0, 1.0, 4.0]),
+        threshold=jnp.asarray(1.92), estimate=jnp.asarray(0.5), lower=jnp.asarray(0.43),
+        upper=jnp.asarray(0.57), lower_open=jnp.asarray(False), upper_open=jnp.asarray(False),
+        converged=jnp.ones(5, bool), level=0.95,
+    )  # fmt: skip
+    (ax,) = _drawn(profile.plot()).axes
+    curve, threshold, estimate = ax.lines
+    np.testing.assert_array_equal(curve.get_xdata(), np.asarray(values))
+    np.testing.assert_array_equal(curve.get_ydata(), [4.0, 1.0, 0.0, 1.0, 4.0])
+    assert threshold.get_ydata()[0] == pytest.approx(1.92)
+    assert estimate.get_xdata()[0] == pytest.approx(0.5)
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("alpha", "Δ negative log-likelihood")
+
+
+def test_starts_plot_is_the_waterfall_of_their_sorted_losses():
+    loss = jnp.array([3.0, 1.0, 1.0, jnp.inf, 2.0])
+    starts = simlab.Starts(
+        initial={"a": jnp.arange(5.0)}, params={"a": jnp.arange(5.0)}, loss=loss,
+        converged=jnp.isfinite(loss), best=jnp.asarray(1),
+    )  # fmt: skip
+    (ax,) = _drawn(starts.plot()).axes
+    sorted_losses, at_best = ax.lines
+    np.testing.assert_array_equal(
+        sorted_losses.get_xdata(), [1, 2, 3, 4]
+    )  # the failed one left out
+    np.testing.assert_array_equal(sorted_losses.get_ydata(), [1.0, 1.0, 2.0, 3.0])
+    assert len(at_best.get_xdata()) == 2
+    assert ax.get_title() == "1 start(s) failed"
+
+
+def test_posterior_plot_is_a_corner_plot_of_its_draws():
+    draws = np.random.default_rng(0).normal(size=(2, 50, 2))
+    posterior = simlab.Posterior(
+        samples={"alpha": jnp.asarray(draws[..., 0]), "beta": jnp.asarray(draws[..., 1])},
+        log_density=jnp.zeros((2, 50)), divergent=jnp.zeros((2, 50), bool),
+        acceptance_rate=jnp.full((2, 50), 0.8),
+    )  # fmt: skip
+    figure = _drawn(posterior.plot(num_bins=10))
+    shown = [ax for ax in figure.axes if ax.get_visible()]
+    assert len(shown) == 3  # two histograms and the pair below them
+    (pair,) = [ax for ax in shown if ax.lines]
+    np.testing.assert_array_equal(pair.lines[0].get_xdata(), draws[..., 0].reshape(-1))
+    np.testing.assert_array_equal(pair.lines[0].get_ydata(), draws[..., 1].reshape(-1))
+    assert (pair.get_xlabel(), pair.get_ylabel()) == ("alpha", "beta")
+    histograms = [ax for ax in shown if ax.patches]
+    assert [sum(p.get_height() for p in ax.patches) for ax in histograms] == [100, 100]
+
+
+def test_branch_plot_draws_a_component_against_the_parameter():
+    from simlab._steady_state import STABILITY_LABELS
+
+    values = np.linspace(0.0, 1.0, 6)
+    stable = STABILITY_LABELS.index("stable")
+    branch = simlab.Branch(
+        parameter="mu", values=values, states=np.stack([values, values**2], axis=1),
+        state_names=("x", "y"), eigenvalues=np.full((6, 2), -1.0 + 0j),
+        stability=np.full(6, stable), result=np.zeros(6, int), bifurcations=(),
+        oscillation_min=np.full((6, 2), np.nan), oscillation_max=np.full((6, 2), np.nan),
+    )  # fmt: skip
+    (ax,) = _drawn(branch.plot("y")).axes
+    drawn = [line for line in ax.lines if len(line.get_xdata())]
+    assert len(drawn) == 1  # all stable: one solid line
+    np.testing.assert_array_equal(drawn[0].get_xdata(), values)
+    np.testing.assert_array_equal(drawn[0].get_ydata(), values**2)
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("mu", "y")
+    assert branch.plot().axes[0].get_ylabel() == "x"

@@ -44,6 +44,29 @@ class Starts(eqx.Module):
     converged: Array
     best: Array
 
+    def plot(self, **kwargs):
+        """The figure of the starts, as `simlab run` draws it: every start's final loss,
+        sorted (a waterfall; a plateau at the left says the optimum was found more than
+        once).
+
+        **Arguments:**
+
+        - `kwargs`: passed to [`simlab.plot.waterfall`][] (e.g. `tolerance`).
+
+        **Returns:** the matplotlib `Figure` (a notebook shows it inline).
+
+        !!! example
+
+            ```python
+            result = simlab.fit(model, ts, observations, y0=y0, params=["frequency"],
+                                starts=100, bounds={"frequency": (0.1, 10.0)}, key=jr.key(0))
+            figure = result.starts.plot()
+            ```
+        """
+        from ..plot._likelihood import waterfall
+
+        return waterfall(self, **kwargs).figure
+
 
 def latin_hypercube(key, num_points: int, num_dims: int) -> Array:
     """`num_points` points in $[0, 1)^d$, one in each of `num_points` strata per dimension."""

@@ -54,6 +54,27 @@ class Profile(eqx.Module):
     converged: Array
     level: float = eqx.field(static=True)
 
+    def plot(self, **kwargs):
+        """The figure of the profile, as `simlab run` draws it: the rise of the negative
+        log-likelihood over the grid, the threshold at `level` (dashed) and the confidence
+        interval (shaded; to the grid's edge, with an arrow, where it is open).
+
+        **Arguments:**
+
+        - `kwargs`: passed to [`simlab.plot.profiles`][].
+
+        **Returns:** the matplotlib `Figure` (a notebook shows it inline).
+
+        !!! example
+
+            ```python
+            figure = result.profile("alpha").plot()
+            ```
+        """
+        from ..plot._likelihood import profiles
+
+        return profiles(self, **kwargs)[0].figure
+
 
 def profiles(
     result, names: tuple[str, ...], *, level: float, num_points: Integer, span: float
