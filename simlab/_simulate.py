@@ -93,10 +93,11 @@ def simulate(
       either `options` or the individual keywords.
     - `solver`: a name in `simlab.SOLVERS`, or a solver object that a registered
       integrator runs (Diffrax solvers, `simlab.integrate.Rodas5P`, `ETDRK4`, ...). `None`
-      picks `Tsit5`, unless the model declares itself stiff (`stiff = True`) or the span
-      would take Tsit5 more than `simlab.integrate.EXPLICIT_STEP_LIMIT` steps for
-      stability alone (from `model.max_stable_step`: grid models whose diffusion limits the
-      step); then the Rosenbrock method `Rodas5P` (dense Jacobian, one LU per step), or
+      picks `Tsit5`, unless the span would take Tsit5 more than
+      `simlab.integrate.EXPLICIT_STEP_LIMIT` steps for stability alone (from
+      `model.max_stable_step`: grid models whose diffusion limits the step, Van der Pol)
+      or, where that count is unknown, the model declares itself stiff (`stiff = True`);
+      then the Rosenbrock method `Rodas5P` (dense Jacobian, one LU per step), or
       above 256 state components `Kvaerno5` with matrix-free Newton–GMRES, and
       `Trajectory.solver_choice` says why. The estimate needs the parameters and `ts` as
       values: a model built inside `jit` or batched by `vmap` is judged by its declaration

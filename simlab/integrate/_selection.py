@@ -1,10 +1,12 @@
 """The default solver: explicit unless the model is stiff, by declaration or by estimate.
 
-A model declares itself stiff (`is_stiff`), or it states the largest stable step of an
-explicit solver (`max_stable_step(solver, y0)`, from its eigenvalue bound and the
-solver's stability region, as grid models do). Where the span takes more than
+A model states the largest stable step of an explicit solver (`max_stable_step(solver,
+y0)`, from its eigenvalue bound and the solver's stability region, as grid models do), or
+declares itself stiff (`is_stiff`), or both. Where the span takes more than
 `EXPLICIT_STEP_LIMIT` such steps, an explicit solve would spend them all on stability and
-not on accuracy (a diffusion run to steady state), so the stiff default is chosen.
+not on accuracy (a diffusion run to steady state), so the stiff default is chosen. Where
+that count is unknown (no stable step stated, or parameters known only at run time, under
+`jit` or `vmap`), the declaration decides.
 A model with a mass matrix ($M y' = f(t, y)$) gets Rodas5P: only the stiff solvers take one.
 """
 
@@ -56,10 +58,12 @@ def default_solver(
         reason = "the model declares a mass matrix (M y' = f(t, y))"
         return SOLVERS[DEFAULT_STIFF_SOLVER].build(), reason
     estimate = explicit_step_estimate(model, y0, ts)
-    if getattr(model, "is_stiff", False):
-        reason = "the model declares itself stiff"
-    elif estimate is not None and estimate > EXPLICIT_STEP_LIMIT:
+    if estimate is not None and estimate > EXPLICIT_STEP_LIMIT:
         reason = f"an explicit solver would need about {estimate:.2g} steps for stability"
+    elif estimate is None and getattr(model, "is_stiff", False):
+        # The declaration decides where no estimate can: the model states no stable step,
+        # or its parameters are only known at run time.
+        reason = "the model declares itself stiff"
     else:
         reason = None
     solver = resolve_solver(

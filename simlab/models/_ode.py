@@ -182,7 +182,9 @@ class VanDerPol(AbstractODEModel):
     $|x_0|$ from farther out) the Jacobian has the eigenvalue $\mu(1 - a^2)$, which bounds an
     explicit solver's step (`max_stable_step`). The default solver follows from it as for
     grid models: explicit while the span takes an explicit solver few such steps (small
-    $\mu$ or a short span), implicit beyond (`Trajectory.solver_choice` says why).
+    $\mu$ or a short span), implicit beyond (`Trajectory.solver_choice` says why). Where
+    $\mu$ is only known at run time (a traced parameter under `jit` or `vmap`) the model
+    counts as stiff, so such a solve is implicit whatever $\mu$.
 
     The state is `(x, y)`.
 
@@ -197,6 +199,7 @@ class VanDerPol(AbstractODEModel):
     mu: Float[Array, ""] = parameter(lower=0.0, lower_inclusive=True)
 
     state_names: ClassVar[tuple[str, ...]] = ("x", "y")
+    stiff: ClassVar[bool] = True  # where the stable step is not known before run time
     step_limit: ClassVar[str] = "the stiffness mu (1 - a^2) of its limit cycle's slow parts"
 
     def __call__(self, t, y, args):
