@@ -139,3 +139,20 @@ def test_animate_writes_a_gif_with_one_frame_per_time(tmp_path):
         simlab.plot.animate(frames, tmp_path / "field.mp4")
     with pytest.raises(ValueError, match="T >= 2"):
         simlab.plot.animate(frames[:1], tmp_path / "one.gif")
+
+
+def test_interactive_mode_turned_on_inside_the_style_outlives_it():
+    # A notebook's backend turns interactive mode on when simlab draws the session's first
+    # figure; were it turned off again on leaving the style, later figures would not show.
+    import matplotlib as mpl
+
+    from simlab.plot._style import style
+
+    was = mpl.is_interactive()
+    try:
+        mpl.interactive(False)
+        with style():
+            mpl.interactive(True)
+        assert mpl.is_interactive()
+    finally:
+        mpl.interactive(was)

@@ -30,8 +30,15 @@ STYLE = {
 @contextlib.contextmanager
 def style():
     """Context manager applying simlab's figure style."""
+    # A notebook's backend turns interactive mode on when the session's first figure
+    # activates it; leaving the context would turn it off again (rc_context restores every
+    # parameter), and the notebook would stop showing later figures. It is kept.
     with plt.rc_context(STYLE):
-        yield
+        try:
+            yield
+        finally:
+            interactive = mpl.is_interactive()
+    mpl.interactive(interactive)
 
 
 def new_axes(ax=None, **subplot_kwargs):
