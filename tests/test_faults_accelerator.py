@@ -189,6 +189,21 @@ def test_an_overfull_cell_fails_the_solve_instead_of_raising_inside_it(monkeypat
         _molecular_dynamics(model, y0)
 
 
+def test_an_overfull_cell_gives_nan_cell_pair_forces_instead_of_raising_inside(monkeypatch):
+    positions = jnp.asarray(np.random.default_rng(2).uniform(0.1, 0.9, (9, 2)))
+    settings = dict(
+        box=10.0,
+        cutoff=2.5,
+        pair_scale=sk.lennard_jones_scale,
+        grid=sk.CellGrid(per_side=4, capacity=4),
+    )
+    forces = jax.jit(lambda x: sk.cell_pair_forces(x, 1.0, (1.0, 1.0), **settings))
+    with pytest.raises(Exception, match="a cell holds more than capacity=4"):
+        jax.block_until_ready(forces(positions))
+    _as_on_an_accelerator(monkeypatch)
+    assert np.isnan(np.asarray(forces(positions))).all()
+
+
 def _within(seconds, function):
     """`function()`, failing the test if it has not returned after `seconds` (a program
     that waits on the host would otherwise hold the run forever)."""

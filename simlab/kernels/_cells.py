@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike
 
+from .. import _misc
 from ._pairs import _packed, _pair_sum, _separation
 
 
@@ -264,7 +265,8 @@ def cell_pair_forces(
 ) -> Array:
     """[`simlab.kernels.pair_forces`][] with a cutoff in a periodic box, through a cell
     list built afresh: $O(N)$. A cell fuller than `grid.capacity` raises an error at run
-    time (also under `jit`). `grid` defaults to [`simlab.kernels.cell_grid`][]'s.
+    time on a CPU (also under `jit`) and gives NaN forces on a GPU or TPU, where a check
+    cannot raise inside a program. `grid` defaults to [`simlab.kernels.cell_grid`][]'s.
 
     !!! example
 
@@ -294,6 +296,8 @@ def cell_pair_forces(
     forces = neighbour_pair_forces(
         positions, neighbours, weights, parameters, pair_scale=pair_scale, cutoff=cutoff, box=box
     )
+    if not _misc.checks_raise_in_program():  # NaN forces: the solve reports the failure
+        return _misc.nan_where(overflow, forces)
     return eqx.error_if(
         forces,
         overflow,
