@@ -58,6 +58,19 @@ _SUPPORTED = {
     )
 }
 
+# Logical operators and (in)equalities, written as calls of these functions.
+_LOGICAL = {
+    getattr(libsbml, name): function
+    for name, function in (
+        ("AST_LOGICAL_AND", "_sbml_and"),
+        ("AST_LOGICAL_OR", "_sbml_or"),
+        ("AST_LOGICAL_NOT", "_sbml_not"),
+        ("AST_LOGICAL_XOR", "_sbml_xor"),
+        ("AST_RELATIONAL_EQ", "_sbml_eq"),
+        ("AST_RELATIONAL_NEQ", "_sbml_neq"),
+    )
+}
+
 # What to call a refused node type in an error message.
 _REFUSED_NAMES = {
     "AST_FUNCTION_DELAY": "the delay() function",
@@ -65,12 +78,6 @@ _REFUSED_NAMES = {
     "AST_NAME_AVOGADRO": "the avogadro constant",
     "AST_FUNCTION": "a call to an undefined function",
     "AST_LAMBDA": "a lambda expression",
-    "AST_RELATIONAL_EQ": "the equality relation (eq)",
-    "AST_RELATIONAL_NEQ": "the inequality relation (neq)",
-    "AST_LOGICAL_AND": "the logical operator and",
-    "AST_LOGICAL_OR": "the logical operator or",
-    "AST_LOGICAL_NOT": "the logical operator not",
-    "AST_LOGICAL_XOR": "the logical operator xor",
 }
 
 
@@ -109,6 +116,12 @@ _FUNCTIONS = {
     "pi": sympy.pi,
     "true": sympy.true,
     "false": sympy.false,
+    "_sbml_and": sympy.And,
+    "_sbml_or": sympy.Or,
+    "_sbml_not": sympy.Not,
+    "_sbml_xor": sympy.Xor,
+    "_sbml_eq": sympy.Eq,
+    "_sbml_neq": sympy.Ne,
 }
 
 
@@ -124,7 +137,10 @@ def to_sympy(math: libsbml.ASTNode | None, where: str) -> sympy.Expr:
     while stack:
         current = stack.pop()
         kind = current.getType()
-        if kind not in _SUPPORTED:
+        if kind in _LOGICAL:
+            current.setType(libsbml.AST_FUNCTION)
+            current.setName(_LOGICAL[kind])
+        elif kind not in _SUPPORTED:
             raise NotImplementedError(f"SBML: {where} uses {_refused_name(current)}.")
         if kind == libsbml.AST_NAME_TIME:
             current.setType(libsbml.AST_NAME)

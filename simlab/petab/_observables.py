@@ -4,7 +4,8 @@ PEtab's own formula reader and compiled to JAX.
 A formula may read the states, any id the SBML model defines (rule targets are substituted),
 the parameters of the parameter table, `time`, and its own placeholders
 (`observableParameter{n}_{id}`, `noiseParameter{n}_{id}`), whose values each measurement
-supplies.
+supplies. A noise formula may also read the observable's placeholders and the observable
+itself (its id stands for the observable formula).
 """
 
 import petab.v1 as petab
@@ -18,7 +19,8 @@ class CompiledObservable:
     """One observable: `value(t, y, constants, theta, placeholders)` and
     `sigma(t, y, constants, theta, placeholders)`, with its transformation and noise
     distribution. `theta` is the linear value of every parameter of the parameter table;
-    the placeholders are those of the observable formula and of the noise formula."""
+    the placeholders are those of the observable formula, and for `sigma` those of the
+    observable formula followed by those of the noise formula."""
 
     def __init__(self, row, network: Network, table_ids: tuple[str, ...]):
         self.id = row.name
@@ -33,10 +35,28 @@ class CompiledObservable:
             petab.observables.get_formula_placeholders(noise, self.id, "noise")
         )
         self.value = _compile(
-            formula, self.observable_placeholders, network, table_ids, f"observable {self.id}"
+            petab.math.sympify_petab(formula),
+            self.observable_placeholders,
+            network,
+            table_ids,
+            f"observable {self.id}",
         )
+        # The observable's id in its noise formula stands for the observable's value.
+        noise_expression = petab.math.sympify_petab(noise)
+        if isinstance(noise_expression, sympy.Expr):
+            noise_expression = noise_expression.xreplace(
+                {
+                    s: petab.math.sympify_petab(formula)
+                    for s in noise_expression.free_symbols
+                    if s.name == self.id
+                }
+            )
         self.sigma = _compile(
-            noise, self.noise_placeholders, network, table_ids, f"the noise formula of {self.id}"
+            noise_expression,
+            self.observable_placeholders + self.noise_placeholders,
+            network,
+            table_ids,
+            f"the noise formula of {self.id}",
         )
 
 
@@ -45,10 +65,9 @@ def _text(row, column: str, default: str) -> str:
     return default if not isinstance(value, str) or not value else value
 
 
-def _compile(formula, placeholders, network: Network, table_ids, where: str):
-    expression = petab.math.sympify_petab(formula)
+def _compile(expression, placeholders, network: Network, table_ids, where: str):
     if not isinstance(expression, sympy.Expr):
-        raise NotImplementedError(f"PEtab: {where} is not a number-valued formula: {formula!r}.")
+        raise NotImplementedError(f"PEtab: {where} is not a number-valued formula: {expression!r}.")
     states = [sympy.Dummy(name) for name in network.states]
     constants = [sympy.Dummy(name) for name in network.constants]
     theta = [sympy.Dummy(name) for name in table_ids]

@@ -11,11 +11,17 @@ import pandas as pd
 import petab.v1 as petab
 from jaxtyping import Array, ArrayLike, Float
 
+from .._results import RESULTS
 from .._simulate import simulate as simulate_model
 from ._model import CompiledNetwork, SBMLModel, sbml_model
 from ._noise import negative_log_likelihood, unscale
 from ._sbml import read_network
-from ._tables import Condition, Tables, read_tables
+from ._tables import NO_OVERRIDE, Experiments, Tables, read_tables
+
+STEADY_STATE_TIME = 1e8
+"""How long a preequilibration (or a steady-state measurement) is solved for."""
+STEADY_STATE_TOLERANCE = 1e3
+"""A state counts as steady when each rate is below this many times `atol + rtol |y|`."""
 
 
 class PetabProblem(eqx.Module):
@@ -27,8 +33,13 @@ class PetabProblem(eqx.Module):
     - `condition_ids`: the simulation conditions that have measurements;
     - `petab_problem`: the `petab.v1.Problem` it was read from.
 
-    `x` is always on the parameter scales; `None` stands for `nominal`. Each condition is
-    solved from time 0 with Rodas5P at tolerances `rtol` and `atol`.
+    `x` is always on the parameter scales; `None` stands for `nominal`. Each experiment (a
+    simulation condition, after its preequilibration condition where the measurement table
+    names one) is solved from time 0 with Rodas5P at tolerances `rtol` and `atol`; all
+    experiments are solved together under `jax.vmap`, at the union of their measurement
+    times. A preequilibration, or a measurement at `time = inf`, takes the state after a
+    solve to `t = 1e8` as the steady state (checked: every rate below
+    `1e3 (atol + rtol |y|)`, or the log-likelihood is `NaN`).
     """
 
     parameter_ids: tuple[str, ...] = eqx.field(static=True)
@@ -51,12 +62,12 @@ class PetabProblem(eqx.Module):
     @property
     def condition_ids(self) -> tuple[str, ...]:
         """The simulation conditions that have measurements, in the table's order."""
-        return tuple(condition.id for condition in self._tables.conditions)
+        return self._tables.condition_ids
 
     def log_likelihood(self, x: Float[ArrayLike, " p"] | None = None) -> Float[Array, ""]:
         """The PEtab log-likelihood of all measurements at `x` (larger is better; priors of
-        the parameter table are not part of it). Traceable: `jax.jit`, `jax.grad` and
-        `jax.jvp` go through the solves.
+        the parameter table are not part of it); `NaN` when a solve fails. Traceable:
+        `jax.jit`, `jax.grad` and `jax.jvp` go through the solves.
 
         Its derivative is computed in forward mode (the sensitivities of the estimated
         parameters carried through each solve), which `jax.grad` contracts: with the few
@@ -75,12 +86,28 @@ class PetabProblem(eqx.Module):
         return table
 
     def model(self, condition_id: str, x: Float[ArrayLike, " p"] | None = None) -> SBMLModel:
-        """The simlab model of one simulation condition at `x`; its `initial_state()` is
-        the state at time 0, so `simlab.simulate(model, model.initial_state(), ts)` solves
-        the condition."""
-        for condition in self._tables.conditions:
-            if condition.id == condition_id:
-                return sbml_model(self._compiled, self._values(x)[condition.constant_values])
+        """The simlab model of one simulation condition at `x`. Its `initial_state()` is
+        the SBML state at time 0; [`initial_state`][simlab.petab.PetabProblem.initial_state]
+        adds the condition table's initial values and the preequilibration, so
+        `simlab.simulate(model, problem.initial_state(condition_id), ts)` solves the
+        condition."""
+        batch, row = self._find(condition_id)
+        return sbml_model(self._compiled, self._values(x)[batch.constant_values[row]])
+
+    def initial_state(
+        self, condition_id: str, x: Float[ArrayLike, " p"] | None = None
+    ) -> Float[Array, " states"]:
+        """The state at time 0 of a simulation condition at `x`: the SBML initial values
+        with the condition table's species values over them, or the steady state of its
+        preequilibration condition with those values over it."""
+        batch, row = self._find(condition_id)
+        values = self._values(x)
+        return self._initial_states(batch, values)[row]
+
+    def _find(self, condition_id: str) -> tuple[Experiments, int]:
+        for batch in self._tables.batches:
+            if condition_id in batch.ids:
+                return batch, batch.ids.index(condition_id)
         raise ValueError(
             f"PEtab: no simulation condition {condition_id!r} with measurements; the "
             f"conditions are {list(self.condition_ids)}."
@@ -102,72 +129,133 @@ class PetabProblem(eqx.Module):
         theta = theta.at[self._tables.free].set(unscale(x, self.scales))
         return jnp.concatenate([theta, jnp.asarray(self._tables.literals, x.dtype)])
 
-    def _solve(self, condition: Condition, values, adjoint=None) -> Float[Array, "times states"]:
-        model = sbml_model(self._compiled, values[condition.constant_values])
+    def _solve(self, constants, y0, ts, adjoint=None):
+        """One experiment from `y0` at the save times `ts`: the states, and whether the
+        solve succeeded."""
+        model = sbml_model(self._compiled, constants)
         trajectory = simulate_model(
             model,
-            model.initial_state(),
-            jnp.asarray(condition.times, values.dtype),
+            y0,
+            ts,
             solver="rodas5p",
             rtol=self.rtol,
             atol=self.atol,
             max_steps=self.max_steps,
             adjoint=adjoint,
+            throw=False,
         )
-        return trajectory.ys
+        return trajectory.ys, trajectory.result == RESULTS.successful
 
-    def _observe(self, condition: Condition, values, ys) -> list[Float[Array, " rows"]]:
-        constants = values[condition.constant_values]
-        theta = values[: len(self._tables.table_ids)]
-        simulated = []
-        for group in condition.groups:
-            ts = jnp.asarray(condition.times, values.dtype)[group.time_index]
-            function = jax.vmap(group.observable.value, in_axes=(0, 0, None, None, 0))
-            value = function(
-                ts, ys[group.time_index], constants, theta, values[group.observable_values]
+    def _steady_state(self, constants, y0, adjoint=None):
+        """The steady state reached from `y0`: the state after a solve to
+        `STEADY_STATE_TIME`, and whether the solve succeeded and its rate there is below
+        the tolerances."""
+        ts = jnp.array([0.0, STEADY_STATE_TIME], y0.dtype)
+        ys, ok = self._solve(constants, y0, ts, adjoint)
+        state = ys[-1]
+        rate = self._compiled.rate(ts[-1], state, constants)
+        scale = self.atol + self.rtol * jnp.abs(state)
+        settled = jnp.all(jnp.abs(rate) <= STEADY_STATE_TOLERANCE * scale)
+        return state, ok & settled
+
+    def _initial_states(self, batch: Experiments, values, adjoint=None):
+        """The initial states of a batch of experiments `(experiments, states)`."""
+        return self._initial_states_and_status(batch, values, adjoint)[0]
+
+    def _initial_states_and_status(self, batch: Experiments, values, adjoint=None):
+        if batch.preequilibration_ids is None:
+            constants = values[batch.constant_values]
+            start = jax.vmap(self._compiled.initial)(constants)
+            return _override(start, batch.initial_values, values), jnp.ones(len(batch.ids), bool)
+        constants = values[batch.preequilibration_constants]
+        start = jax.vmap(self._compiled.initial)(constants)
+        start = _override(start, batch.preequilibration_initial, values)
+        steady, ok = jax.vmap(functools.partial(self._steady_state, adjoint=adjoint))(
+            constants, start
+        )
+        return _override(steady, batch.initial_values, values), ok
+
+    def _states(self, values, adjoint=None):
+        """Every experiment's states at the save times (and at steady state, last, where
+        measurements ask for it): `(experiments, times, states)`, every experiment's
+        constants, and whether every solve succeeded."""
+        tables = self._tables
+        ts = jnp.asarray(tables.times, values.dtype)
+        solve = jax.vmap(functools.partial(self._solve, adjoint=adjoint), in_axes=(0, 0, None))
+        steady = jax.vmap(functools.partial(self._steady_state, adjoint=adjoint))
+        states, constants, ok = [], [], jnp.ones((), bool)
+        for batch in tables.batches:
+            batch_constants = values[batch.constant_values]
+            y0, started = self._initial_states_and_status(batch, values, adjoint)
+            if len(tables.times) > 1:
+                ys, solved = solve(batch_constants, y0, ts)
+            else:  # only time 0 (and steady state) is measured
+                ys, solved = y0[:, None], jnp.ones((), bool)
+            ok = ok & jnp.all(started) & jnp.all(solved)
+            if tables.steady_state_measured:
+                final, settled = steady(batch_constants, y0)
+                ys = jnp.concatenate([ys, final[:, None]], axis=1)
+                ok = ok & jnp.all(settled)
+            states.append(ys)
+            constants.append(batch_constants)
+        return jnp.concatenate(states), jnp.concatenate(constants), ok
+
+    def _observe(self, values, ys, constants):
+        """Each group's simulated values and noise parameters."""
+        tables = self._tables
+        theta = values[: len(tables.table_ids)]
+        ts = jnp.concatenate(
+            [jnp.asarray(tables.times, values.dtype), jnp.full((1,), jnp.inf, values.dtype)]
+        )
+        out = []
+        for group in tables.groups:
+            t = ts[group.time_index]
+            y = ys[group.experiment, group.time_index]
+            c = constants[group.experiment]
+            observable = group.observable
+            value = jax.vmap(observable.value, in_axes=(0, 0, 0, None, 0))(
+                t, y, c, theta, values[group.observable_values]
             )
-            simulated.append(jnp.broadcast_to(value, ts.shape))
-        return simulated
-
-    def _sigma(self, condition: Condition, group, values, ys, simulated):
-        constants = values[condition.constant_values]
-        theta = values[: len(self._tables.table_ids)]
-        ts = jnp.asarray(condition.times, values.dtype)[group.time_index]
-        function = jax.vmap(group.observable.sigma, in_axes=(0, 0, None, None, 0))
-        sigma = function(ts, ys[group.time_index], constants, theta, values[group.noise_values])
-        return jnp.broadcast_to(sigma, simulated.shape)
+            sigma = jax.vmap(observable.sigma, in_axes=(0, 0, 0, None, 0))(
+                t, y, c, theta, values[group.noise_values]
+            )
+            out.append((jnp.broadcast_to(value, t.shape), jnp.broadcast_to(sigma, t.shape)))
+        return out
 
     def _log_likelihood(self, x, adjoint=None) -> Float[Array, ""]:
         values = self._values(x)
+        ys, constants, ok = self._states(values, adjoint)
         total = jnp.zeros((), values.dtype)
-        for condition in self._tables.conditions:
-            ys = self._solve(condition, values, adjoint)
-            for group, simulated in zip(
-                condition.groups, self._observe(condition, values, ys), strict=True
-            ):
-                sigma = self._sigma(condition, group, values, ys, simulated)
-                observable = group.observable
-                total = total - jnp.sum(
-                    negative_log_likelihood(
-                        simulated,
-                        jnp.asarray(group.measured),
-                        sigma,
-                        observable.transformation,
-                        observable.distribution,
-                    )
+        for group, (simulated, sigma) in zip(
+            self._tables.groups, self._observe(values, ys, constants), strict=True
+        ):
+            observable = group.observable
+            total = total - jnp.sum(
+                negative_log_likelihood(
+                    simulated,
+                    jnp.asarray(group.measured),
+                    sigma,
+                    observable.transformation,
+                    observable.distribution,
                 )
-        return total
+            )
+        return jnp.where(ok, total, jnp.nan)
 
     def _simulated_values(self, x) -> Float[Array, " measurements"]:
         values = self._values(x)
+        ys, constants, ok = self._states(values)
         out = jnp.zeros(len(self._tables.measurement_df), values.dtype)
-        for condition in self._tables.conditions:
-            ys = self._solve(condition, values)
-            for group, simulated in zip(
-                condition.groups, self._observe(condition, values, ys), strict=True
-            ):
-                out = out.at[group.rows].set(simulated)
-        return out
+        for group, (simulated, _) in zip(
+            self._tables.groups, self._observe(values, ys, constants), strict=True
+        ):
+            out = out.at[group.rows].set(simulated)
+        return jnp.where(ok, out, jnp.nan)
+
+
+def _override(states, indices, values):
+    """`states` with the entries whose index is not `NO_OVERRIDE` taken from `values`."""
+    indices = jnp.asarray(indices)
+    return jnp.where(indices != NO_OVERRIDE, values[jnp.maximum(indices, 0)], states)
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
@@ -199,9 +287,8 @@ def load(
 
     Needs float64 (`jax.config.update("jax_enable_x64", True)`): likelihoods of stiff
     reaction networks are compared at tolerances float32 cannot reach. Raises
-    `NotImplementedError` naming the feature for what is not supported (SBML events, rate
-    and algebraic rules, preequilibration, steady-state measurements, initial values in the
-    condition table, ...).
+    `NotImplementedError` naming the feature for what is not supported (SBML events,
+    algebraic rules, compartments of varying size, the mapping table, ...).
     """
     if not jax.config.jax_enable_x64:
         raise RuntimeError(

@@ -5,8 +5,9 @@ state and the time derivative.
 The state is each species' value as the model's math reads it: its concentration, or its
 amount where the species `hasOnlySubstanceUnits`. Reaction rates are amounts per time, so a
 concentration changes by the rates divided by its compartment's (constant) size. Assignment
-rules and initial assignments are substituted into the expressions; features with other
-semantics (events, rate and algebraic rules, varying compartments, variable stoichiometry,
+rules and initial assignments are substituted into the expressions; a rate rule gives its
+species' derivative, or makes its parameter a state (after the species). Features with
+other semantics (events, algebraic rules, varying compartments, variable stoichiometry,
 conversion factors, fast reactions) are refused with `NotImplementedError`.
 """
 
@@ -22,7 +23,8 @@ from ._math import TIME, symbol, to_sympy
 class Network:
     """The symbolic content of an SBML model.
 
-    - `states`: the ids of the species that are state variables, in the model's order.
+    - `states`: the ids of the species that are state variables, in the model's order,
+      then those of the parameters that rate rules change.
     - `constants`: the ids of the parameters and compartments that keep a fixed value, with
       that value (PEtab may set them per condition).
     - `initial`: each state's initial value at time 0, in terms of `constants`.
@@ -58,6 +60,12 @@ def read_network(document: libsbml.SBMLDocument) -> Network:
     rules = {
         rule.getVariable(): to_sympy(rule.getMath(), f"the assignment rule of {rule.getVariable()}")
         for rule in model.getListOfRules()
+        if rule.isAssignment()
+    }
+    rate_rules = {
+        rule.getVariable(): to_sympy(rule.getMath(), f"the rate rule of {rule.getVariable()}")
+        for rule in model.getListOfRules()
+        if rule.isRate()
     }
     assignments = {
         item.getSymbol(): to_sympy(item.getMath(), f"the initial assignment of {item.getSymbol()}")
@@ -72,7 +80,7 @@ def read_network(document: libsbml.SBMLDocument) -> Network:
     constants: dict[str, float] = {}
     for entity in [*model.getListOfCompartments(), *model.getListOfParameters()]:
         identifier = entity.getId()
-        if identifier in rules or identifier in assignments:
+        if identifier in rules or identifier in assignments or identifier in rate_rules:
             continue
         value = entity.getSize() if isinstance(entity, libsbml.Compartment) else entity.getValue()
         is_set = (
@@ -87,7 +95,9 @@ def read_network(document: libsbml.SBMLDocument) -> Network:
 
     species = list(model.getListOfSpecies())
     states = [s for s in species if s.getId() not in rules]
-    state_ids = {s.getId() for s in states}
+    # Parameters that rate rules change are states after the species.
+    variables = [p for p in model.getListOfParameters() if p.getId() in rate_rules]
+    state_ids = {s.getId() for s in states} | {p.getId() for p in variables}
 
     # Values at time 0: species' initial values, then the initial assignments, in terms of
     # the constants (initial assignments may read each other, species and rules at time 0).
@@ -96,6 +106,12 @@ def read_network(document: libsbml.SBMLDocument) -> Network:
         if s.getId() in assignments or s.getId() in rules:
             continue
         start[s.getId()] = _initial_value(s, model)
+    for p in variables:
+        if p.getId() in assignments:
+            continue
+        if not p.isSetValue():
+            raise ValueError(f"SBML: {p.getId()} has no value and no assignment.")
+        start[p.getId()] = sympy.Float(p.getValue())
     start.update(assignments)
     start.update({name: expression.subs(TIME, 0) for name, expression in rules.items()})
     start = _resolve(start, where="the initial assignments")
@@ -119,18 +135,21 @@ def read_network(document: libsbml.SBMLDocument) -> Network:
 
     rates = []
     for s in states:
-        if s.getBoundaryCondition() or s.getConstant():
+        if s.getId() in rate_rules:
+            rates.append(rate_rules[s.getId()])
+        elif s.getBoundaryCondition() or s.getConstant():
             rates.append(sympy.Integer(0))
         elif s.getHasOnlySubstanceUnits():
             rates.append(fluxes[s.getId()])
         else:
             rates.append(fluxes[s.getId()] / symbol(s.getCompartment()))
+    rates += [rate_rules[p.getId()] for p in variables]
 
     substitution = {symbol(name): value for name, value in derived.items()}
     network = Network(
-        states=tuple(s.getId() for s in states),
+        states=tuple(s.getId() for s in [*states, *variables]),
         constants=constants,
-        initial=tuple(start[s.getId()] for s in states),
+        initial=tuple(start[s.getId()] for s in [*states, *variables]),
         rates=tuple(sympy.sympify(rate).xreplace(substitution) for rate in rates),
         derived=derived,
     )
@@ -163,8 +182,14 @@ def _refuse_unsupported(model: libsbml.Model) -> None:
     if model.getNumEvents():
         raise NotImplementedError(f"SBML: events ({model.getNumEvents()} in the model).")
     for rule in model.getListOfRules():
-        if rule.isRate():
-            raise NotImplementedError(f"SBML: rate rules (for {rule.getVariable()}).")
+        if rule.isRate() and model.getCompartment(rule.getVariable()) is not None:
+            raise NotImplementedError(
+                f"SBML: compartment {rule.getVariable()} of varying size (a rate rule)."
+            )
+        if rule.isRate() and model.getSpeciesReference(rule.getVariable()) is not None:
+            raise NotImplementedError(
+                f"SBML: variable stoichiometry (a rate rule for {rule.getVariable()})."
+            )
         if rule.isAlgebraic():
             raise NotImplementedError("SBML: algebraic rules.")
     if model.isSetConversionFactor() or any(
