@@ -225,6 +225,7 @@ def simulate(
         adaptive=options.adaptive,
         adjoint=options.adjoint,
         event=event,
+        model=model,
     )
     step = None if options.adaptive else _fixed_step(model, chosen, y0, ts, options)
     dt0 = options.dt0 if step is None else step.dt0

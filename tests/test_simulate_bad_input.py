@@ -218,3 +218,65 @@ def test_too_many_fixed_steps_fail_alike_directly_and_under_jit():
     assert jax.jit(status)(jnp.asarray(0.02)) == simlab.RESULTS.successful
     with pytest.raises(simlab.SimulationError, match="1000 fixed steps .* raise max_steps or dt0"):
         simlab.simulate(LORENZ, Y0, TS, adaptive=False, dt0=1e-3, max_steps=100)
+
+
+_CROSSING = simlab.Event(lambda t, y, args: y[0] - 0.5)
+_GRID_16 = simlab.Grid((16,), extent=2 * np.pi)
+
+
+@pytest.mark.parametrize(
+    ("model", "y0", "settings", "advice"),
+    [
+        (
+            simlab.models.OrnsteinUhlenbeck(theta=1.0, mu=0.0, sigma=0.3),
+            jnp.ones(1),
+            dict(adaptive=False, dt0=0.01, key=jax.random.PRNGKey(0)),
+            "nor does any solver of a stochastic model: simulate without event= .* changes sign",
+        ),
+        (
+            simlab.models.OrnsteinUhlenbeck(theta=1.0, mu=0.0, sigma=0.3),
+            jnp.ones(1),
+            dict(solver="spark", key=jax.random.PRNGKey(0)),
+            "nor does any solver of a stochastic model: simulate without event=",
+        ),
+        (
+            simlab.models.Pendulum(length=1.0),
+            jnp.array([1.0, 0.0]),
+            dict(solver="verlet", adaptive=False, dt0=0.01),
+            "nor does any symplectic solver: for a Hamiltonian model with an event pass an "
+            "explicit solver .* such as solver='dopri8'",
+        ),
+        (
+            Heat(diffusivity=0.1, grid=_GRID_16),
+            jnp.ones(16),
+            dict(solver="etdrk4", adaptive=False, dt0=0.05),
+            "nor does ETDRK4: for a stiff model with an event pass solver='rodas5p'",
+        ),
+    ],
+    ids=["sde", "sde_adaptive", "symplectic", "exponential"],
+)
+def test_an_event_on_a_solver_that_cannot_locate_it_names_what_can(model, y0, settings, advice):
+    with pytest.raises(ValueError, match=f"does not locate events, {advice}") as error:
+        simlab.simulate(model, y0, TS, event=_CROSSING, **settings)
+    if not isinstance(model, Heat):  # advice for stiff ODEs does not apply to these
+        assert "solver='rodas5p'" not in str(error.value)
+
+
+def test_the_symplectic_integrator_on_an_ode_says_it_needs_a_hamiltonian_model():
+    # Lorenz is no Hamiltonian system: integrator='lean' would run, but not symplectically.
+    with pytest.raises(
+        ValueError,
+        match=r"integrator='symplectic' needs a Hamiltonian model, split into kinetic and "
+        r"potential energies .*; Lorenz is not one\. For an ODE pass integrator='auto' "
+        r"\(the default\), 'lean', 'stiff' or 'diffrax'",
+    ):
+        simlab.simulate(LORENZ, Y0, TS, integrator="symplectic")
+    # A Hamiltonian model with the default solver: the fix is a symplectic solver.
+    with pytest.raises(
+        ValueError,
+        match=r"integrator='symplectic' runs symplectic splitting methods .*; got Tsit5\. "
+        r"Pass a symplectic solver such as solver='verlet', with adaptive=False",
+    ):
+        simlab.simulate(
+            simlab.models.Pendulum(length=1.0), jnp.array([1.0, 0.0]), TS, integrator="symplectic"
+        )

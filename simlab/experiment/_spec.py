@@ -1114,6 +1114,7 @@ def _event(
             adaptive=options.adaptive,
             adjoint=options.adjoint,
             event=event,
+            model=model,
         )
     except ValueError as error:
         raise check.fail(

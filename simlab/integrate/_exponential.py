@@ -310,6 +310,11 @@ class ExponentialIntegrator(AbstractIntegrator):
     name = "exponential"
     runs = "exponential integrators ('etdrk4')"
     exclusive = True
+    events_advice = (
+        ", nor does ETDRK4: for a stiff model with an event pass solver='rodas5p' (or "
+        "'radau5', 'kvaerno5'), for a non-stiff one an explicit solver such as 'tsit5', or "
+        "leave solver unset: the default solver locates events"
+    )
     adaptive_steps = False
     adjoints = tuple(LOOP_KINDS)
 

@@ -93,7 +93,8 @@ class AbstractIntegrator(eqx.Module):
     - `exclusive`: its solvers run nowhere else (an explicit `integrator=` naming another
       one is refused).
     - `fixed_steps`, `adaptive_steps`: which step-size modes it runs.
-    - `events`: whether it locates `simlab.Event`s.
+    - `events`: whether it locates `simlab.Event`s; where it does not, `events_advice`
+      says what to do instead (it follows "... does not locate events").
     - `adjoints`: the `adjoint=` values it takes; `None`: any (names or Diffrax adjoints).
     """
 
@@ -104,6 +105,10 @@ class AbstractIntegrator(eqx.Module):
     fixed_steps: ClassVar[bool] = True
     adaptive_steps: ClassVar[bool] = True
     events: ClassVar[bool] = False
+    events_advice: ClassVar[str] = (
+        ": for a stiff model with an event pass solver='rodas5p' (or 'radau5', "
+        "'kvaerno5'), for a non-stiff one an explicit solver such as 'tsit5'"
+    )
     adjoints: ClassVar[tuple[Any, ...] | None] = None
 
     @abc.abstractmethod
@@ -114,13 +119,16 @@ class AbstractIntegrator(eqx.Module):
     def solve(self, problem: Problem) -> Solution:
         """Solves `problem` from `problem.ts[0]` to `problem.ts[-1]`, saving at every `ts`."""
 
+    def wrong_solver(self, solver: Any, model: Any) -> str | None:
+        """Why `simulate(integrator=<this one>)` cannot run `solver` (which it does not
+        accept) on `model` (`None` where unknown), with the fix; `None` leaves it to the
+        registry's general message."""
+        return None
+
     def refusal(self, *, adaptive: bool, adjoint: Any, event: Any) -> str | None:
         """Why this integrator cannot run a solve with these settings, or `None` if it can."""
         if event is not None and not self.events:
-            return (
-                f"simlab's {self.name} integrator does not locate events; for a stiff model "
-                "with an event pass solver='rodas5p' (or 'radau5', 'kvaerno5')"
-            )
+            return f"simlab's {self.name} integrator does not locate events{self.events_advice}"
         if adaptive and not self.adaptive_steps:
             return f"simlab's {self.name} integrator takes fixed steps only: pass adaptive=False"
         if not adaptive and not self.fixed_steps:

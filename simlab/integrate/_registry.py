@@ -75,10 +75,17 @@ def runs_anywhere(solver: Any) -> bool:
 
 
 def select_integrator(
-    solver: Any, *, requested: str, adaptive: bool, adjoint: Any, event: Any
+    solver: Any,
+    *,
+    requested: str,
+    adaptive: bool,
+    adjoint: Any,
+    event: Any,
+    model: Any = None,
 ) -> AbstractIntegrator:
     """The first registered integrator that runs `solver` with these settings; with
-    `requested` other than `"auto"`, the one of that name. A ValueError says why none can."""
+    `requested` other than `"auto"`, the one of that name. A ValueError says why none can
+    (on `model`, where given)."""
     candidates = [integrator for integrator in INTEGRATORS if integrator.accepts_solver(solver)]
     if not candidates:
         raise ValueError(
@@ -88,7 +95,7 @@ def select_integrator(
     if requested != "auto":
         named = [i for i in candidates if requested in (i.name, *i.aliases)]
         if not named:
-            raise ValueError(_wrong_integrator(solver, requested, candidates[0]))
+            raise ValueError(_wrong_integrator(solver, requested, candidates[0], model))
         candidates = named
     reasons = []
     for integrator in candidates:
@@ -99,7 +106,7 @@ def select_integrator(
     raise ValueError(f"{solver_name(solver)} cannot run here: {'; '.join(reasons)}.")
 
 
-def _wrong_integrator(solver: Any, requested: str, runner: AbstractIntegrator) -> str:
+def _wrong_integrator(solver: Any, requested: str, runner: AbstractIntegrator, model: Any) -> str:
     name = solver_name(solver)
     if runner.exclusive:
         return (
@@ -107,6 +114,11 @@ def _wrong_integrator(solver: Any, requested: str, runner: AbstractIntegrator) -
             "(or pass integrator='auto')."
         )
     requested_integrator = next((i for i in INTEGRATORS if i.name == requested), None)
+    advice = (
+        None if requested_integrator is None else requested_integrator.wrong_solver(solver, model)
+    )
+    if advice is not None:
+        return advice
     runs = "other solvers" if requested_integrator is None else requested_integrator.runs
     return (
         f"integrator={requested!r} runs {runs}; got {type(solver).__name__}. Pass "

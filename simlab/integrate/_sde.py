@@ -282,12 +282,21 @@ def _compiled_sde_solve(problem: Problem, counts: Any) -> tuple[Array, Array]:
     return jnp.concatenate([problem.y0[None], ys]), jnp.sum(per_interval)
 
 
+# What to do with an event on a stochastic model, which no solver here locates events on.
+STOCHASTIC_EVENTS_ADVICE = (
+    ", nor does any solver of a stochastic model: simulate without event= on finely "
+    "spaced ts and take the first save time at which the event function changes sign "
+    "along trajectory.ys"
+)
+
+
 class SDEIntegrator(AbstractIntegrator):
     """Fixed-step Euler–Maruyama, Milstein, SRA1 and BAOAB on stochastic models, with keys."""
 
     name = "sde"
     runs = "stochastic solvers ('euler_maruyama', 'milstein', 'sra1', 'baoab')"
     exclusive = True
+    events_advice = STOCHASTIC_EVENTS_ADVICE
     adaptive_steps = False
     adjoints = tuple(LOOP_KINDS)
 

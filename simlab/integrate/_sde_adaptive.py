@@ -20,7 +20,7 @@ import jax.numpy as jnp
 from ._brownian import TREE_RESOLUTION, brownian_tree
 from ._interface import AbstractIntegrator, Problem, Solution
 from ._nonfinite import NonfiniteWatch, WrappedController, watched_result
-from ._sde import SPaRK, noise_shape, noise_term, stratonovich_drift
+from ._sde import STOCHASTIC_EVENTS_ADVICE, SPaRK, noise_shape, noise_term, stratonovich_drift
 from ._solvers import resolve_adjoint
 
 
@@ -31,6 +31,7 @@ class AdaptiveSDEIntegrator(AbstractIntegrator):
     name = "sde_adaptive"
     runs = "adaptive stochastic solvers ('spark')"
     exclusive = True
+    events_advice = STOCHASTIC_EVENTS_ADVICE
     fixed_steps = False
     adjoints = (None, "checkpoint", "forward", "direct")
 

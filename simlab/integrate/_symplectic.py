@@ -372,10 +372,30 @@ class SymplecticIntegrator(AbstractIntegrator):
     )
     exclusive = True
     adaptive_steps = False
+    events_advice = (
+        ", nor does any symplectic solver: for a Hamiltonian model with an event pass an "
+        "explicit solver that locates events, such as solver='dopri8' (it keeps the energy "
+        "to the tolerances rtol, atol, not by construction), or simulate without event= and "
+        "find the crossing in trajectory.ys"
+    )
     adjoints = (None, "checkpoint", "forward", "reversible")
 
     def accepts_solver(self, solver: Any) -> bool:
         return isinstance(solver, AbstractSymplecticSolver)
+
+    def wrong_solver(self, solver: Any, model: Any) -> str:
+        if model is not None and not is_hamiltonian(model):
+            return (
+                "integrator='symplectic' needs a Hamiltonian model, split into kinetic and "
+                "potential energies (e.g. a simlab.models.AbstractHamiltonianModel), for its "
+                f"{self.runs}; {type(model).__name__} is not one. For an ODE pass "
+                "integrator='auto' (the default), 'lean', 'stiff' or 'diffrax'."
+            )
+        return (
+            f"integrator='symplectic' runs {self.runs}; got {type(solver).__name__}. Pass a "
+            "symplectic solver such as solver='verlet', with adaptive=False (they take "
+            "fixed steps)."
+        )
 
     def solve(self, problem: Problem) -> Solution:
         check_symplectic_inputs(problem.model, problem.solver, problem.adjoint)
