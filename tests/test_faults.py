@@ -708,3 +708,43 @@ def test_phase_portraits_and_trajectories_put_units_on_their_axes():
     assert one.get_ylabel() == "state (hares)"
     with pytest.raises(ValueError, match="one string per state component"):
         simlab.plot.phase_portrait(trajectory, units=("thousands",))
+
+
+@pytest.mark.parametrize(
+    ("pad_fn", "returned"),
+    [
+        (lambda u, width: u, r"\(1, 16, 12\)"),  # not padded
+        (lambda u, width: jnp.pad(u, [(0, 0), (1, 1), (1, 1)], mode="wrap"), r"\(1, 18, 14\)"),
+    ],
+    ids=["unpadded", "wrong_width"],
+)
+def test_heat_steps_names_the_shape_a_wrong_pad_fn_should_have_returned(pad_fn, returned):
+    field = jnp.ones((16, 12))
+    with pytest.raises(
+        ValueError,
+        match=r"heat_steps: pad_fn\(field, 4\) on a field of shape \(1, 16, 12\) must return "
+        r"shape \(1, 24, 20\) \(4 ghost cells on each side of the two trailing axes\); it "
+        f"returned shape {returned}",
+    ):
+        simlab.kernels.heat_steps(
+            field, (0.1, 0.1), pad_fn=pad_fn, diffusivity=0.1, dt=1e-4, num_steps=8
+        )
+
+
+def test_navier_stokes_on_a_narrow_grid_says_which_forcing_mode_to_pass():
+    grid = simlab.Grid((16, 6), extent=(2 * np.pi, 2 * np.pi))
+    with pytest.raises(
+        ValueError,
+        match=r"forcing_mode must be an integer in \[1, 2\] on 6 cells along y .*; got 4 \(the "
+        r"default\)\. The flow is unforced \(forcing_amplitude = 0\), so any mode in range "
+        r"gives the same flow: pass forcing_mode=1",
+    ):
+        simlab.models.NavierStokes2D(grid=grid)
+    forced = r"got 4 \(the default\)\. Pass forcing_mode=1 or 2, or use at least 9 cells along y"
+    with pytest.raises(ValueError, match=forced):
+        simlab.models.NavierStokes2D(grid=grid, forcing_amplitude=1.0, forcing_mode=4)
+    model = simlab.models.NavierStokes2D(grid=grid, forcing_mode=1)  # as the message says
+    trajectory = simlab.simulate(
+        model, jnp.zeros((16, 6)), jnp.array([0.0, 0.1]), solver="etdrk4", adaptive=False
+    )
+    np.testing.assert_array_equal(trajectory.ys[-1], 0.0)

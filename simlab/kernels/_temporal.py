@@ -259,6 +259,33 @@ def _checked_state(state, diffusivities, spacing, num_steps, steps_per_launch, *
     return state, spacing
 
 
+def _check_pad_fn(pad_fn, state, widths, *, name, noun):
+    """A ValueError, naming the shape expected, unless `pad_fn(state, width)` adds `width`
+    cells on each side of the two trailing axes of `state` (and keeps its dtype) for every
+    width in `widths`: checked on shapes alone, before a launch is traced."""
+    abstract = jax.ShapeDtypeStruct(state.shape, state.dtype)
+    for width in sorted(set(widths)):
+        returned = jax.eval_shape(lambda y, width=width: pad_fn(y, width), abstract)
+        expected = (
+            *state.shape[:-NUM_SPATIAL],
+            *(n + 2 * width for n in state.shape[-NUM_SPATIAL:]),
+        )
+        if not isinstance(returned, jax.ShapeDtypeStruct):
+            got = f"a {type(returned).__name__}"
+        elif returned.shape != expected:
+            got = f"shape {returned.shape}"
+        elif returned.dtype != state.dtype:
+            got = f"dtype {returned.dtype} (expected {state.dtype})"
+        else:
+            continue
+        raise ValueError(
+            f"{name}: pad_fn({noun}, {width}) on a {noun} of shape {state.shape} must return "
+            f"shape {expected} ({width} ghost cells on each side of the two trailing axes); "
+            f"it returned {got}. Pad by the width it is given, e.g. pad_fn=lambda y, w: "
+            "simlab.grid.pad(y, grid, w)."
+        )
+
+
 def reaction_diffusion_steps(
     state: ArrayLike,
     spacing: Sequence[float],
@@ -317,7 +344,43 @@ def reaction_diffusion_steps(
         )
         ```
     """
-    name = "reaction_diffusion_steps"
+    return _steps(
+        state,
+        spacing,
+        pad_fn=pad_fn,
+        diffusivities=diffusivities,
+        parameters=parameters,
+        reaction_fn=reaction_fn,
+        dt=dt,
+        num_steps=num_steps,
+        steps_per_launch=steps_per_launch,
+        block_shape=block_shape,
+        interpret=interpret,
+        backend=backend,
+        name="reaction_diffusion_steps",
+        noun="state",
+    )
+
+
+def _steps(
+    state,
+    spacing,
+    *,
+    pad_fn,
+    diffusivities,
+    parameters,
+    reaction_fn,
+    dt,
+    num_steps,
+    steps_per_launch,
+    block_shape,
+    interpret,
+    backend,
+    name,
+    noun,
+):
+    """`reaction_diffusion_steps`, its errors naming the kernel called (`name`) and what it
+    steps (`noun`)."""
     state, spacing = _checked_state(
         state, diffusivities, spacing, num_steps, steps_per_launch, name=name
     )
@@ -328,6 +391,8 @@ def reaction_diffusion_steps(
         return _launch_steps(pad_fn(state, steps), params, spacing, steps, reaction_fn, launch)
 
     full_launches, remainder = divmod(num_steps, steps_per_launch)
+    widths = ([steps_per_launch] if full_launches else []) + ([remainder] if remainder else [])
+    _check_pad_fn(pad_fn, state, widths, name=name, noun=noun)
     state = jax.lax.fori_loop(0, full_launches, lambda _, s: run(s, steps_per_launch), state)
     return run(state, remainder) if remainder else state
 
@@ -375,17 +440,20 @@ def heat_steps(
         ```
     """
     return _as_heat(
-        reaction_diffusion_steps,
+        _steps,
         field,
         diffusivity,
         spacing=spacing,
         pad_fn=pad_fn,
+        parameters=(),
         dt=dt,
         num_steps=num_steps,
         steps_per_launch=steps_per_launch,
         block_shape=block_shape,
         interpret=interpret,
         backend=backend,
+        name="heat_steps",
+        noun="field",
     )
 
 

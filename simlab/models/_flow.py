@@ -75,6 +75,9 @@ class _WholeGridFourier:
         return jnp.asarray(symbol)
 
 
+FORCING_MODE_DEFAULT = 4  # NavierStokes2D's forcing periods along y
+
+
 class NavierStokes2D(AbstractSpectralGridModel):
     r"""The incompressible Navier–Stokes equations in two dimensions, as the vorticity
     equation on a periodic grid, with linear drag, Kolmogorov forcing and an optional
@@ -145,7 +148,7 @@ class NavierStokes2D(AbstractSpectralGridModel):
     viscosity: Float[Array, ""] = parameter(lower=0.0, lower_inclusive=True, default=1e-3)
     drag: Float[Array, ""] = parameter(lower=0.0, lower_inclusive=True, default=0.0)
     forcing_amplitude: Float[Array, ""] = parameter(default=0.0)
-    forcing_mode: int = eqx.field(static=True, default=4)
+    forcing_mode: int = eqx.field(static=True, default=FORCING_MODE_DEFAULT)
     passive_scalar: bool = eqx.field(static=True, default=False)
     scalar_diffusivity: Float[Array, ""] = parameter(lower=0.0, lower_inclusive=True, default=1e-3)
     dealiasing_fraction: float = eqx.field(static=True, default=2 / 3)
@@ -172,17 +175,43 @@ class NavierStokes2D(AbstractSpectralGridModel):
             )
         for name in ("viscosity", "drag", "forcing_amplitude", "scalar_diffusivity"):
             self._check_coefficient(name, allow_field=False)
-        mode, num_y = self.forcing_mode, self.grid.shape[1]
-        if not isinstance(mode, int) or not 1 <= mode < num_y / 2:
-            raise ValueError(
-                f"NavierStokes2D: forcing_mode must be an integer in [1, {(num_y - 1) // 2}] "
-                f"(below the Nyquist mode of {num_y} cells along y); got {mode!r}."
-            )
+        self._check_forcing_mode()
         if not isinstance(self.passive_scalar, bool):
             raise ValueError(
                 "NavierStokes2D: passive_scalar must be True or False; got "
                 f"{self.passive_scalar!r}."
             )
+
+    def _check_forcing_mode(self):
+        # Checked for an unforced flow too: forcing_amplitude is a parameter, which fits
+        # and sweeps change without building the model again.
+        mode, num_y = self.forcing_mode, self.grid.shape[1]
+        highest = (num_y - 1) // 2
+        if isinstance(mode, int) and 1 <= mode <= highest:
+            return
+        if highest < 1:
+            raise ValueError(
+                f"NavierStokes2D: {num_y} cells along y hold no forcing_mode below their "
+                "Nyquist mode: use at least 3 cells along y."
+            )
+        problem = (
+            f"NavierStokes2D: forcing_mode must be an integer in [1, {highest}] on {num_y} "
+            f"cells along y (below their Nyquist mode); got {mode!r}"
+        )
+        if isinstance(mode, int) and mode == FORCING_MODE_DEFAULT:
+            problem += " (the default)"
+        amplitude = self.forcing_amplitude
+        if is_concrete(amplitude) and np.all(np.asarray(amplitude) == 0):
+            raise ValueError(
+                f"{problem}. The flow is unforced (forcing_amplitude = 0), so any mode in "
+                "range gives the same flow: pass forcing_mode=1."
+            )
+        modes = {1: "forcing_mode=1", 2: "forcing_mode=1 or 2"}.get(
+            highest, f"forcing_mode from 1 to {highest}"
+        )
+        if isinstance(mode, int) and mode >= 1:
+            modes += f", or use at least {2 * mode + 1} cells along y"
+        raise ValueError(f"{problem}. Pass {modes}.")
 
     @property
     def channel_shape(self) -> tuple[int, ...]:
