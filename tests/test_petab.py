@@ -332,3 +332,20 @@ def test_collection_log_likelihood_at_the_nominal_parameters(name, reference):
     value = float(jax.jit(problem.log_likelihood)(problem.nominal))
     assert value == pytest.approx(reference, abs=1e-3, rel=1e-3)
     assert abs(value - reference) <= 1e-3
+
+
+@pytest.mark.slow
+def test_raia_simulation_matches_the_collection_simulated_data():
+    # Raia's noise formulas read the model's states, which `petab.calculate_llh` cannot
+    # evaluate on a simulation table: the simulation itself is compared (the collection's
+    # table names the observables without their `observable_` prefix, rows in order).
+    folder = BOEHM.parent / "Raia_CancerResearch2011"
+    problem = simlab.petab.load(folder / "Raia_CancerResearch2011.yaml")
+    table = problem.simulate()
+    recorded = petab.get_simulation_df(str(folder / "simulatedData_Raia_CancerResearch2011.tsv"))
+    assert [i.removeprefix("observable_") for i in table["observableId"]] == list(
+        recorded["observableId"]
+    )
+    np.testing.assert_allclose(table["time"], recorded["time"])
+    np.testing.assert_allclose(table["simulation"], recorded["simulation"], rtol=1e-4, atol=1e-6)
+    assert np.isfinite(float(jax.jit(problem.log_likelihood)(problem.nominal)))
