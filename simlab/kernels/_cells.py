@@ -24,7 +24,6 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike
 
-from .. import _misc
 from ._pairs import _packed, _pair_sum, _separation
 
 
@@ -296,6 +295,10 @@ def cell_pair_forces(
     forces = neighbour_pair_forces(
         positions, neighbours, weights, parameters, pair_scale=pair_scale, cutoff=cutoff, box=box
     )
+    # Imported here: the kernels load on their own, as plain array code; the rule for where
+    # a check may raise lives with simlab's other checks.
+    from .. import _misc
+
     if not _misc.checks_raise_in_program():  # NaN forces: the solve reports the failure
         return _misc.nan_where(overflow, forces)
     return eqx.error_if(
