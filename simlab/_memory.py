@@ -19,8 +19,16 @@ def machine_memory(*, device: bool) -> int | None:
         return None
 
 
+# Below this no machine's memory is asked for: asking the device starts JAX's backend,
+# which must not happen before a multi-process cluster is initialised (a grid built first
+# would start a single-process backend).
+NO_MACHINE_HOLDS_LESS = 2**30
+
+
 def check_fits(what: str, num_bytes: int | float, fix: str, *, device: bool) -> None:
     """Refuses `what` where its `num_bytes` exceed `machine_memory`, naming both and `fix`."""
+    if num_bytes < NO_MACHINE_HOLDS_LESS:
+        return
     limit = machine_memory(device=device)
     if limit is not None and num_bytes > limit:
         where = "the device" if device else "this machine"
