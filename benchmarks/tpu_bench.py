@@ -16,6 +16,7 @@ import sys
 import time
 
 import bench_ensemble
+import chip_ensembles
 import gpu_ensemble
 import gpu_kernels
 import jax
@@ -324,7 +325,7 @@ def ensembles(quick: bool) -> int:
     print(f"ensembles, float32: {fixed_batch} Lorenz x {steps} fixed RK4 steps")
     bare = median_seconds(bench_ensemble.bare_loop, y0, rho, repeats=3)
     _row("bare lax.scan RK4", bare, bare)
-    for saves in (2, 11):
+    for saves in (2, 11, 101):
         ts = jnp.linspace(0.0, steps * dt, saves, dtype=jnp.float32)
         for integrator in ("lean", "diffrax"):
             run = bench_ensemble.vmapped_simulate(
@@ -353,7 +354,112 @@ def ensembles(quick: bool) -> int:
     _row("simlab lean", median_seconds(lean, parameters, lorenz0, repeats=3), kernel_s)
     difference = jnp.max(jnp.abs(kernel(parameters, lorenz0) - lean(parameters, lorenz0)))
     print(f"  max |kernel - lean| {float(difference):.1e}\n")
-    return int(not difference < 1e-2)
+    failed = int(not difference < 1e-2)
+    return failed + _adaptive_vdp_rows(quick) + _ou_rows(quick) + _sensitivity_row(quick)
+
+
+def _adaptive_vdp_rows(quick: bool) -> int:
+    """Adaptive Van der Pol per member-step against the bare while loop; `sweep` against
+    vmapped `simulate`."""
+    members = 256 if quick else 2**16
+    mus = chip_ensembles.vdp_mus(members)
+    print(
+        f"ensembles, float32: {members} Van der Pol, mu in [0.1, 10], adaptive Heun 2(1), "
+        f"rtol {chip_ensembles.VDP_RTOL}, to t = {chip_ensembles.VDP_T1}; per member-step"
+    )
+    bare_s = median_seconds(chip_ensembles.bare_adaptive_vdp, mus, repeats=3)
+    bare_end, bare_steps = chip_ensembles.bare_adaptive_vdp(mus)
+    bare_rate = float(jnp.sum(bare_steps)) / bare_s
+    _row("bare vmapped lax.while_loop, end state only", bare_s, bare_s)
+    failed, seconds = 0, {}
+    for saves, integrator in ((2, "lean"), (11, "lean"), (2, "diffrax")):
+        run = chip_ensembles.simlab_adaptive_vdp(saves, integrator)
+        seconds[saves, integrator] = elapsed = median_seconds(run, mus, repeats=3)
+        ys, steps = run(mus)
+        rate = float(jnp.sum(steps)) / elapsed
+        print(
+            f"  simlab {integrator}, {saves} save times{'':<22} {elapsed * 1e3:9.2f} ms   "
+            f"per member-step {rate / bare_rate:5.2f} of bare ({float(jnp.mean(steps)):.0f} "
+            f"steps a member, bare {float(jnp.mean(bare_steps)):.0f})",
+            flush=True,
+        )
+        # Both end where the bare loop ends, within what two solves at this tolerance
+        # (whose step sizes differ) can differ after a relaxation oscillation or two.
+        error = float(jnp.max(jnp.abs(ys[:, -1] - bare_end) / (1 + jnp.abs(bare_end))))
+        print(f"    largest difference from the bare loop's end states {error:.1e}")
+        failed += int(not error < 1e-2)
+    print(f"  11 save times / 2: {seconds[11, 'lean'] / seconds[2, 'lean']:.2f} (target <= 1.2)")
+    sweep_s = median_seconds(lambda: _vdp_sweep(mus), repeats=3)
+    print(
+        f"  sweep / vmapped simulate, 2 save times: {sweep_s / seconds[2, 'lean']:.2f} "
+        "(target <= 1.05)\n",
+        flush=True,
+    )
+    return failed
+
+
+def _vdp_sweep(mus):
+    return simlab.sweep(
+        simlab.models.VanDerPol(mu=1.0),
+        {"mu": mus},
+        jnp.array([2.0, 0.0], jnp.float32),
+        jnp.linspace(0.0, chip_ensembles.VDP_T1, 2, dtype=jnp.float32),
+        observable=_end_state,
+        solver="heun",
+        rtol=chip_ensembles.VDP_RTOL,
+        atol=chip_ensembles.VDP_RTOL,
+        dt0=1e-3,
+        max_steps=20_000,
+        progress=False,
+    ).observables["end"]
+
+
+def _end_state(trajectory):
+    return {"end": trajectory.ys[-1]}
+
+
+def _ou_rows(quick: bool) -> int:
+    paths = 4096 if quick else 2**20
+    print(
+        f"ensembles, float32: {paths} Ornstein-Uhlenbeck paths x {chip_ensembles.OU_STEPS} "
+        "Euler-Maruyama steps"
+    )
+    key = jax.random.key(1)
+    keys = jax.random.split(key, paths)
+    bare = median_seconds(chip_ensembles.bare_ou, key, paths, repeats=3)
+    _row("bare lax.scan, increments drawn at once, one key", bare, bare)
+    _row(
+        "bare lax.scan, increments drawn from each path's key",
+        median_seconds(chip_ensembles.bare_ou_member_keys, keys, repeats=3),
+        bare,
+    )
+    _row("simlab", median_seconds(chip_ensembles.simlab_ou, keys, repeats=3), bare)
+    error = chip_ensembles.ou_moments_error(chip_ensembles.simlab_ou(keys))
+    print(f"  simlab's mean and variance against the exact ones: {error:.1f} standard errors\n")
+    return int(not error < 5)
+
+
+def _sensitivity_row(quick: bool) -> int:
+    members = 256 if quick else 2**16
+    y0, rho = bench_ensemble.inputs(members)
+    y0, rho = y0.astype(jnp.float32), rho.astype(jnp.float32)
+    ts = jnp.linspace(0.0, 1.0, 11, dtype=jnp.float32)
+
+    def solve(parameters, y0):
+        model = simlab.models.Lorenz(*parameters)
+        return simlab.simulate(model, y0, ts, solver="tsit5", adaptive=False, dt0=1e-3).ys
+
+    def parameters_of(rho):
+        return jnp.stack([jnp.float32(10.0), rho, jnp.float32(8 / 3)])
+
+    solves = jax.jit(jax.vmap(lambda rho, y0: solve(parameters_of(rho), y0)))
+    sensitivities = jax.jit(jax.vmap(lambda rho, y0: jax.jacfwd(solve)(parameters_of(rho), y0)))
+    print(f"ensembles, float32: {members} Lorenz x 1000 fixed Tsit5 steps, 11 save times")
+    solve_s = median_seconds(solves, rho, y0, repeats=3)
+    _row("solve", solve_s, solve_s)
+    _row("forward sensitivities to 3 parameters", median_seconds(sensitivities, rho, y0), solve_s)
+    print("  (target: sensitivities / solve <= 4.5, i.e. bare/this >= 0.22)\n")
+    return 0
 
 
 def main() -> int:

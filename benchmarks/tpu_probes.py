@@ -13,6 +13,7 @@ import functools as ft
 import sys
 import time
 
+import chip_ensembles
 import gpu_kernels
 import jax
 import jax.numpy as jnp
@@ -22,10 +23,11 @@ from tpu_bench import _grid_models, _initial_state, _solve, median_seconds
 import simlab
 import simlab.kernels as sk
 from simlab.grid import _operators
+from simlab.integrate import _lean
 from simlab.kernels import _layouts, _pairs
 from simlab.kernels._pallas import extend_high
 
-SECTIONS = ("bandwidth", "laplacian", "heat", "forms", "burgers", "pairs")
+SECTIONS = ("bandwidth", "laplacian", "heat", "forms", "burgers", "pairs", "saves")
 CLOCK_HZ = 1.5e9  # the TPU v5e's TensorCore clock, to count cycles
 VREG_CELLS = 8 * 128  # float32 values in one vector register
 
@@ -260,6 +262,45 @@ def _chain_costs(size):
         more = median_seconds(jax.jit(ft.partial(chain, length=33)), x)
         cycles = (more - one) / 32 / (x.size / VREG_CELLS) * CLOCK_HZ
         print(f"  {name:<16} {cycles:4.1f} cycles a vreg (one pass {one * 1e3:.3f} ms)")
+
+
+def _no_write(saved, rows, y, layout):
+    return saved
+
+
+def saves(quick: bool):
+    """The adaptive lean loop of a members-last batch with its saves written, and each
+    member's next save time looked up, by a scatter and a gather (as on a CPU) or by
+    selects over the save times (as on a TPU), and with no writes at all (a lower bound)."""
+    members = 256 if quick else 2**16
+    mus = chip_ensembles.vdp_mus(members)
+    bare = median_seconds(chip_ensembles.bare_adaptive_vdp, mus, repeats=3)
+    bare_steps = float(jnp.sum(chip_ensembles.bare_adaptive_vdp(mus)[1]))
+    print(f"saves: {members} Van der Pol, adaptive Heun, per member-step against the bare loop")
+    print(f"  bare vmapped while loop {bare * 1e3:9.2f} ms")
+    variants = {
+        "scatter and gather": (False, _lean._write_saves),
+        "selects": (True, _lean._write_saves),
+        "selects, no write (a bound)": (True, _no_write),
+    }
+    original = _lean._scatters_are_slow, _lean._write_saves
+    try:
+        for saves_count in (2, 11):
+            for name, (dense, write) in variants.items():
+                _lean._scatters_are_slow = lambda dense=dense: dense
+                _lean._write_saves = write
+                jax.clear_caches()
+                run = chip_ensembles.simlab_adaptive_vdp(saves_count)
+                seconds = median_seconds(run, mus, repeats=3)
+                steps = float(jnp.sum(run(mus)[1]))
+                print(
+                    f"  {saves_count:3d} save times, {name:<28} {seconds * 1e3:9.2f} ms  "
+                    f"{steps / seconds / (bare_steps / bare):5.2f} of bare per member-step",
+                    flush=True,
+                )
+    finally:
+        _lean._scatters_are_slow, _lean._write_saves = original
+        jax.clear_caches()
 
 
 def main() -> int:

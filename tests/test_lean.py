@@ -147,6 +147,29 @@ def test_vmapped_members_equal_separate_solves(adaptive):
         assert int(batch.stats["num_steps"][0]) < int(batch.stats["num_steps"][3])
 
 
+def test_a_tpus_dense_saves_equal_the_scattered_ones(monkeypatch):
+    """A TPU writes a members-last batch's saves by selects over the save times instead of
+    a scatter (`_scatters_are_slow`): the same states, bit for bit, and the same steps,
+    including a member that runs out of steps (its unreached save times hold inf)."""
+    rhos = jnp.array([5.0, 14.0, 28.0, 99.0])
+    y0s = LORENZ_Y0[None] * jnp.arange(1.0, 5.0)[:, None]
+
+    def one(rho, y0):
+        return simlab.simulate(
+            lorenz(rho), y0, TS, rtol=1e-8, atol=1e-8, max_steps=150, throw=False
+        )
+
+    scattered = jax.jit(jax.vmap(one))(rhos, y0s)
+    monkeypatch.setattr(_lean, "_scatters_are_slow", lambda: True)
+    jax.clear_caches()
+    dense = jax.jit(jax.vmap(one))(rhos, y0s)
+    jax.clear_caches()
+    assert np.isinf(scattered.ys[3, -1]).all()  # out of steps before the end
+    assert np.isfinite(scattered.ys[3, 1]).all()
+    np.testing.assert_array_equal(dense.ys, scattered.ys)
+    np.testing.assert_array_equal(dense.stats["num_steps"], scattered.stats["num_steps"])
+
+
 CHIRP_END = 2.0
 CHIRP_RATE = 10.0
 

@@ -50,6 +50,7 @@ from ._execute import (
     compiled_chunk,
     default_chunk_size,
     group_shape,
+    largest_chunk_size,
     member_group_size,
     member_shapes,
 )
@@ -438,7 +439,9 @@ def _checked_mesh(mesh: Mesh | None) -> Mesh:
 def _chunk_size(chunk_size, members: Members | PathMembers, specs, y0, ts, mesh: Mesh) -> int:
     """The members per chunk: given or sized to memory, a multiple of the device count."""
     if chunk_size is None:
-        chunk_size = default_chunk_size(specs, ts.shape[0], y0.size, y0.dtype.itemsize)
+        chunk_size = default_chunk_size(
+            specs, ts.shape[0], y0.size, y0.dtype.itemsize, largest_chunk_size(mesh)
+        )
         chunk_size = min(chunk_size, members.num_members)
     return -(-chunk_size // mesh.size) * mesh.size
 

@@ -1,0 +1,147 @@
+"""The ensemble rows measured on an accelerator, each beside the plain JAX loop of the same
+method in the same run: adaptive Van der Pol (Heun 2(1)) against a vmapped
+`lax.while_loop`, Ornstein–Uhlenbeck paths (Euler–Maruyama) against a `lax.scan`, fixed
+Lorenz steps against a scan and against the hand-written Pallas kernel of
+`gpu_ensemble.py`, `sweep` against vmapped `simulate`, and forward sensitivities against
+the solve. `tpu_bench.py`'s `ensembles` section prints them; `tpu_probes.py` reuses the
+bare loops.
+"""
+
+import functools as ft
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import simlab
+
+VDP_T1, VDP_RTOL = 10.0, 1e-4
+OU_STEPS, OU_DT = 1000, 1e-3
+OU_THETA, OU_MU, OU_SIGMA = 1.0, 0.5, 0.3
+
+
+def vdp_mus(members: int) -> jax.Array:
+    return jnp.linspace(0.1, 10.0, members, dtype=jnp.float32)
+
+
+def _vdp(mu, y):
+    return jnp.stack([y[1], mu * (1 - y[0] ** 2) * y[1] - y[0]])
+
+
+@jax.jit
+def bare_adaptive_vdp(mus):
+    """A vmapped `lax.while_loop` of Heun–Euler attempts with an I-controller, written out:
+    the final states and each member's attempts. Nothing is saved but the end."""
+
+    def one(mu):
+        def attempt(carry):
+            t, y, f, h, attempts = carry
+            h = jnp.minimum(h, VDP_T1 - t)
+            f1 = _vdp(mu, y + h * f)
+            y1 = y + h / 2 * (f + f1)
+            error = h / 2 * (f1 - f)
+            scale = VDP_RTOL * (1 + jnp.maximum(jnp.abs(y), jnp.abs(y1)))
+            norm = jnp.sqrt(jnp.mean((error / scale) ** 2))
+            accept = norm <= 1
+            factor = jnp.clip(0.9 * norm ** (-1 / 2), 0.2, 10.0)
+            f_end = _vdp(mu, y1)
+            return (
+                jnp.where(accept, t + h, t),
+                jnp.where(accept, y1, y),
+                jnp.where(accept, f_end, f),
+                h * factor,
+                attempts + 1,
+            )
+
+        y0 = jnp.array([2.0, 0.0], jnp.float32)
+        start = (jnp.float32(0.0), y0, _vdp(mu, y0), jnp.float32(1e-3), 0)
+        _, y, _, _, attempts = jax.lax.while_loop(lambda c: c[0] < VDP_T1, attempt, start)
+        return y, attempts
+
+    return jax.vmap(one)(mus)
+
+
+def simlab_adaptive_vdp(saves: int, integrator: str = "lean"):
+    """jit(vmap(simulate)) of the same solve with `saves` save times: the states and steps."""
+    ts = jnp.linspace(0.0, VDP_T1, saves, dtype=jnp.float32)
+
+    def one(mu):
+        trajectory = simlab.simulate(
+            simlab.models.VanDerPol(mu=mu),
+            jnp.array([2.0, 0.0], jnp.float32),
+            ts,
+            solver="heun",
+            rtol=VDP_RTOL,
+            atol=VDP_RTOL,
+            dt0=1e-3,
+            integrator=integrator,
+            max_steps=20_000,
+            throw=False,
+        )
+        return trajectory.ys, trajectory.stats["num_steps"]
+
+    return jax.jit(jax.vmap(one))
+
+
+@ft.partial(jax.jit, static_argnames="paths")
+def bare_ou(key, paths):
+    """Ornstein–Uhlenbeck paths by Euler–Maruyama in a `lax.scan`, the increments of all
+    paths drawn at once from one key."""
+    increments = jnp.sqrt(jnp.float32(OU_DT)) * jax.random.normal(
+        key, (OU_STEPS, paths), jnp.float32
+    )
+
+    def step(y, dw):
+        return y + OU_THETA * (OU_MU - y) * OU_DT + OU_SIGMA * dw, None
+
+    return jax.lax.scan(step, jnp.zeros(paths, jnp.float32), increments)[0]
+
+
+@jax.jit
+def bare_ou_member_keys(keys):
+    """The same, each path's increments drawn from its own key (as a path that depends
+    only on its key must be)."""
+    increments = jnp.sqrt(jnp.float32(OU_DT)) * jax.vmap(
+        lambda key: jax.random.normal(key, (OU_STEPS,), jnp.float32), out_axes=1
+    )(keys)
+
+    def step(y, dw):
+        return y + OU_THETA * (OU_MU - y) * OU_DT + OU_SIGMA * dw, None
+
+    return jax.lax.scan(step, jnp.zeros(keys.shape[0], jnp.float32), increments)[0]
+
+
+@jax.jit
+def simlab_ou(keys):
+    model = simlab.models.OrnsteinUhlenbeck(
+        theta=jnp.float32(OU_THETA), mu=jnp.float32(OU_MU), sigma=jnp.float32(OU_SIGMA)
+    )
+    ts = np.array([0.0, OU_STEPS * OU_DT], np.float32)
+
+    def one(key):
+        path = simlab.simulate(
+            model,
+            jnp.zeros(1, jnp.float32),
+            ts,
+            key=key,
+            solver="euler_maruyama",
+            adaptive=False,
+            dt0=OU_DT,
+            throw=False,
+        )
+        return path.ys[-1, 0]
+
+    return jax.vmap(one)(keys)
+
+
+def ou_moments_error(ends) -> float:
+    """The largest of the errors of the ends' mean and variance against the exact ones of
+    the Euler–Maruyama recursion, in standard errors."""
+    a = 1 - OU_THETA * OU_DT
+    mean = OU_MU * (1 - a**OU_STEPS)
+    variance = OU_SIGMA**2 * OU_DT * (1 - a ** (2 * OU_STEPS)) / (1 - a**2)
+    n = ends.shape[0]
+    ends = np.asarray(ends, np.float64)
+    mean_error = abs(ends.mean() - mean) / np.sqrt(variance / n)
+    variance_error = abs(ends.var() - variance) / (variance * np.sqrt(2 / n))
+    return float(max(mean_error, variance_error))
