@@ -114,6 +114,7 @@ print(json.dumps(events))
 """
 
 
+@pytest.mark.slow
 def test_a_second_process_finds_every_executable_in_the_persistent_cache(tmp_path):
     """What the first process compiled, the second reads back: no executable is kept out of
     the cache (a host callback such as `eqx.error_if` in compiled code would be)."""

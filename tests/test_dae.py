@@ -371,6 +371,7 @@ def test_transistor_amplifier_mass_matrix_is_the_test_sets():
     assert np.linalg.matrix_rank(expected) == 5
 
 
+@pytest.mark.slow
 def test_pendulum_dae_refuses_a_velocity_along_the_rod():
     ts = jnp.linspace(0.0, 1.0, 11)
     along = jnp.array([1.0, 0.0, 1.0, 0.0, 0.0])

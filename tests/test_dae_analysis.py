@@ -148,6 +148,7 @@ def test_hybrid_of_a_dae_keeps_its_mass_matrix():
         simlab.simulate(hybrid, jnp.zeros(3), ts, solver="tsit5")
 
 
+@pytest.mark.slow
 def test_rlc_experiment_overshoot_against_the_exact_peak(tmp_path):
     out = tmp_path / "run"
     assert cli.main(["run", "rlc_overshoot", "--quick", "--quiet", "--out", str(out)]) == 0

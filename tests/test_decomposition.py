@@ -169,6 +169,7 @@ def test_simulate_heat_in_slabs_equals_one_device_and_stays_sharded():
     assert float(jnp.max(jnp.abs(ys[-1] - y0))) > 1e-3  # heat flowed
 
 
+@pytest.mark.slow
 def test_gradient_through_simulate_in_blocks_equals_one_device():
     model = _gray_scott(["neumann", "periodic"])
     decomposed = Decomposed(model, decomposition_mesh((2, 2)))

@@ -158,6 +158,7 @@ def test_static_wall_values_are_array_leaves_that_gradients_reach():
         np.testing.assert_allclose(derivative, (plus - minus) / (2 * step), rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_fit_recovers_both_wall_temperatures_of_a_rod_from_interior_sensors():
     truth, noise = np.array([0.3, 1.2]), 2e-3
     ts = jnp.linspace(0.0, 0.5, 11)

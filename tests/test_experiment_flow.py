@@ -75,6 +75,7 @@ def _budget_residual(ts, energies, losses):
     return np.max(np.abs(energies - energies[0] + integrated)) / energies[0]
 
 
+@pytest.mark.slow
 def test_decaying_turbulence_experiment_keeps_the_energy_budget(tmp_path):
     experiment, stored = _quick_run("decaying_turbulence", tmp_path)
     ts, ys = stored.arrays["simulation_ts"], stored.arrays["simulation_ys"]

@@ -183,6 +183,7 @@ def test_an_ensemble_is_refused_for_a_deterministic_model(tmp_path):
         experiments.parse(config, tmp_path / "lorenz.toml")
 
 
+@pytest.mark.slow
 def test_an_experiment_sweeps_a_stochastic_model_with_adaptive_steps(tmp_path):
     """`solver = "spark"` takes adaptive steps on each path's Brownian tree: the sweep runs,
     and its per-point means are those of `simlab.sweep` with the same settings and key.

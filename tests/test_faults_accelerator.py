@@ -144,6 +144,7 @@ def test_the_gradient_of_a_failed_solve_under_jit_is_nan(monkeypatch):
     assert np.isfinite(float(gradient(jnp.asarray(1.0, FLOAT))))
 
 
+@pytest.mark.slow
 def test_a_fit_under_jit_that_does_not_converge_has_a_nan_loss(monkeypatch):
     ts = jnp.linspace(0.0, 2.0, 9)
     observations = jnp.exp(-0.8 * ts)[:, None]
@@ -178,6 +179,7 @@ def _molecular_dynamics(model, y0):
     return simlab.simulate(model, y0, ts, solver="verlet", adaptive=False, dt0=1e-3)
 
 
+@pytest.mark.slow
 def test_an_overfull_cell_fails_the_solve_instead_of_raising_inside_it(monkeypatch):
     model, y0 = _crowded_gas()
     with pytest.raises(Exception, match="a cell holds more than capacity=4"):

@@ -68,6 +68,7 @@ def test_every_integrator_puts_the_landing_at_the_same_analytic_time(start_heigh
     np.testing.assert_allclose(times, landing, rtol=1e-9)
 
 
+@pytest.mark.slow
 def test_a_condition_that_starts_at_zero_and_only_falls_never_rises_on_any_integrator():
     # Thrown up from the ground the height leaves zero upwards and then falls through it:
     # it never crosses zero from below, so no integrator reports a rising crossing.

@@ -140,6 +140,7 @@ def test_a_target_acceptance_outside_zero_one_is_refused(sound_line_fit, target)
         _sample(sound_line_fit, target_acceptance=target)
 
 
+@pytest.mark.slow
 def test_a_posterior_cut_off_by_nan_is_reported():
     result = _line_fit(limit=0.85)
     with pytest.warns(UserWarning, match=r"\d+ of 300 transitions ran into .* not finite"):

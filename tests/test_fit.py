@@ -317,6 +317,7 @@ def test_standard_errors_are_calibrated_over_200_replicates():
     np.testing.assert_allclose(jnp.std(rates), jnp.mean(stderrs), rtol=0.2)
 
 
+@pytest.mark.slow
 def test_objective_gradient_matches_finite_differences():
     truth = LOTKA_VOLTERRA
     ts = jnp.linspace(0.0, 10.0, 8)

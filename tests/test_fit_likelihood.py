@@ -290,6 +290,7 @@ def test_a_noise_model_of_ones_own(counts, poisson_fit):
     np.testing.assert_allclose(own.log_likelihood, poisson_fit.log_likelihood, rtol=1e-10)
 
 
+@pytest.mark.slow
 def test_negative_binomial_fits_its_dispersion_as_scipy_does():
     mean = closed_form(*COUNT_TRUTH, COUNT_TS)
     # Over-dispersed counts: a gamma-Poisson mixture with dispersion 0.2.

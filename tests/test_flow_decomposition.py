@@ -115,6 +115,7 @@ def test_forced_flow_with_scalar_equals_one_device_and_stays_split(slabs):
     assert float(jnp.max(jnp.abs(one_device[-1] - y0))) > 0.1  # the flow and scalar moved
 
 
+@pytest.mark.slow
 def test_rollout_gradients_equal_one_device_and_finite_differences(slabs):
     """Gradients of a loss of the rollout with respect to the viscosity, the forcing
     amplitude and the initial vorticity (all through the all_to_alls)."""

@@ -2,6 +2,7 @@
 
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import simlab
 from simlab.models import AbstractODEModel, parameter
@@ -31,6 +32,7 @@ class LayeredHeat(AbstractODEModel):
         return simlab.grid.diffusion(y, field, self.grid)
 
 
+@pytest.mark.slow
 def test_layered_diffusivity_is_recovered_within_its_standard_errors():
     (x,) = GRID.coordinates()
     y0 = jnp.stack([jnp.exp(-40 * (x - centre) ** 2) for centre in (0.3, 0.7)])

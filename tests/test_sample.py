@@ -125,6 +125,7 @@ def line_fit():
     return _noisy_line_fit(jr.key(2), fit_y0=True, bounds={"slope": (-5.0, 5.0)})
 
 
+@pytest.mark.slow
 def test_regression_posterior_is_the_students_t_of_the_closed_form(line_fit):
     # Flat priors on (x0, slope) and Jeffreys' p(σ) ∝ 1/σ: (x0, slope) is Student-t with
     # ν = n − 2 degrees of freedom, centred on least squares, scale s²(XᵀX)⁻¹ (s² = RSS/ν),

@@ -79,6 +79,7 @@ def _scalar(mean):
     return mean if not isinstance(mean, dict) else mean["x2"] - mean["x"] ** 2
 
 
+@pytest.mark.slow
 def test_gradient_of_the_geometric_brownian_motion_mean():
     """d/dmu E[X_T] = T x0 e^{mu T} = e^{0.5}. Milstein's mean is x0 (1 + mu h)^{T/h}, so
     with h = 2^-8 its derivative is 0.2 % below e^{0.5}, under a tenth of the standard error
@@ -144,6 +145,7 @@ def test_expectation_refuses_deterministic_models_and_bad_counts():
         simlab.expectation(ou(1.0), Y0, TS, final_x, paths=4, key=jnp.zeros(3), dt0=0.1)
 
 
+@pytest.mark.slow
 def test_an_adaptive_expectation_and_its_gradient_follow_the_exact_paths():
     """With `solver="spark", adaptive=True` every path runs on its key's virtual Brownian
     tree; geometric Brownian motion's exact solution on that same tree,

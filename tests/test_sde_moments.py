@@ -194,6 +194,7 @@ def test_bad_observations_are_refused(observed):
 BOUNDS = {"theta": (0.2, 5.0), "sigma": (0.1, 3.0)}
 
 
+@pytest.mark.slow
 def test_a_multi_start_moment_fit_reaches_the_single_start_optimum(observed, moment_fit):
     """The same paths (the starts' key is split off `key`) give the same objective, so the
     best of three starts drawn over wide ranges lands on the one-start optimum, and every
@@ -207,6 +208,7 @@ def test_a_multi_start_moment_fit_reaches_the_single_start_optimum(observed, mom
     assert np.ptp(drawn) > 1.0  # the starts were spread, not all at the same point
 
 
+@pytest.mark.slow
 def test_an_interrupted_moment_fit_resumes_from_its_checkpoint(observed, tmp_path, monkeypatch):
     """A fit stopped right after its first checkpoint (as by a killed process) resumes from
     the file, without compiling again, to the answer of an uninterrupted fit; another key's

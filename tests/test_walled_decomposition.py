@@ -100,6 +100,7 @@ def test_rk4_rollout_equals_one_device_and_stays_divergence_free(channel):
     assert float(jnp.max(jnp.abs(one_device[-1] - y0))) > 1e-2
 
 
+@pytest.mark.slow
 def test_rollout_gradients_equal_one_device_and_finite_differences(channel):
     """Gradients of a loss of the rollout with respect to the viscosity, the body force
     and the initial field, through the halo exchanges and the all_to_alls."""
