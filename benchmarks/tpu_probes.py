@@ -16,12 +16,14 @@ import time
 import chip_ensembles
 import gpu_kernels
 import jax
+import jax.lax as lax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from tpu_bench import _grid_models, _initial_state, _solve, median_seconds
 
 import simlab
 import simlab.kernels as sk
+from simlab._results import status_code
 from simlab.grid import _operators
 from simlab.integrate import _lean
 from simlab.kernels import _layouts, _pairs
@@ -268,6 +270,19 @@ def _no_write(saved, rows, y, layout):
     return saved
 
 
+def _rows_where_landed(saved, rows, y, layout):
+    """Each row of the save array rewritten only in an iteration where a member landed on
+    its save time (`lax.cond` per row)."""
+    member_rows = _lean._per_member(rows, y)
+    for row in range(saved.shape[0]):
+        hit = member_rows == row
+        saved = lax.cond(
+            jnp.any(hit), lambda s, hit=hit, row=row: s.at[row].set(jnp.where(hit, y, s[row])),
+            lambda s: s, saved,
+        )  # fmt: skip
+    return saved
+
+
 def saves(quick: bool):
     """The adaptive lean loop of a members-last batch with its saves written, and each
     member's next save time looked up, by a scatter and a gather (as on a CPU) or by
@@ -281,6 +296,7 @@ def saves(quick: bool):
     variants = {
         "scatter and gather": (False, _lean._write_saves),
         "selects": (True, _lean._write_saves),
+        "selects, rows where one landed": (True, _rows_where_landed),
         "selects, no write (a bound)": (True, _no_write),
     }
     original = _lean._scatters_are_slow, _lean._write_saves
@@ -301,6 +317,38 @@ def saves(quick: bool):
     finally:
         _lean._scatters_are_slow, _lean._write_saves = original
         jax.clear_caches()
+    _unfinished_diffrax_members(mus)
+
+
+def _unfinished_diffrax_members(mus):
+    """Which members of the Van der Pol batch `integrator="diffrax"` leaves short of t1,
+    and with what status."""
+
+    @jax.jit
+    def run(mus):
+        def one(mu):
+            trajectory = simlab.simulate(
+                simlab.models.VanDerPol(mu=mu), jnp.array([2.0, 0.0], jnp.float32),
+                jnp.array([0.0, chip_ensembles.VDP_T1], jnp.float32), solver="heun",
+                rtol=chip_ensembles.VDP_RTOL, atol=chip_ensembles.VDP_RTOL, dt0=1e-3,
+                integrator="diffrax", max_steps=20_000, throw=False,
+            )  # fmt: skip
+            code = status_code(trajectory.result)
+            return trajectory.ys[-1], code, trajectory.stats["num_steps"]
+
+        return jax.vmap(one)(mus)
+
+    ends, codes, steps = run(mus)
+    short = ~jnp.all(jnp.isfinite(ends), axis=-1)
+    print(f"  diffrax: {int(jnp.sum(short))} of {mus.shape[0]} members short of t1", end="")
+    if bool(jnp.any(short)):
+        bad = jnp.where(short, mus, jnp.nan)
+        print(
+            f"; mu in [{float(jnp.nanmin(bad)):.3f}, {float(jnp.nanmax(bad)):.3f}], status "
+            f"codes {sorted(set(int(c) for c in codes[short]))}, steps up to "
+            f"{int(jnp.max(jnp.where(short, steps, 0)))}"
+        )
+    print()
 
 
 def main() -> int:
