@@ -14,20 +14,13 @@ import simlab.petab  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not jax.config.jax_enable_x64, reason="PEtab solves in float64")
 
-FAST = {("v1.0.0", "0001")}
-# What simlab does not read, case by case (the suite's README says what each case tests).
-UNSUPPORTED = {("v2.0.0", "0019"): "the PEtab mapping table"}
+FAST = {("v1.0.0", "0001"), ("v2.0.0", "0019")}  # 0019: the mapping table
 
 
 def _cases():
     for version in ("v1.0.0", "v2.0.0"):
         for case in petabtests.get_cases("sbml", version):
             marks = [] if (version, case) in FAST else [pytest.mark.slow]
-            if (version, case) in UNSUPPORTED:
-                reason = UNSUPPORTED[version, case]
-                marks.append(
-                    pytest.mark.xfail(raises=NotImplementedError, strict=True, reason=reason)
-                )
             yield pytest.param(version, case, id=f"{version}-{case}", marks=marks)
 
 

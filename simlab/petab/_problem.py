@@ -288,7 +288,7 @@ def load(
     Needs float64 (`jax.config.update("jax_enable_x64", True)`): likelihoods of stiff
     reaction networks are compared at tolerances float32 cannot reach. Raises
     `NotImplementedError` naming the feature for what is not supported (SBML events,
-    algebraic rules, compartments of varying size, the mapping table, ...).
+    algebraic rules, compartments of varying size, ...).
     """
     if not jax.config.jax_enable_x64:
         raise RuntimeError(

@@ -12,8 +12,10 @@ together (`jax.vmap`) on the union of their measurement times; the measurements 
 observable are then evaluated together, whatever their experiment.
 """
 
+import copy
 import dataclasses
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -74,6 +76,7 @@ class Tables:
 
 
 def read_tables(problem: petab.Problem, network: Network) -> Tables:
+    problem = _mapped(problem)
     _refuse_unsupported(problem, network)
     parameters = problem.parameter_df
     table_ids = tuple(parameters.index)
@@ -216,6 +219,39 @@ def read_tables(problem: petab.Problem, network: Network) -> Tables:
     )
 
 
+def _model_ids(problem: petab.Problem) -> dict[str, str]:
+    """The mapping table: each PEtab entity id's model entity id."""
+    table = problem.mapping_df
+    if table is None or not len(table):
+        return {}
+    return {str(k): str(v) for k, v in table[petab.C.MODEL_ENTITY_ID].items()}
+
+
+def _mapped(problem: petab.Problem) -> petab.Problem:
+    """`problem` with its formulas and condition columns naming model entities by their
+    model ids where the mapping table gives PEtab ids for them. Parameter table ids stay:
+    `_constant_values` looks a model constant up there by its PEtab id."""
+    model_ids = _model_ids(problem)
+    if not model_ids:
+        return problem
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, model_ids)) + r")\b")
+
+    def resolved(formula):
+        if not isinstance(formula, str):
+            return formula
+        return pattern.sub(lambda match: model_ids[match.group(0)], formula)
+
+    problem = copy.copy(problem)
+    observables = problem.observable_df.copy()
+    for column in (petab.C.OBSERVABLE_FORMULA, petab.C.NOISE_FORMULA):
+        if column in observables:
+            observables[column] = observables[column].map(resolved)
+    problem.observable_df = observables
+    if problem.condition_df is not None:
+        problem.condition_df = problem.condition_df.rename(columns=model_ids)
+    return problem
+
+
 def _condition_row(problem: petab.Problem, condition_id):
     if problem.condition_df is None:
         return None
@@ -228,13 +264,18 @@ def _constant_values(problem: petab.Problem, network: Network, condition_id) -> 
     """Each model constant's value in a condition: the condition table's entry, else the
     parameter table's parameter of that name, else the SBML value."""
     row = _condition_row(problem, condition_id)
+    petab_ids = {model_id: petab_id for petab_id, model_id in _model_ids(problem).items()}
     values = {}
     for name, sbml_value in network.constants.items():
         value = row.get(name, np.nan) if row is not None else np.nan
+        # The parameter table may name it by its PEtab id or by its model id.
+        table_id = next(
+            (i for i in (petab_ids.get(name), name) if i in problem.parameter_df.index), None
+        )
         if _is_set(value):
             values[name] = value
-        elif name in problem.parameter_df.index:
-            values[name] = name
+        elif table_id is not None:
+            values[name] = table_id
         else:
             values[name] = sbml_value
     return values
@@ -254,8 +295,6 @@ def _refuse_unsupported(problem: petab.Problem, network: Network) -> None:
     times = measurements[petab.C.TIME].to_numpy(float)
     if (times < 0).any():
         raise ValueError("PEtab: measurement times must not be negative.")
-    if problem.mapping_df is not None and len(problem.mapping_df):
-        raise NotImplementedError("PEtab: the mapping table.")
     if problem.condition_df is not None:
         sbml = problem.model.sbml_model
         for column in problem.condition_df.columns:
