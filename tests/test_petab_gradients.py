@@ -32,18 +32,6 @@ COLLECTION = pathlib.Path(__file__).parent / "data" / "petab"
 TIGHT = dict(rtol=1e-12, atol=1e-14)
 STEP = 1e-3
 
-# simlab.integrate's stiff solvers differentiate the initial step size they choose from the
-# state and its rate (`initial_step` in simlab/integrate/_stiff/_loop.py, not under
-# `lax.stop_gradient` as the steps after it are). From a state at rest to within roundoff its
-# derivative is NaN (`sqrt` at zero), and so is the whole gradient; elsewhere a spurious term
-# (the rate times the step's derivative) enters the last step and the dense output, 2 % of
-# Weber's gradient. With that step under `lax.stop_gradient` the cases marked agree to 2e-6
-# (Weber, Brannmark) and 1e-10 (the one-species problem).
-INITIAL_STEP_DIFFERENTIATED = pytest.mark.xfail(
-    strict=True,
-    reason="the stiff solvers' initial step size is differentiated (NaN from a state at rest)",
-)
-
 
 def _load(name: str, **tolerances) -> simlab.petab.PetabProblem:
     return simlab.petab.load(COLLECTION / name / f"{name}.yaml", **tolerances)
@@ -146,23 +134,25 @@ CASES = [
     pytest.param(
         "Brannmark_JBC2010", _nominal, 1e-2, 1e-5, id="Brannmark-nominal", marks=pytest.mark.slow
     ),
-    # The condition without insulin starts at the preequilibrated steady state: NaN.
+    # The condition without insulin starts at the preequilibrated steady state, where a
+    # differentiated initial step size gave NaN; 1.5e-7.
     pytest.param(
         "Brannmark_JBC2010",
         _inward,
         1e-4,
         1e-6,
         id="Brannmark-inward",
-        marks=[pytest.mark.slow, INITIAL_STEP_DIFFERENTIATED],
+        marks=[pytest.mark.slow],
     ),
-    # 36 parameters, two conditions after one preequilibration: 2e-2 (s21).
+    # 36 parameters, two conditions after one preequilibration; 2e-6 (2e-2 in s21 while the
+    # initial step size was differentiated).
     pytest.param(
         "Weber_BMC2015",
         _inward,
         1e-4,
         1e-6,
         id="Weber-inward",
-        marks=[pytest.mark.slow, INITIAL_STEP_DIFFERENTIATED],
+        marks=[pytest.mark.slow],
     ),
 ]
 
@@ -286,9 +276,9 @@ def test_turnover_log_likelihood_after_preequilibration_is_exact(turnover):
     )
 
 
-@INITIAL_STEP_DIFFERENTIATED
 def test_turnover_gradient_from_a_steady_state_is_exact(turnover):
-    # The control condition starts where its rate is zero to within roundoff.
+    # The control condition starts where its rate is zero to within roundoff: a
+    # differentiated initial step size (the square root of a zero norm) made this NaN.
     _, gradient = _turnover_exact()
     computed = jax.jit(jax.grad(turnover.log_likelihood))(turnover.nominal)
     _assert_gradient(computed, gradient, turnover.parameter_ids, rtol=1e-7, floor=0.0)

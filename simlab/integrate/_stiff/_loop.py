@@ -223,7 +223,9 @@ def initial_step(
     vector_field: VectorField, t0: Array, y0: Array, f0: Array, tols: Tolerances, order: int
 ) -> Array:
     """Hairer–Nørsett–Wanner's starting step size (Solving ODEs I, II.4); `vector_field`
-    returns the derivative $y'$."""
+    returns the derivative $y'$. Not differentiated, as no step size is: its derivative
+    would add a spurious term to the solution's (2 % of a PEtab problem's gradient), and
+    from a state at rest it is NaN (the square root of a zero norm)."""
     scale = tols.atol + tols.rtol * jnp.abs(y0)
     d0 = rms_norm(y0, scale)
     d1 = rms_norm(f0, scale)
@@ -232,7 +234,7 @@ def initial_step(
     d2 = rms_norm(f1 - f0, scale) / h0
     big = jnp.maximum(d1, d2)
     h1 = jnp.where(big <= 1e-15, jnp.maximum(1e-6, h0 * 1e-3), (0.01 / big) ** (1 / (order + 1)))
-    return jnp.minimum(100 * h0, h1)
+    return jax.lax.stop_gradient(jnp.minimum(100 * h0, h1))
 
 
 def _internal_tolerances(solver, rtol: Array, atol: Array, newton_kind: str, adaptive: bool):
