@@ -185,6 +185,29 @@ def test_gradients_against_central_differences(solver_name):
     np.testing.assert_allclose(forward, reverse, rtol=1e-8, atol=1e-12)
 
 
+def _relaxation(t, y, args):
+    rate, level = args
+    return -rate * (y - level)
+
+
+@pytest.mark.parametrize("solver_name", ["rodas5p", "radau5"])
+@pytest.mark.parametrize("adjoint", [None, "forward"])
+def test_a_solve_that_starts_at_rest_has_the_exact_gradient(solver_name, adjoint):
+    # y' = -rate (y - level) from y0 = level stays at the level: dy/dlevel = 1, dy/drate = 0.
+    # The starting step size is chosen from the state and its zero rate; differentiated, it
+    # made this gradient NaN (the square root of a zero norm).
+    def final(args):
+        trajectory = simlab.simulate(
+            _relaxation, args[1:], jnp.array([0.0, 2.0]), args=(args[0], args[1]),
+            solver=solver_name, adjoint=adjoint,
+        )  # fmt: skip
+        return trajectory.ys[-1, 0]
+
+    differentiate = jax.jacfwd if adjoint == "forward" else jax.grad
+    gradient = np.asarray(jax.jit(differentiate(final))(jnp.array([3.0, 0.5])))
+    np.testing.assert_allclose(gradient, [0.0, 1.0], atol=1e-12)
+
+
 @pytest.mark.parametrize("solver_name", sorted(SOLVERS))
 def test_vmap_over_parameters_equals_a_loop(solver_name):
     solver = SOLVERS[solver_name]
