@@ -1,14 +1,15 @@
 """The ensemble rows measured on an accelerator, each beside the plain JAX loop of the same
 method in the same run: adaptive Van der Pol (Heun 2(1)) against a vmapped
-`lax.while_loop`, Ornstein–Uhlenbeck paths (Euler–Maruyama) against a `lax.scan`, fixed
-Lorenz steps against a scan and against the hand-written Pallas kernel of
-`gpu_ensemble.py`, `sweep` against vmapped `simulate`, and forward sensitivities against
-the solve. `tpu_bench.py`'s `ensembles` section prints them; `tpu_probes.py` reuses the
-bare loops.
+`lax.while_loop`, Ornstein–Uhlenbeck paths (Euler–Maruyama; `bench_sde.py`'s problem, with
+more paths) against a `lax.scan`, fixed Lorenz steps against a scan and against the
+hand-written Pallas kernel of `gpu_ensemble.py`, `sweep` against vmapped `simulate`, and
+forward sensitivities against the solve. `tpu_bench.py`'s `ensembles` section prints them;
+`tpu_probes.py` reuses the bare loops.
 """
 
 import functools as ft
 
+import bench_sde
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,8 +17,6 @@ import numpy as np
 import simlab
 
 VDP_T1, VDP_RTOL = 10.0, 1e-4
-OU_STEPS, OU_DT = 1000, 1e-3
-OU_THETA, OU_MU, OU_SIGMA = 1.0, 0.5, 0.3
 
 
 def vdp_mus(members: int) -> jax.Array:
@@ -85,61 +84,37 @@ def simlab_adaptive_vdp(saves: int, integrator: str = "lean"):
 
 @ft.partial(jax.jit, static_argnames="paths")
 def bare_ou(key, paths):
-    """Ornstein–Uhlenbeck paths by Euler–Maruyama in a `lax.scan`, the increments of all
-    paths drawn at once from one key."""
-    increments = jnp.sqrt(jnp.float32(OU_DT)) * jax.random.normal(
-        key, (OU_STEPS, paths), jnp.float32
+    """`bench_sde`'s Ornstein–Uhlenbeck paths by Euler–Maruyama in a `lax.scan`, the
+    increments of all `paths` drawn at once from one key."""
+    increments = jnp.sqrt(jnp.float32(bench_sde.DT)) * jax.random.normal(
+        key, (bench_sde.STEPS, paths), jnp.float32
     )
-
-    def step(y, dw):
-        return y + OU_THETA * (OU_MU - y) * OU_DT + OU_SIGMA * dw, None
-
-    return jax.lax.scan(step, jnp.zeros(paths, jnp.float32), increments)[0]
+    return jax.lax.scan(_ou_step, jnp.zeros(paths, jnp.float32), increments)[0]
 
 
 @jax.jit
 def bare_ou_member_keys(keys):
     """The same, each path's increments drawn from its own key (as a path that depends
     only on its key must be)."""
-    increments = jnp.sqrt(jnp.float32(OU_DT)) * jax.vmap(
-        lambda key: jax.random.normal(key, (OU_STEPS,), jnp.float32), out_axes=1
+    increments = jnp.sqrt(jnp.float32(bench_sde.DT)) * jax.vmap(
+        lambda key: jax.random.normal(key, (bench_sde.STEPS,), jnp.float32), out_axes=1
     )(keys)
-
-    def step(y, dw):
-        return y + OU_THETA * (OU_MU - y) * OU_DT + OU_SIGMA * dw, None
-
-    return jax.lax.scan(step, jnp.zeros(keys.shape[0], jnp.float32), increments)[0]
+    return jax.lax.scan(_ou_step, jnp.zeros(keys.shape[0], jnp.float32), increments)[0]
 
 
-@jax.jit
-def simlab_ou(keys):
-    model = simlab.models.OrnsteinUhlenbeck(
-        theta=jnp.float32(OU_THETA), mu=jnp.float32(OU_MU), sigma=jnp.float32(OU_SIGMA)
-    )
-    ts = np.array([0.0, OU_STEPS * OU_DT], np.float32)
+def _ou_step(y, dw):
+    theta, mu, sigma, dt = bench_sde.THETA, bench_sde.MU, bench_sde.SIGMA, bench_sde.DT
+    return y + theta * (mu - y) * dt + sigma * dw, None
 
-    def one(key):
-        path = simlab.simulate(
-            model,
-            jnp.zeros(1, jnp.float32),
-            ts,
-            key=key,
-            solver="euler_maruyama",
-            adaptive=False,
-            dt0=OU_DT,
-            throw=False,
-        )
-        return path.ys[-1, 0]
 
-    return jax.vmap(one)(keys)
+# `simulate` of the same paths, vmapped over their keys.
+simlab_ou = bench_sde.simlab_paths
 
 
 def ou_moments_error(ends) -> float:
-    """The largest of the errors of the ends' mean and variance against the exact ones of
+    """The larger of the errors of the ends' mean and variance against the exact ones of
     the Euler–Maruyama recursion, in standard errors."""
-    a = 1 - OU_THETA * OU_DT
-    mean = OU_MU * (1 - a**OU_STEPS)
-    variance = OU_SIGMA**2 * OU_DT * (1 - a ** (2 * OU_STEPS)) / (1 - a**2)
+    mean, variance = bench_sde._euler_maruyama_moments(bench_sde.STEPS)
     n = ends.shape[0]
     ends = np.asarray(ends, np.float64)
     mean_error = abs(ends.mean() - mean) / np.sqrt(variance / n)

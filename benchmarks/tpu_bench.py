@@ -16,6 +16,7 @@ import sys
 import time
 
 import bench_ensemble
+import bench_sde
 import chip_ensembles
 import gpu_ensemble
 import gpu_kernels
@@ -421,7 +422,7 @@ def _end_state(trajectory):
 def _ou_rows(quick: bool) -> int:
     paths = 4096 if quick else 2**20
     print(
-        f"ensembles, float32: {paths} Ornstein-Uhlenbeck paths x {chip_ensembles.OU_STEPS} "
+        f"ensembles, float32: {paths} Ornstein-Uhlenbeck paths x {bench_sde.STEPS} "
         "Euler-Maruyama steps"
     )
     key = jax.random.key(1)
