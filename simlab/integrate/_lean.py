@@ -297,9 +297,9 @@ def _solve_adaptive(
     save time: the batch runs as many iterations as its longest member takes steps (a scan
     over save intervals of inner loops would run, per interval, as many as the slowest
     member takes there: three times as many for Van der Pol oscillators of stiffness 0.1
-    to 10 with ten save intervals). The steps are those of a solve interval by interval: clipping a
-    step to the next save time is kept, so each member's step sequence does not depend on
-    the batch it runs in.
+    to 10 with ten save intervals). The steps are those of a solve interval by interval:
+    clipping a step to the next save time is kept, so each member's step sequence does not
+    depend on the batch it runs in.
 
     The loop runs while any member is unfinished, and a finished member's attempts change
     nothing: its acceptance is false, its step size kept. Masking this way, in the step's
