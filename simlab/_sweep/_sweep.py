@@ -129,7 +129,8 @@ def sweep(
       version, whose jaxprs, hence digests, may differ.
     - `num_samples`: how many points `mode="samples"` draws.
     - `chunk_size`: members per chunk (rounded up to a multiple of the number of devices);
-      `None` sizes chunks to a memory budget of 256 MiB.
+      `None` sizes chunks to a memory budget of 256 MiB, at most 8192 members on a CPU
+      and 2**18 per device on an accelerator.
     - `mesh`: a one-axis mesh (see [`simlab.parallel.member_mesh`][]) whose axis is named
       `"members"`; `None` uses every device of every process.
     - `store`: a folder path; results are written there chunk by chunk (a zarr store that
