@@ -191,7 +191,7 @@ def _relaxation(t, y, args):
 
 
 @pytest.mark.parametrize("solver_name", ["rodas5p", "radau5"])
-@pytest.mark.parametrize("adjoint", [None, "forward"])
+@pytest.mark.parametrize("adjoint", [None, pytest.param("forward", marks=pytest.mark.slow)])
 def test_a_solve_that_starts_at_rest_has_the_exact_gradient(solver_name, adjoint):
     # y' = -rate (y - level) from y0 = level stays at the level: dy/dlevel = 1, dy/drate = 0.
     # The starting step size is chosen from the state and its zero rate; differentiated, it
