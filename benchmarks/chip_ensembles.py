@@ -2,13 +2,15 @@
 method in the same run: adaptive Van der Pol (Heun 2(1)) against a vmapped
 `lax.while_loop`, Ornstein–Uhlenbeck paths (Euler–Maruyama; `bench_sde.py`'s problem, with
 more paths) against a `lax.scan`, fixed Lorenz steps against a scan and against the
-hand-written Pallas kernel of `gpu_ensemble.py`, `sweep` against vmapped `simulate`, and
-forward sensitivities against the solve. `tpu_bench.py`'s `ensembles` section prints them;
-`tpu_probes.py` reuses the bare loops.
+hand-written Pallas kernel of `gpu_ensemble.py`, `sweep` against vmapped `simulate`,
+forward sensitivities against the solve, and a multi-start fit of many starts against one
+of few. `tpu_bench.py`'s `ensembles` section prints them; `tpu_probes.py` reuses the bare
+loops.
 """
 
 import functools as ft
 
+import bench_fit_multistart
 import bench_sde
 import jax
 import jax.numpy as jnp
@@ -120,3 +122,39 @@ def ou_moments_error(ends) -> float:
     mean_error = abs(ends.mean() - mean) / np.sqrt(variance / n)
     variance_error = abs(ends.var() - variance) / (variance * np.sqrt(2 / n))
     return float(max(mean_error, variance_error))
+
+
+# The multi-start fit: `bench_fit_multistart.py`'s Lotka–Volterra problem (the lynx–hare
+# records' times and first record, its parameters, bounds and Latin hypercube starts), with
+# observations simulated from known parameters, which the best start must recover.
+LV_TRUTH = {"alpha": 0.55, "beta": 0.028, "gamma": 0.84, "delta": 0.026}
+
+
+def lotka_volterra_data() -> tuple[jax.Array, jax.Array, jax.Array]:
+    """`(ts, y0, observations)` in float32: the solution from the first lynx–hare record
+    at `LV_TRUTH`, by the solve the fit runs (float32's default tolerances)."""
+    records = simlab.datasets.lynx_hare()
+    ts = jnp.asarray(records.ts, jnp.float32)
+    y0 = jnp.asarray(records.observations[0], jnp.float32)
+    truth = simlab.models.LotkaVolterra(**{k: np.float32(v) for k, v in LV_TRUTH.items()})
+    return ts, y0, simlab.simulate(truth, y0, ts).ys
+
+
+def multistart_fit(starts: int, ts, y0, observations):
+    """`simlab.fit` from `starts` Latin hypercube starts in the bounds (Levenberg–Marquardt,
+    at most 200 steps a start); the best start's result, `.starts` holding them all."""
+    start = simlab.models.LotkaVolterra(
+        alpha=np.float32(0.5), beta=np.float32(0.02), gamma=np.float32(0.8), delta=np.float32(0.02)
+    )
+    return simlab.fit(
+        start,
+        ts,
+        observations,
+        y0=y0,
+        params=bench_fit_multistart.PARAMS,
+        starts=starts,
+        bounds=bench_fit_multistart.BOUNDS,
+        key=jax.random.key(0),
+        progress=False,
+        throw=False,
+    )

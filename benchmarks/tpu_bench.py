@@ -356,7 +356,13 @@ def ensembles(quick: bool) -> int:
     difference = jnp.max(jnp.abs(kernel(parameters, lorenz0) - lean(parameters, lorenz0)))
     print(f"  max |kernel - lean| {float(difference):.1e}\n")
     failed = int(not difference < 1e-2)
-    return failed + _adaptive_vdp_rows(quick) + _ou_rows(quick) + _sensitivity_row(quick)
+    return (
+        failed
+        + _adaptive_vdp_rows(quick)
+        + _ou_rows(quick)
+        + _sensitivity_row(quick)
+        + _multistart_fit_rows(quick)
+    )
 
 
 def _adaptive_vdp_rows(quick: bool) -> int:
@@ -461,6 +467,60 @@ def _sensitivity_row(quick: bool) -> int:
     _row("forward sensitivities to 3 parameters", median_seconds(sensitivities, rho, y0), solve_s)
     print("  (target: sensitivities / solve <= 4.5, i.e. bare/this >= 0.22)\n")
     return 0
+
+
+def _multistart_fit_rows(quick: bool) -> int:
+    """A multi-start fit of many starts against one of few: a start's share of the time in
+    each, which says how well the starts batch (the fit gathers its unfinished starts into
+    batches of at most 128 every 25 steps). Each fit's first call, which compiles, is timed
+    apart; the best start must recover the parameters the data were simulated from."""
+    few, many = (16, 64) if quick else (100, 10_000)
+    ts, y0, observations = chip_ensembles.lotka_volterra_data()
+    print(
+        f"ensembles, float32: multi-start fit, Lotka-Volterra (4 parameters) to {ts.shape[0]} "
+        "records simulated from known parameters, Levenberg-Marquardt (bench_fit_multistart.py)"
+    )
+    failed, seconds = 0, {}
+    for starts in (few, many):
+        fit = ft.partial(chip_ensembles.multistart_fit, starts, ts, y0, observations)
+        first_s, result = _timed(fit)
+        samples = [_timed(fit)[0] for _ in range(3 if starts == few else 1)]
+        seconds[starts] = statistics.median(samples)
+        ends = result.starts.params
+        error = max(
+            abs(float(result.params[name]) / value - 1)
+            for name, value in chip_ensembles.LV_TRUTH.items()
+        )
+        recovered = np.all(
+            [
+                np.abs(np.asarray(ends[name]) / value - 1) < 1e-3
+                for name, value in chip_ensembles.LV_TRUTH.items()
+            ],
+            axis=0,
+        )
+        print(
+            f"  {starts} starts{'':<{45 - len(str(starts))}} {seconds[starts] * 1e3:9.2f} ms   "
+            f"(first call {first_s:.1f} s); best start {int(result.num_steps)} steps (at most "
+            f"{result.max_steps}), its largest relative error {error:.1e}; "
+            f"{int(np.sum(result.starts.converged))} converged, {int(np.sum(recovered))} end "
+            "within 1e-3 of the known parameters",
+            flush=True,
+        )
+        failed += int(not (bool(result.converged) and error < 1e-3))
+    share = (seconds[few] / few) / (seconds[many] / many)
+    print(
+        f"  a start's time among {few} / among {many}: {share:.2f} (> 1: a start costs less "
+        "among many, the starts batch; 1: the same)\n",
+        flush=True,
+    )
+    return failed
+
+
+def _timed(fn):
+    start = time.perf_counter()
+    out = fn()
+    jax.block_until_ready(out.loss)
+    return time.perf_counter() - start, out
 
 
 def main() -> int:
