@@ -10,7 +10,6 @@ tolerances here are that or tighter where the agreement has a wide margin."""
 import functools
 import math
 import pathlib
-import textwrap
 
 import jax
 import jax.numpy as jnp
@@ -19,6 +18,8 @@ import pytest
 
 petab = pytest.importorskip("petab.v1")
 pytest.importorskip("libsbml")
+
+from petab_turnover import K_IN, K_OUT, MEASURED, SIGMA, STIMULI, TIMES, write_turnover  # noqa: E402
 
 import simlab.petab  # noqa: E402
 
@@ -168,89 +169,9 @@ def test_gradient_matches_central_differences_of_a_tight_solve(compiled, name, p
     _assert_gradient(gradient, expected, problem.parameter_ids, rtol=rtol, floor=floor)
 
 
-# A species made at rate k_in * stimulus and degraded at rate k_out: the preequilibration
-# (stimulus 1) leaves A at k_in / k_out, where the control condition stays; stimulus 3 moves
-# it towards 3 k_in / k_out. Its log-likelihood and gradient are known in closed form.
-TURNOVER_SBML = """\
-<?xml version="1.0" encoding="UTF-8"?>
-<sbml xmlns="http://www.sbml.org/sbml/level3/version1/core" level="3" version="1">
-  <model id="turnover">
-    <listOfCompartments>
-      <compartment id="cell" size="1" constant="true" spatialDimensions="3"/>
-    </listOfCompartments>
-    <listOfSpecies>
-      <species id="A" compartment="cell" initialConcentration="0"
-               hasOnlySubstanceUnits="false" boundaryCondition="false" constant="false"/>
-    </listOfSpecies>
-    <listOfParameters>
-      <parameter id="k_in" value="1" constant="true"/>
-      <parameter id="k_out" value="1" constant="true"/>
-      <parameter id="stimulus" value="1" constant="true"/>
-    </listOfParameters>
-    <listOfReactions>
-      <reaction id="synthesis" reversible="false" fast="false">
-        <listOfProducts>
-          <speciesReference species="A" stoichiometry="1" constant="true"/>
-        </listOfProducts>
-        <kineticLaw><math xmlns="http://www.w3.org/1998/Math/MathML">
-          <apply><times/><ci>cell</ci><ci>k_in</ci><ci>stimulus</ci></apply>
-        </math></kineticLaw>
-      </reaction>
-      <reaction id="degradation" reversible="false" fast="false">
-        <listOfReactants>
-          <speciesReference species="A" stoichiometry="1" constant="true"/>
-        </listOfReactants>
-        <kineticLaw><math xmlns="http://www.w3.org/1998/Math/MathML">
-          <apply><times/><ci>cell</ci><ci>k_out</ci><ci>A</ci></apply>
-        </math></kineticLaw>
-      </reaction>
-    </listOfReactions>
-  </model>
-</sbml>
-"""
-K_IN, K_OUT, SIGMA = 1.3, 0.7, 0.1
-STIMULI = {"control": 1.0, "stimulated": 3.0}
-TIMES = (0.5, 1.0, 2.0)
-MEASURED = {"control": (2.0, 1.7, 1.9), "stimulated": (3.5, 4.2, 5.0)}
-
-
 @pytest.fixture(scope="module")
 def turnover(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("turnover")
-    (folder / "model.xml").write_text(TURNOVER_SBML)
-    (folder / "conditions.tsv").write_text(
-        "conditionId\tstimulus\n" + "".join(f"{c}\t{s}\n" for c, s in STIMULI.items())
-    )
-    (folder / "observables.tsv").write_text(
-        f"observableId\tobservableFormula\tnoiseFormula\nobs_A\tA\t{SIGMA}\n"
-    )
-    rows = [
-        f"obs_A\tcontrol\t{condition}\t{t}\t{m}\n"
-        for condition, values in MEASURED.items()
-        for t, m in zip(TIMES, values, strict=True)
-    ]
-    (folder / "measurements.tsv").write_text(
-        "observableId\tpreequilibrationConditionId\tsimulationConditionId\ttime\tmeasurement\n"
-        + "".join(rows)
-    )
-    (folder / "parameters.tsv").write_text(
-        "parameterId\tparameterScale\tlowerBound\tupperBound\tnominalValue\testimate\n"
-        f"k_in\tlog10\t0.01\t100\t{K_IN}\t1\nk_out\tlog10\t0.01\t100\t{K_OUT}\t1\n"
-    )
-    (folder / "problem.yaml").write_text(
-        textwrap.dedent(
-            """\
-            format_version: 1
-            parameter_file: parameters.tsv
-            problems:
-            - condition_files: [conditions.tsv]
-              measurement_files: [measurements.tsv]
-              observable_files: [observables.tsv]
-              sbml_files: [model.xml]
-            """
-        )
-    )
-    return simlab.petab.load(folder / "problem.yaml")
+    return simlab.petab.load(write_turnover(tmp_path_factory.mktemp("turnover")))
 
 
 def _turnover_exact() -> tuple[float, np.ndarray]:

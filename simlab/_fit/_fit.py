@@ -305,18 +305,12 @@ class FitResult(eqx.Module):
         problem, model = self.problem, self.model
         path_settings = _path_settings(model, problem, key, dt0)
         y0s = tuple(e.y0 for e in problem.experiments)
-        skip = problem.experiments[data_set].skip
-        start = problem.experiments[data_set].ts[:1]
-        if skip and not (is_concrete(ts) and ts.size and bool(ts[0] == start[0])):
-            # The simulation starts at t0, before the first time asked for.
-            ts = jnp.concatenate([start, ts])
-        else:
-            skip = 0
 
         def predicted(theta):
             fitted_model, fitted_y0s = with_natural_values(problem, model, y0s, theta)
-            y0 = fitted_y0s[data_set][member]
-            return problem.predict(fitted_model, y0, ts, "forward", **path_settings)[0][skip:]
+            return problem.predict_experiment(
+                fitted_model, fitted_y0s, ts, data_set=data_set, member=member, **path_settings
+            )
 
         theta = natural_values(problem, model, y0s)
         # One compiled program for the values and their derivatives.

@@ -1,5 +1,7 @@
 """A PEtab problem as an Equinox module: its log-likelihood, simulation table and models."""
 
+import copy
+import dataclasses
 import functools
 import os
 
@@ -76,14 +78,105 @@ class PetabProblem(eqx.Module):
         x = self._x(x)
         return _log_likelihood(self, x)
 
-    def simulate(self, x: Float[ArrayLike, " p"] | None = None) -> pd.DataFrame:
+    def simulate(
+        self, x: Float[ArrayLike, " p"] | None = None, times: ArrayLike | None = None
+    ) -> pd.DataFrame:
         """The PEtab simulation table at `x`: the measurement table with the simulated
-        value of each measurement in the column `simulation` instead of `measurement`."""
-        simulated = np.asarray(jax.jit(self._simulated_values)(x if x is None else jnp.asarray(x)))
-        table = self._tables.measurement_df.copy()
+        value of each measurement in the column `simulation` instead of `measurement`.
+
+        With `times`, the table has a row at each of these times for every distinct
+        measured series (an observable in an experiment, with its placeholder overrides),
+        in the order the measurement table first names them: the fitted curves to draw
+        through the data.
+
+        !!! example
+
+            ```python
+            curves = problem.simulate(x, times=np.linspace(0.0, 240.0, 121))
+            ```
+        """
+        problem = self if times is None else self.at_times(times)
+        x = x if x is None else jnp.asarray(x)
+        simulated = np.asarray(jax.jit(problem._simulated_values)(x))
+        table = problem._tables.measurement_df.copy()
         table = table.rename(columns={petab.C.MEASUREMENT: petab.C.SIMULATION})
         table[petab.C.SIMULATION] = simulated
         return table
+
+    def fit(
+        self,
+        *,
+        starts: int | None = None,
+        key: jax.Array | None = None,
+        x0: Float[ArrayLike, " p"] | None = None,
+        optimiser=None,
+        max_steps: int | None = None,
+        rtol: float = 1e-8,
+        atol: float = 1e-8,
+        progress: bool | None = None,
+        throw: bool = True,
+        covariance: bool = True,
+    ):
+        """Maximum-likelihood estimates of the estimated parameters, on their scales and
+        within the parameter table's bounds, by [`simlab.fit`][]'s machinery: a
+        [`simlab.FitResult`][] whose `params` are keyed by parameter id, with standard
+        errors from the Hessian of $-\\log L$, `profile(parameter_id)` and
+        `predict(ts, data_set=i)` (the series measured in the `i`-th of `condition_ids`,
+        at `ts`).
+
+        **Arguments:**
+
+        - `starts`, `key`: run this many fits from points drawn by Latin hypercube sampling,
+          uniform on each parameter's scale within its bounds (log-uniform in its linear
+          value where a lin-scale lower bound is positive), as batched, compiled loops;
+          `result.starts` keeps every start. Without `starts`, one fit from `x0`.
+        - `x0`: the start of a single fit, on the parameter scales (default: `nominal`);
+          strictly inside the bounds.
+        - `optimiser`: an `optimistix.AbstractMinimiser` (default BFGS at `rtol`, `atol`).
+        - `max_steps`, `progress`, `throw`, `covariance`: as for [`simlab.fit`][].
+
+        The optimiser works on each parameter mapped onto its bounds by a scaled sigmoid,
+        so every iterate is inside them; an estimate at a bound is reported as such (its
+        standard error is then large). A trial point whose solve fails costs a large
+        finite loss and is rejected.
+
+        !!! example
+
+            ```python
+            result = problem.fit(starts=20, key=jax.random.key(0))
+            result.log_likelihood, result.params["k_phos"], result.profile("k_phos")
+            ```
+        """
+        from ._fit import fit_petab
+
+        return fit_petab(
+            self,
+            starts=starts,
+            key=key,
+            x0=x0,
+            optimiser=optimiser,
+            max_steps=max_steps,
+            rtol=rtol,
+            atol=atol,
+            progress=progress,
+            throw=throw,
+            covariance=covariance,
+        )
+
+    def at_times(self, times: ArrayLike) -> "PetabProblem":
+        """The problem whose measurement table holds every distinct measured series of
+        this one (its first row's condition, observable and overrides) at each of `times`,
+        with no measured values (NaN)."""
+        times = np.asarray(times, dtype=float)
+        if times.ndim != 1 or times.size == 0 or not np.all(np.isfinite(times)):
+            raise ValueError(
+                f"PEtab: times must be a non-empty 1-D array of finite times; got {times}."
+            )
+        if np.any(times < 0):
+            raise ValueError("PEtab: experiments start at time 0; times must not be negative.")
+        problem = copy.copy(self.petab_problem)
+        problem.measurement_df = _series_at(problem.measurement_df, times)
+        return dataclasses.replace(self, _tables=read_tables(problem, self._compiled.network))
 
     def model(self, condition_id: str, x: Float[ArrayLike, " p"] | None = None) -> SBMLModel:
         """The simlab model of one simulation condition at `x`. Its `initial_state()` is
@@ -241,15 +334,35 @@ class PetabProblem(eqx.Module):
             )
         return jnp.where(ok, total, jnp.nan)
 
-    def _simulated_values(self, x) -> Float[Array, " measurements"]:
+    def _simulated_values(self, x, adjoint=None) -> Float[Array, " measurements"]:
         values = self._values(x)
-        ys, constants, ok = self._states(values)
+        ys, constants, ok = self._states(values, adjoint)
         out = jnp.zeros(len(self._tables.measurement_df), values.dtype)
         for group, (simulated, _) in zip(
             self._tables.groups, self._observe(values, ys, constants), strict=True
         ):
             out = out.at[group.rows].set(simulated)
         return jnp.where(ok, out, jnp.nan)
+
+
+def _series_at(measurements: pd.DataFrame, times: np.ndarray) -> pd.DataFrame:
+    """A measurement table with each distinct series of `measurements` at each of `times`."""
+    keys = [
+        column
+        for column in (
+            petab.C.OBSERVABLE_ID,
+            petab.C.PREEQUILIBRATION_CONDITION_ID,
+            petab.C.SIMULATION_CONDITION_ID,
+            petab.C.OBSERVABLE_PARAMETERS,
+            petab.C.NOISE_PARAMETERS,
+        )
+        if column in measurements
+    ]
+    series = measurements.drop_duplicates(subset=keys)[keys]
+    table = series.loc[series.index.repeat(len(times))].reset_index(drop=True)
+    table[petab.C.TIME] = np.tile(times, len(series))
+    table[petab.C.MEASUREMENT] = np.nan
+    return table
 
 
 def _override(states, indices, values):
@@ -266,13 +379,20 @@ def _log_likelihood(problem: PetabProblem, x):
 @_log_likelihood.defjvp
 def _log_likelihood_jvp(problem: PetabProblem, primals, tangents):
     (x,), (dx,) = primals, tangents
+    value, gradient = value_and_gradient(problem, x)
+    return value, jnp.dot(gradient, dx)
+
+
+def value_and_gradient(problem: PetabProblem, x) -> tuple[Float[Array, ""], Float[Array, " p"]]:
+    """The log-likelihood at `x` and its gradient, from one forward-mode pass (the
+    sensitivities of the estimated parameters carried through each solve)."""
 
     def value_twice(x):
         value = problem._log_likelihood(x, adjoint="forward")
         return value, value
 
     gradient, value = jax.jacfwd(value_twice, has_aux=True)(x)
-    return value, jnp.dot(gradient, dx)
+    return value, gradient
 
 
 def load(

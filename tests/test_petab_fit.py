@@ -1,0 +1,134 @@
+"""`PetabProblem.fit`: maximum likelihood through `simlab.fit`'s machinery, on a one-species
+problem whose trajectories, log-likelihood and Fisher information are known in closed form
+(multi-start recovery, standard errors, profiles, predictions), and on Boehm et al. (2014)
+from random starts against its published optimum."""
+
+import math
+import pathlib
+
+import jax
+import numpy as np
+import pytest
+
+pytest.importorskip("petab.v1")
+pytest.importorskip("libsbml")
+
+from petab_turnover import K_IN, K_OUT, SIGMA, STIMULI, TIMES, turnover_state, write_turnover  # noqa: E402
+
+import simlab.petab  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not jax.config.jax_enable_x64, reason="PEtab solves in float64")
+
+BOEHM = (
+    pathlib.Path(__file__).parent / "data/petab/Boehm_JProteomeRes2014/Boehm_JProteomeRes2014.yaml"
+)
+BOEHM_OPTIMUM = -138.22199693517703  # the collection's reference log-likelihood
+TRUE_X = np.log10([K_IN, K_OUT])
+
+
+def _exact_data() -> dict[str, tuple[float, ...]]:
+    return {c: tuple(turnover_state(c, t) for t in TIMES) for c in STIMULI}
+
+
+@pytest.fixture(scope="module")
+def exact(tmp_path_factory):
+    """The turnover problem with noise-free data, and its multi-start fit."""
+    problem = simlab.petab.load(
+        write_turnover(tmp_path_factory.mktemp("exact"), _exact_data()), rtol=1e-12, atol=1e-14
+    )
+    result = problem.fit(starts=6, key=jax.random.key(0), rtol=1e-12, atol=1e-12, progress=False)
+    return problem, result
+
+
+def _fisher_information() -> np.ndarray:
+    """J^T J / sigma^2 in (log10 k_in, log10 k_out): the Hessian of -log L where the
+    residuals vanish."""
+    ln10, information = math.log(10.0), np.zeros((2, 2))
+    for condition, s in STIMULI.items():
+        for t in TIMES:
+            a = turnover_state(condition, t)
+            decay = math.exp(-K_OUT * t)
+            da = np.array([ln10 * a, -ln10 * (a + K_IN / K_OUT * (1 - s) * K_OUT * t * decay)])
+            information += np.outer(da, da) / SIGMA**2
+    return information
+
+
+def test_the_best_start_recovers_the_parameters_of_exact_data(exact):
+    problem, result = exact
+    assert bool(result.converged)
+    assert problem.parameter_ids == ("k_in", "k_out")
+    fitted = np.array([result.params[name] for name in problem.parameter_ids])
+    np.testing.assert_allclose(fitted, TRUE_X, rtol=0, atol=1e-7)
+    # The residuals vanish: log L is the normalising constant of six Gaussians alone.
+    expected = -0.5 * len(TIMES) * len(STIMULI) * math.log(2 * math.pi * SIGMA**2)
+    assert float(result.log_likelihood) == pytest.approx(expected, rel=1e-10)
+
+
+def test_a_start_ends_at_the_truth_or_on_a_bound(exact):
+    # The other optima lie on the bounds (k_out = 100: the stimulated condition relaxes at
+    # once, and k_in / k_out fits the mean); no start stops inside them elsewhere.
+    problem, result = exact
+    ends = np.stack([np.asarray(result.starts.params[n]) for n in problem.parameter_ids], 1)
+    at_truth = np.all(np.abs(ends - TRUE_X) < 1e-6, axis=1)
+    on_bound = np.any(np.abs(ends) > 2.0 - 1e-3, axis=1)
+    assert np.all(at_truth | on_bound), ends
+    assert at_truth.sum() >= 2, ends
+
+
+def test_standard_errors_are_the_inverse_fisher_information(exact):
+    problem, result = exact
+    covariance = np.linalg.inv(_fisher_information())
+    np.testing.assert_allclose(np.asarray(result.covariance), covariance, rtol=1e-5)
+    for index, name in enumerate(problem.parameter_ids):
+        assert float(result.stderr[name]) == pytest.approx(
+            math.sqrt(covariance[index, index]), rel=1e-5
+        )
+
+
+def test_predictions_follow_the_closed_form_in_each_condition(exact):
+    problem, result = exact
+    ts = np.linspace(0.0, 5.0, 11)
+    for index, condition in enumerate(problem.condition_ids):
+        predicted, stderr = result.predict(ts, data_set=index)
+        expected = [turnover_state(condition, t) for t in ts]
+        assert predicted.shape == stderr.shape == (ts.size, 1)
+        np.testing.assert_allclose(np.asarray(predicted[:, 0]), expected, rtol=1e-8)
+        assert np.all(np.isfinite(np.asarray(stderr)))
+
+
+def test_simulate_at_times_gives_each_series_on_the_grid(exact):
+    problem, result = exact
+    times = np.array([0.0, 0.25, 3.0])
+    x = np.array([result.params[name] for name in problem.parameter_ids])
+    table = problem.simulate(x, times=times)
+    assert list(table["simulationConditionId"]) == ["control"] * 3 + ["stimulated"] * 3
+    expected = [turnover_state(c, t) for c in ("control", "stimulated") for t in times]
+    np.testing.assert_allclose(table["simulation"].to_numpy(), expected, rtol=1e-8)
+
+
+def test_the_profile_of_k_out_has_its_minimum_at_the_estimate(exact):
+    _, result = exact
+    profile = result.profile("k_out", num_points=9)
+    nll = np.asarray(profile.nll)
+    assert int(np.argmin(nll)) == 4 and np.all(np.asarray(profile.converged))
+    # Near its minimum the profile is the quadratic of the inverse Fisher information.
+    half_width = 1.959964 * float(result.stderr["k_out"])
+    assert float(profile.lower) == pytest.approx(TRUE_X[1] - half_width, abs=0.05 * half_width)
+    assert float(profile.upper) == pytest.approx(TRUE_X[1] + half_width, abs=0.05 * half_width)
+
+
+def test_a_start_outside_the_bounds_and_negative_times_are_refused(exact):
+    problem, _ = exact
+    with pytest.raises(ValueError, match="not strictly inside its bounds"):
+        problem.fit(x0=np.array([2.5, 0.0]))
+    with pytest.raises(ValueError, match="must not be negative"):
+        problem.simulate(times=np.array([-1.0, 1.0]))
+
+
+@pytest.mark.slow
+def test_boehm_from_random_starts_reaches_the_published_optimum():
+    problem = simlab.petab.load(BOEHM, rtol=1e-8, atol=1e-10)
+    result = problem.fit(starts=12, key=jax.random.key(0), covariance=False, progress=False)
+    assert float(result.log_likelihood) == pytest.approx(BOEHM_OPTIMUM, abs=1e-3)
+    reached = np.asarray(-result.starts.loss) > BOEHM_OPTIMUM - 1e-3
+    assert reached.sum() >= 6, np.sort(np.asarray(-result.starts.loss))
