@@ -145,12 +145,17 @@ def run(
     started = time.perf_counter()
     staging = staging_folder(target)
     try:
-        outcome = compute(
-            experiment,
-            sweep_store=staging / SWEEP_STORE if experiment.sweep is not None else None,
-            devices=devices,
-            quiet=quiet,
-        )
+        if experiment.petab is not None:  # a PEtab problem: its fit and fitted curves
+            from ._petab import compute_petab
+
+            outcome = compute_petab(experiment, quiet=quiet)
+        else:
+            outcome = compute(
+                experiment,
+                sweep_store=staging / SWEEP_STORE if experiment.sweep is not None else None,
+                devices=devices,
+                quiet=quiet,
+            )
         used = list(devices) if devices is not None else jax.devices()
         run_provenance = provenance(experiment.path, quick=experiment.quick, devices=used)
         write_text(staging / CONFIG, to_toml(experiment.config))
@@ -237,6 +242,15 @@ def _summary(stored: StoredRun) -> str:
         + (f" · git {origin['git']['commit'][:10]}" if origin.get("git") else "")
         + (" · quick" if origin.get("quick") else "")
     )
+    if "petab" in metrics:
+        petab = metrics["petab"]
+        value = petab["log_likelihood"]
+        lines.append(
+            f"  PEtab problem {petab['problem']}: {petab['num_measurements']} measurements in "
+            f"{len(petab['conditions'])} condition(s), log-likelihood "
+            + ("NaN" if value is None else f"{value:.6g}")
+            + f" at the {petab['at']}"
+        )
     if "fit" in metrics:
         lines.extend(_fit_lines(metrics["fit"], metrics.get("true_parameters", {})))
     event = metrics.get("simulation", {}).get("event")
@@ -309,6 +323,8 @@ def _fit_lines(fit: dict, truth: dict) -> list[str]:
     for name, entry in fit["parameters"].items():
         error = "unidentifiable" if entry["stderr"] is None else f"{entry['stderr']:.3g}"
         unit = f" {entry['unit']}" if entry["unit"] else ""
+        if entry.get("scale", "lin") != "lin":  # a PEtab parameter on its scale
+            unit += f" ({entry['scale']} scale)"
         known = f"   (true {truth[name]:.6g})" if name in truth else ""
         lines.append(f"    {name:<{width}} = {entry['value']:.6g} ± {error}{unit}{known}")
     for name, entry in initial.items():

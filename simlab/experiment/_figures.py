@@ -3,6 +3,7 @@ takes and how it is drawn. Experiments are checked against it, and runs are draw
 from their stored files only, so `simlab plot` never recomputes."""
 
 import dataclasses
+import math
 import pathlib
 from collections.abc import Callable
 from typing import Any
@@ -41,6 +42,7 @@ NEEDS = {
         "first-passage times: a stochastic model's [ensemble], an [event] threshold and a "
         "[sweep] with observable = 'event'"
     ),
+    "petab": "a PEtab problem: [model] petab = PATH",
 }
 SUITS = {  # what each `suits` says, and which models it admits
     "grid": ("grid models", lambda model: isinstance(model, AbstractGridModel)),
@@ -76,8 +78,8 @@ class FigureKind:
     - `name`: the `kind` written in the experiment file.
     - `needs`: what the experiment must have for it: tables (`"fit"`, `"sweep"`,
       `"fit.profiles"`, `"fit.sampling"`, `"sensitivity"`, `"continuation"`,
-      `"ensemble"`), `"fit.starts"` (a multi-start fit) or `"first_passage"` (a sweep of
-      first-passage times over paths).
+      `"ensemble"`), `"fit.starts"` (a multi-start fit), `"first_passage"` (a sweep of
+      first-passage times over paths) or `"petab"` (a PEtab problem).
     - `suits`: the models it is drawn for: `"grid"`, `"ode"` (named states),
       `"hamiltonian"`, `"flow"`, `"walled_flow"`, `"double_well"` or `"any"`.
     - `options`: the keys it accepts besides `kind` and `name`; any other key is refused.
@@ -904,6 +906,69 @@ def _normal_modes(check: Checker, entry: dict, where: str, model, spec) -> None:
         raise check.fail(f"{where}.modes", f"is {entry['modes']}; the chain has {num_modes} modes.")
 
 
+# The figure of a PEtab problem (`_petab`).
+
+
+def _petab_fit(run: StoredRun, entry: dict):
+    """The figure kind `petab_fit`: one panel per observable, each measured series' data
+    as points and its simulated curve as a line, a colour per condition; the estimates and
+    the log-likelihood above. Measurements at steady state (`time = inf`) are not drawn."""
+    import matplotlib.pyplot as plt
+
+    from simlab.plot._style import COLOURS, style
+
+    record, arrays = run.metrics["petab"], run.arrays
+    series = record["series"]
+    observables = list(dict.fromkeys(item["observable"] for item in series))
+    conditions = list(dict.fromkeys(item["label"] for item in series))
+    colours = {label: COLOURS[i % len(COLOURS)] for i, label in enumerate(conditions)}
+    columns = min(len(observables), 3)
+    rows = math.ceil(len(observables) / columns)
+    data_ts, data_values = arrays["petab_data_ts"], arrays["petab_data_values"]
+    with style():
+        figure, axes = plt.subplots(
+            rows,
+            columns,
+            figsize=(4.2 * columns, 3.2 * rows + 0.6),
+            squeeze=False,
+            layout="constrained",
+        )
+        for ax in axes.flat[len(observables) :]:
+            ax.set_visible(False)
+        for number, item in enumerate(series):
+            ax = axes.flat[observables.index(item["observable"])]
+            colour = colours[item["label"]]
+            label = item["label"] + (f" ({item['overrides']})" if item["overrides"] else "")
+            ax.plot(arrays["petab_curve_ts"], arrays["petab_curves"][number], color=colour,
+                    label=label)  # fmt: skip
+            chosen = (arrays["petab_data_series"] == number) & np.isfinite(data_ts)
+            ax.plot(data_ts[chosen], data_values[chosen], "o", color=colour, markersize=3.5,
+                    alpha=0.8)  # fmt: skip
+        for position, observable in enumerate(observables):
+            ax = axes.flat[position]
+            ax.set_title(observable, fontsize=10)
+            ax.set_xlabel("time")
+            _axis_labels(ax, entry)
+            if len(ax.get_lines()) > 2 or position == 0:
+                ax.legend(fontsize=7, title="lines: simulated\npoints: measured",
+                          title_fontsize=7)  # fmt: skip
+        figure.suptitle(_petab_heading(run), fontsize=9)
+    return figure
+
+
+def _petab_heading(run: StoredRun) -> str:
+    """The problem, its log-likelihood, and the estimates with their standard errors."""
+    record = run.metrics["petab"]
+    value = record["log_likelihood"]
+    shown = "NaN (a solve failed)" if value is None else f"{value:.6g}"
+    line = f"{record['problem']}: log-likelihood {shown} at the {record['at']}"
+    if "fit" not in run.metrics:
+        return line
+    scales = sorted(set(record["scales"]))
+    scale = f" ({scales[0]} scale)" if len(scales) == 1 else " (on their PEtab scales)"
+    return f"{line}\n{_parameter_text(run).replace('fit: ', f'fit{scale}: ', 1)}"
+
+
 _LABELS = ("title", "xlabel", "ylabel")
 FIGURE_KINDS = {
     kind.name: kind
@@ -911,6 +976,7 @@ FIGURE_KINDS = {
         FigureKind("fit", ("fit",), "ode", _LABELS, (), _still(_fit_figure)),
         FigureKind("phase_portrait", (), "ode", _LABELS, (), _still(_phase_portrait)),
         FigureKind("loss", ("fit",), "any", _LABELS, (), _still(_loss)),
+        FigureKind("petab_fit", ("petab",), "any", _LABELS, (), _still(_petab_fit)),
         FigureKind("waterfall", ("fit.starts",), "any", _LABELS, (), _still(_waterfall)),
         FigureKind(
             "profiles", ("fit.profiles",), "any", ("title", "ylabel"), (), _still(_profiles)

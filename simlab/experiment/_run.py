@@ -233,14 +233,20 @@ def _run_fit(experiment: Experiment, data: DataSpec, arrays, metrics, wall, say,
         throw=False,
     )
     fitted, y0 = result.model, jnp.asarray(result.y0)
-    arrays["fit_loss_history"] = np.asarray(result.loss_history)[: int(result.num_steps)]
     if not isinstance(fitted, AbstractGridModel):
         prediction, stderr = result.predict(experiment.time.ts())
         arrays["fit_prediction"], arrays["fit_prediction_stderr"] = map(
             np.asarray, (prediction, stderr)
         )
-    metrics["fit"] = _fit_metrics(result, fitted)
-    metrics["fit"]["noise"] = spec.noise
+    record_fit(result, spec, arrays, metrics, wall, say, started, noise=spec.noise)
+    return fitted, y0, result
+
+
+def record_fit(result, spec, arrays, metrics, wall, say, started: float, **extra) -> None:
+    """A finished fit stored: its loss history, `metrics["fit"]` (with `extra` entries),
+    its starts, then the profiles `spec.profiles` asks for, with their wall times."""
+    arrays["fit_loss_history"] = np.asarray(result.loss_history)[: int(result.num_steps)]
+    metrics["fit"] = {**_fit_metrics(result, result.model), **extra}
     if result.starts is not None:
         metrics["fit"]["starts"] = _store_starts(result.starts, arrays)
     wall["fit"] = time.perf_counter() - started
@@ -258,7 +264,6 @@ def _run_fit(experiment: Experiment, data: DataSpec, arrays, metrics, wall, say,
             name: _store_profile(profile, arrays) for name, profile in profiles.items()
         }
         wall["profiles"] = time.perf_counter() - started
-    return fitted, y0, result
 
 
 def _store_starts(starts, arrays) -> dict[str, Any]:
@@ -364,7 +369,7 @@ def _number(value) -> float | None:
 
 
 def _fit_metrics(result, model) -> dict[str, Any]:
-    units = model.parameter_units()
+    units = model.parameter_units() if hasattr(model, "parameter_units") else {}
     parameters = {
         name: {
             "value": _number(value),

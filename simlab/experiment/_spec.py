@@ -230,7 +230,9 @@ class Experiment:
     `y0`, `time`, `solver` (keywords for `simulate`), `data`, `fit`, `sweep`, `figures`,
     `config` (the resolved TOML table, with `quick` overrides applied), `quick`, `event`
     (the `[event]`, a builder of each member's `simlab.Event`), `sensitivity`,
-    `continuation` and `ensemble` (the paths and seed of a stochastic model).
+    `continuation` and `ensemble` (the paths and seed of a stochastic model); `petab` (the
+    problem and its file) where `[model]` names a PEtab problem, whose first condition's
+    SBML model and SBML initial state are then `model` and `y0`.
     """
 
     name: str
@@ -250,6 +252,7 @@ class Experiment:
     sensitivity: SensitivitySpec | None = None
     continuation: ContinuationSpec | None = None
     ensemble: EnsembleSpec | None = None
+    petab: Any = None
 
 
 def deep_merge(base: dict, overrides: dict) -> dict:
@@ -319,6 +322,12 @@ def parse(
         except ExperimentError as error:
             raise ExperimentError(f"{error} (with the [quick] table applied)") from None
     description = check.string(resolved, "description", "description", default="")
+    if "petab" in check.table(resolved, "model", "model"):  # petab (an extra) loads only here
+        from ._petab import parse_petab
+
+        return parse_petab(
+            check, resolved, path, description=description, quick=quick, data_file=data_file
+        )
     model, preset_state = model_from_config(check, resolved)
     y0 = _initial_state(check, resolved, model, preset_state)
     time = _time(check, resolved)
@@ -647,17 +656,22 @@ def _csv_data(
     return DataSpec(f"csv:{csv_path}", ts, values, tuple(columns))
 
 
-def _check_inside_project(check: Checker, path: pathlib.Path) -> None:
+def _check_inside_project(
+    check: Checker,
+    path: pathlib.Path,
+    key: str = "data.csv",
+    remedy: str = "copy the data file next to the experiment file, or name it on the command "
+    "line: `simlab run EXPERIMENT --data PATH`",
+) -> None:
     """A data path read from a TOML file must stay in the experiment's folder or the project
     (the current folder): an experiment file cannot make simlab read files elsewhere."""
     resolved = path.resolve()
     roots = (check.path.resolve().parent, pathlib.Path.cwd().resolve())
     if not any(resolved.is_relative_to(root) for root in roots):
         raise check.fail(
-            "data.csv",
-            f"{str(path)!r} lies outside the experiment's folder and the current project; copy "
-            "the data file next to the experiment file, or name it on the command line: "
-            "`simlab run EXPERIMENT --data PATH`.",
+            key,
+            f"{str(path)!r} lies outside the experiment's folder and the current project; "
+            f"{remedy}.",
         )
 
 
@@ -1040,6 +1054,7 @@ def _figures(
         "continuation": continuation,
         "ensemble": ensemble,
         "first_passage": FirstPassageSweep(sweep, event, y0) if passages else None,
+        "petab": None,
     }
     for where, entry, kind in figure_entries(check, config):
         kind.check(check, entry, where, model, tables)
