@@ -492,3 +492,19 @@ def test_transforms_never_reach_the_bound(bounds, dtype):
     assert np.all(transform.strictly_inside(np.asarray(theta))), theta
     middle = transform.to_natural(jnp.array([-2.0, 0.5, 3.0], dtype))
     np.testing.assert_allclose(transform.to_unconstrained(middle), [-2.0, 0.5, 3.0], rtol=1e-5)
+
+
+def test_a_closed_range_is_reached_and_never_left_and_its_map_is_never_flat_inside():
+    from simlab._fit._transforms import Transform
+
+    transform = Transform(-5.0, 5.0, closed=True)
+    u = jnp.linspace(-40.0, 40.0, 2001)
+    theta = transform.to_natural(u)
+    assert np.all(transform.strictly_inside(np.asarray(theta)))
+    np.testing.assert_allclose(transform.to_natural(jnp.array(transform.branch)), [-5.0, 5.0])
+    inside = jnp.array([-4.9, -1.0, 0.0, 2.5, 4.99])
+    back = transform.to_natural(transform.to_unconstrained(inside))
+    np.testing.assert_allclose(back, inside, rtol=1e-12)
+    # g'(u) = 5 cos u: flat only on a bound, where a sigmoid's is below 1e-13 at u = 30.
+    slope = jax.vmap(jax.grad(transform.to_natural))(transform.to_unconstrained(inside))
+    np.testing.assert_allclose(slope, np.sqrt(25.0 - np.asarray(inside) ** 2), rtol=1e-9)

@@ -136,7 +136,8 @@ def _grid(result, name: str, half: int, span: float) -> Array:
     stderr_u = result.stderr[name] / jnp.abs(slope)
     stderr_u = jnp.where(jnp.isfinite(stderr_u) & (stderr_u > 0), stderr_u, 1.0)
     offsets = span * stderr_u * jnp.arange(1, half + 1, dtype=stderr_u.dtype) / half
-    return jnp.concatenate([u_hat - offsets[::-1], u_hat[None], u_hat + offsets])
+    grid = jnp.concatenate([u_hat - offsets[::-1], u_hat[None], u_hat + offsets])
+    return jnp.clip(grid, *transform.branch)  # past it, g would fold the grid back
 
 
 def _profile(name, values, nll, converged, threshold, estimate, level) -> Profile:

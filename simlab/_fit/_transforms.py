@@ -17,7 +17,8 @@ from ..models._base import Bounds
 
 @dataclasses.dataclass(frozen=True)
 class Transform:
-    """$\\theta = g(u)$ onto `(lower, upper)`: identity, shifted exponential or scaled sigmoid.
+    """$\\theta = g(u)$ onto `(lower, upper)`: identity, shifted exponential or scaled sigmoid;
+    onto `[lower, upper]` by a sine where `closed`.
 
     A plain dataclass (not a pytree), so it is a leaf of the tree of transforms that
     mirrors the fitted parameters.
@@ -25,9 +26,15 @@ class Transform:
 
     lower: float = -math.inf
     upper: float = math.inf
+    # A closed range `[lower, upper]` mapped by a sine (as MINUIT maps its bounded
+    # parameters): g'(u) vanishes only on a bound, so a start never sinks into a flat,
+    # saturated tail as with the sigmoid, and an estimate on a bound is reached at finite u.
+    closed: bool = False
 
     @property
     def kind(self) -> str:
+        if self.closed:
+            return "sine"
         if math.isinf(self.lower) and math.isinf(self.upper):
             return "identity"
         if math.isinf(self.upper):
@@ -49,6 +56,8 @@ class Transform:
             floor = math.log(max(4 * float(eps) * abs(bound), tiny))
             distance = jnp.exp(jnp.maximum(u, floor))
             return self.lower + distance if kind == "log-lower" else self.upper - distance
+        if kind == "sine":
+            return self.lower + (self.upper - self.lower) * 0.5 * (1.0 + jnp.sin(u))
         limit = -math.log(float(eps)) - 2.0
         fraction = jax.nn.sigmoid(jnp.clip(u, -limit, limit))
         return self.lower + (self.upper - self.lower) * fraction
@@ -62,13 +71,24 @@ class Transform:
         if kind == "log-upper":
             return jnp.log(self.upper - theta)
         fraction = (theta - self.lower) / (self.upper - self.lower)
+        if kind == "sine":
+            return jnp.arcsin(jnp.clip(2.0 * fraction - 1.0, -1.0, 1.0))
         return jnp.log(fraction) - jnp.log1p(-fraction)
+
+    @property
+    def branch(self) -> tuple[float, float]:
+        """The range of `u` on which `g` is one to one (onto the whole range)."""
+        return (-0.5 * math.pi, 0.5 * math.pi) if self.kind == "sine" else (-math.inf, math.inf)
 
     def strictly_inside(self, theta: np.ndarray) -> np.ndarray:
         """Whether a starting value maps to a finite $u$ (open range, bounds excluded)."""
+        if self.closed:
+            return np.asarray((theta >= self.lower) & (theta <= self.upper))
         return np.asarray((theta > self.lower) & (theta < self.upper))
 
     def describe(self) -> str:
+        if self.closed:
+            return f"[{self.lower:g}, {self.upper:g}]"
         return f"({self.lower:g}, {self.upper:g})"
 
 

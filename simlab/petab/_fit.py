@@ -16,6 +16,7 @@ from jaxtyping import Array
 
 from .._fit._fit import FitResult, _checked_settings, fit_problem
 from .._fit._problem import FAILED_RESIDUAL, FitProblem, Layout, observe_identity
+from .._fit._transforms import Transform
 from .._misc import Integer
 from .._options import as_solve_options
 from ._problem import value_and_gradient
@@ -43,6 +44,10 @@ class PetabFitProblem(FitProblem):
     @property
     def noise_paths(self) -> tuple[str, ...]:
         return ()  # noise parameters are rows of the parameter table, fitted as such
+
+    def transform(self, path: str) -> Transform:
+        (lower, upper), *_ = (b[1:] for b in self.bounds if b[0] == path)
+        return Transform(lower=lower, upper=upper, closed=True)
 
     def fitted_data(self) -> Any:
         return self.petab_problem._tables.measurement_df[petab.C.MEASUREMENT].to_numpy(float)
@@ -141,8 +146,7 @@ def fit_petab(
         x0 = problem._x(x0)
         model = type(model)(**dict(zip(problem.parameter_ids, x0, strict=True)))
     bounds = scaled_bounds(problem)
-    if starts is None:
-        _check_inside(model, bounds)
+    _check_inside(model, bounds)
     fit = PetabFitProblem(
         model=model,
         experiments=(),
@@ -170,8 +174,8 @@ def fit_petab(
 def _check_inside(model, bounds) -> None:
     for name, lower, upper in bounds:
         value = float(getattr(model, name))
-        if not lower < value < upper:
+        if not lower <= value <= upper:
             raise ValueError(
-                f"PEtab: the start of {name!r}, {value:g} on its scale, is not strictly inside "
-                f"its bounds ({lower:g}, {upper:g}); pass x0 inside them, or starts=."
+                f"PEtab: the start of {name!r}, {value:g} on its scale, is outside its bounds "
+                f"[{lower:g}, {upper:g}]; pass x0 inside them, or starts=."
             )

@@ -130,15 +130,16 @@ class PetabProblem(eqx.Module):
           uniform on each parameter's scale within its bounds (log-uniform in its linear
           value where a lin-scale lower bound is positive), as batched, compiled loops;
           `result.starts` keeps every start. Without `starts`, one fit from `x0`.
-        - `x0`: the start of a single fit, on the parameter scales (default: `nominal`);
-          strictly inside the bounds.
+        - `x0`: the start of a single fit, on the parameter scales (default: `nominal`),
+          within the bounds.
         - `optimiser`: an `optimistix.AbstractMinimiser` (default BFGS at `rtol`, `atol`).
         - `max_steps`, `progress`, `throw`, `covariance`: as for [`simlab.fit`][].
 
-        The optimiser works on each parameter mapped onto its bounds by a scaled sigmoid,
-        so every iterate is inside them; an estimate at a bound is reported as such (its
-        standard error is then large). A trial point whose solve fails costs a large
-        finite loss and is rejected.
+        The optimiser works on each parameter mapped onto its closed range by a sine
+        ($x = a + (b - a)(1 + \\sin v)/2$ on $[a, b]$, as MINUIT bounds its parameters), so every
+        iterate is within the bounds, an estimate on a bound is reached at a finite $v$,
+        and a start is never stranded where the map is flat (as in a sigmoid's tails).
+        A trial point whose solve fails costs a large finite loss and is rejected.
 
         !!! example
 
