@@ -16,6 +16,7 @@ from simlab.experiment._folder import StoredRun, to_toml
 from simlab.experiment._run import Outcome
 
 SHIPPED = (
+    "boehm_petab",
     "decaying_turbulence",
     "fput_recurrence",
     "gray_scott_patterns",

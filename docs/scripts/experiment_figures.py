@@ -16,6 +16,9 @@ from simlab.experiment._folder import read_run
 FIGURES = pathlib.Path(__file__).resolve().parents[1] / "figures"
 # experiment → (figure in the run's figures/, name under docs/figures/)
 CHOSEN = {
+    "boehm_petab": [("petab_fit.png", "experiment_boehm_petab_fit.png"),
+                    ("waterfall.png", "experiment_boehm_petab_waterfall.png"),
+                    ("profiles.png", "experiment_boehm_petab_profiles.png")],
     "lynx_hare": [("fit.png", "experiment_lynx_hare_fit.png"),
                   ("sweep_heatmap.png", "experiment_lynx_hare_sweep.png"),
                   ("waterfall.png", "experiment_lynx_hare_waterfall.png"),

@@ -19,7 +19,7 @@ from .._fit._problem import FAILED_RESIDUAL, FitProblem, Layout, observe_identit
 from .._fit._transforms import Transform
 from .._misc import Integer
 from .._options import as_solve_options
-from ._problem import value_and_gradient
+from ._derivative import value_and_gradient
 
 # The least a failed solve costs the optimiser: it rejects the trial point, and the loss of
 # the fit itself never turns NaN.

@@ -15,6 +15,8 @@ from jaxtyping import Array, ArrayLike, Float
 
 from .._results import RESULTS
 from .._simulate import simulate as simulate_model
+from ._derivative import value_and_gradient
+from ._fit import fit_petab
 from ._model import CompiledNetwork, SBMLModel, sbml_model
 from ._noise import negative_log_likelihood, unscale
 from ._sbml import read_network
@@ -148,8 +150,6 @@ class PetabProblem(eqx.Module):
             result.log_likelihood, result.params["k_phos"], result.profile("k_phos")
             ```
         """
-        from ._fit import fit_petab
-
         return fit_petab(
             self,
             starts=starts,
@@ -382,18 +382,6 @@ def _log_likelihood_jvp(problem: PetabProblem, primals, tangents):
     (x,), (dx,) = primals, tangents
     value, gradient = value_and_gradient(problem, x)
     return value, jnp.dot(gradient, dx)
-
-
-def value_and_gradient(problem: PetabProblem, x) -> tuple[Float[Array, ""], Float[Array, " p"]]:
-    """The log-likelihood at `x` and its gradient, from one forward-mode pass (the
-    sensitivities of the estimated parameters carried through each solve)."""
-
-    def value_twice(x):
-        value = problem._log_likelihood(x, adjoint="forward")
-        return value, value
-
-    gradient, value = jax.jacfwd(value_twice, has_aux=True)(x)
-    return value, gradient
 
 
 def load(
