@@ -39,7 +39,19 @@ def test_the_block_finder_reads_indented_blocks():
     assert python_blocks(page) == ["x = 1\n", "y = x + 1\n"]
 
 
-@pytest.mark.parametrize("page", PAGES, ids=[page.stem for page in PAGES])
+# Pages whose blocks take minutes (a 20-start fit of a published model): `make slow` runs
+# them; what they show is also checked by the tests of their modules in `make test`.
+SLOW_PAGES = {"petab"}
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        pytest.param(page, marks=pytest.mark.slow) if page.stem in SLOW_PAGES else page
+        for page in PAGES
+    ],
+    ids=[page.stem for page in PAGES],
+)
 def test_every_python_block_of_the_page_runs(page, tmp_path):
     blocks = python_blocks(page.read_text(encoding="utf-8"))
     if not blocks:
