@@ -205,7 +205,7 @@ def burgers(quick: bool):
 
 
 def pairs(quick: bool):
-    """pair_forces (gravity) over target and source blocks, beside XLA; and the cost of
+    """pair_forces (gravity) over target groups and source rows, beside XLA; and the cost of
     the reciprocal square root, to count what bounds a pair."""
     count = 512 if quick else 8192
     positions = jax.random.normal(jax.random.key(4), (count, 3), jnp.float32)
@@ -214,13 +214,12 @@ def pairs(quick: bool):
     reference = jax.jit(ft.partial(sk.pair_forces_reference, **settings))
     want = reference(positions, masses)
     print(f"gravity pair_forces, {count} bodies ({count * count / VREG_CELLS:.0f} vregs of pairs)")
-    blocks = (
-        [(128, 128)] if quick else [(128, 128), (256, 512), (512, 512), (1024, 512), (512, 1024)]
-    )
-    saved = dict(_pairs.TARGET_BLOCKS), dict(_pairs.SOURCE_BLOCKS)
+    # Groups of 8 targets a program holds, rows of 128 sources a loop step reads.
+    blocks = [(4, 2)] if quick else [(2, 8), (4, 4), (4, 8), (8, 4), (8, 8), (16, 2)]
+    saved = dict(_pairs.TARGET_GROUPS), dict(_pairs.SOURCE_ROWS)
     target = "interpret" if quick else "tpu"
-    for targets, sources in blocks:
-        _pairs.TARGET_BLOCKS[target], _pairs.SOURCE_BLOCKS[target] = targets, sources
+    for groups, rows in blocks:
+        _pairs.TARGET_GROUPS[target], _pairs.SOURCE_ROWS[target] = groups, rows
         jax.clear_caches()
         pallas = jax.jit(ft.partial(sk.pair_forces, **settings))
 
@@ -228,18 +227,18 @@ def pairs(quick: bool):
             error = float(jnp.max(jnp.abs(pallas(positions, masses) - want)))
             return median_seconds(pallas, positions, masses), error
 
-        result = attempt(f"({targets}, {sources})", timed)
+        result = attempt(f"({groups}, {rows})", timed)
         xla_s = median_seconds(reference, positions, masses)
         if result:
             seconds, error = result
             cycles = seconds / (count * count / VREG_CELLS) * CLOCK_HZ
             print(
-                f"  targets {targets:<5} sources {sources:<5} {seconds * 1e3:7.3f} ms "
+                f"  target groups {groups:<3} source rows {rows:<3} {seconds * 1e3:7.3f} ms "
                 f"({cycles:4.1f} cycles a vreg of pairs), XLA {xla_s * 1e3:7.3f} ms "
                 f"({xla_s / seconds:.2f}x XLA); max error {error:.1e}"
             )
-    _pairs.TARGET_BLOCKS.update(saved[0])
-    _pairs.SOURCE_BLOCKS.update(saved[1])
+    _pairs.TARGET_GROUPS.update(saved[0])
+    _pairs.SOURCE_ROWS.update(saved[1])
     jax.clear_caches()
     _chain_costs(256 if quick else 8192)
 
