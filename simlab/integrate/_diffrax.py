@@ -34,13 +34,9 @@ class DiffraxIntegrator(AbstractIntegrator):
         return isinstance(solver, dfx.AbstractSolver)
 
     def solve(self, problem: Problem) -> Solution:
-        # Diffrax combines a Runge-Kutta step's stages by tensordot: at a TPU's default
-        # precision (one bfloat16 pass) the error estimate is rounding noise at rtol 1e-4,
-        # and members of a float32 ensemble ran out of steps or to non-finite states.
-        with jax.default_matmul_precision("highest"):
-            if problem.event is None:
-                return _solution(_diffeqsolve(problem, None))
-            return _solve_with_event(problem)
+        if problem.event is None:
+            return _solution(_diffeqsolve(problem, None))
+        return _solve_with_event(problem)
 
 
 def _solution(solution: dfx.Solution, found: FoundEvent | None = None) -> Solution:
