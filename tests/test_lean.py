@@ -619,7 +619,8 @@ def test_a_vmapped_solve_of_a_field_that_closes_over_the_swept_value_is_each_mem
     np.testing.assert_allclose(batched[:, :, 0], np.cos(np.outer(OMEGAS, TS)), atol=1e-9)
 
 
-@pytest.mark.parametrize("adjoint", [None, "forward"])
+# Reverse mode takes twice as long to compile: make slow runs it.
+@pytest.mark.parametrize("adjoint", [pytest.param(None, marks=pytest.mark.slow), "forward"])
 def test_vmapped_event_time_derivatives_are_each_members_own(adjoint):
     # The event time scales as 1 / omega: d tau / d omega = -tau / omega.
     derivative = jax.grad if adjoint is None else jax.jacfwd
