@@ -961,7 +961,8 @@ def _petab_heading(run: StoredRun) -> str:
     record = run.metrics["petab"]
     value = record["log_likelihood"]
     shown = "NaN (a solve failed)" if value is None else f"{value:.6g}"
-    line = f"{record['problem']}: log-likelihood {shown} at the {record['at']}"
+    name = pathlib.PurePath(record["problem"]).stem  # the problem, not where it was read
+    line = f"{name}: log-likelihood {shown} at the {record['at']}"
     if "fit" not in run.metrics:
         return line
     scales = sorted(set(record["scales"]))
