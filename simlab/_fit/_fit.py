@@ -305,12 +305,13 @@ class FitResult(eqx.Module):
         problem, model = self.problem, self.model
         path_settings = _path_settings(model, problem, key, dt0)
         y0s = tuple(e.y0 for e in problem.experiments)
+        ts, skip = problem.prediction_times(ts, data_set)
 
         def predicted(theta):
             fitted_model, fitted_y0s = with_natural_values(problem, model, y0s, theta)
             return problem.predict_experiment(
                 fitted_model, fitted_y0s, ts, data_set=data_set, member=member, **path_settings
-            )
+            )[skip:]
 
         theta = natural_values(problem, model, y0s)
         # One compiled program for the values and their derivatives.

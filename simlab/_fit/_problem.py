@@ -268,19 +268,20 @@ class FitProblem(eqx.Module):
         trajectory = simulate(model, y0, ts, throw=False, options=options, key=key)
         return jax.vmap(self.observe)(trajectory.ys), trajectory.succeeded
 
-    def predict_experiment(self, model, y0s, ts, *, data_set, member, key=None, dt0=None):
-        """The observed quantities `(len(ts), k)` of one member of one data set at `ts`
-        (from the data's start `t0` where it comes before `ts[0]`), differentiable in
-        forward mode: what `FitResult.predict` reports."""
+    def prediction_times(self, ts, data_set: int) -> tuple[Array, int]:
+        """The save times of a prediction at `ts`, and how many leading ones are not asked
+        for: the data's start `t0`, where it comes before `ts[0]`."""
         experiment = self.experiments[data_set]
-        start, skip = experiment.ts[:1], experiment.skip
-        if skip and not (is_concrete(ts) and ts.size and bool(ts[0] == start[0])):
-            # The simulation starts at t0, before the first time asked for.
-            ts = jnp.concatenate([start, ts])
-        else:
-            skip = 0
+        start = experiment.ts[:1]
+        if experiment.skip and not (is_concrete(ts) and ts.size and bool(ts[0] == start[0])):
+            return jnp.concatenate([start, ts]), 1
+        return ts, 0
+
+    def predict_experiment(self, model, y0s, ts, *, data_set, member, key=None, dt0=None):
+        """The observed quantities `(len(ts), k)` of one member of one data set at the save
+        times `ts`, differentiable in forward mode: what `FitResult.predict` reports."""
         y0 = y0s[data_set][member]
-        return self.predict(model, y0, ts, "forward", key=key, dt0=dt0)[0][skip:]
+        return self.predict(model, y0, ts, "forward", key=key, dt0=dt0)[0]
 
     def _experiment_predictions(self, model, experiment, y0, adjoint):
         """Predictions `(batch, times, k)` (the data's values where unusable), each member's

@@ -58,6 +58,9 @@ class PetabFitProblem(FitProblem):
     def negative_log_likelihood_at(self, model, y0s, noise, adjoint, noise_scale=1.0):
         return negative_log_likelihood(self.petab_problem, estimates(model, self.array_paths))
 
+    def prediction_times(self, ts, data_set: int) -> tuple[Array, int]:
+        return ts, 0  # every experiment starts at time 0
+
     def predict_experiment(self, model, y0s, ts, *, data_set, member, key=None, dt0=None):
         problem = self.petab_problem
         condition_id = problem.condition_ids[data_set]
