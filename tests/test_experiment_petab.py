@@ -68,6 +68,7 @@ def run_folder(tmp_path_factory):
     return folder / "run"
 
 
+@pytest.mark.slow  # the run takes about a minute, mostly compiling
 def test_the_run_recovers_the_rates_of_exact_data(run_folder):
     """Every start reaches the truth, log10(1.3) and log10(0.7), on the parameters' log10
     scales; the estimates are written as a fit experiment's, with their scale."""
@@ -91,6 +92,7 @@ def test_the_run_recovers_the_rates_of_exact_data(run_folder):
     assert record["conditions"] == ["control", "stimulated"] and record["num_measurements"] == 6
 
 
+@pytest.mark.slow  # the run takes about a minute, mostly compiling
 def test_the_curves_and_the_data_are_stored(run_folder):
     """The fitted curves of both series follow the closed form, and the simulated values at
     the measurements equal the exact data they were fitted to."""
@@ -110,6 +112,7 @@ def test_the_curves_and_the_data_are_stored(run_folder):
     np.testing.assert_array_equal(arrays["petab_data_series"], [0, 0, 0, 1, 1, 1])
 
 
+@pytest.mark.slow  # the run takes about a minute, mostly compiling
 def test_the_figures_are_written_and_redrawn(run_folder, capsys):
     """Without [[figures]], the data with the fitted curves, the waterfall of the starts and
     the profiles; `simlab plot` redraws them from the folder, `simlab show` names the fit."""
