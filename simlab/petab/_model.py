@@ -9,13 +9,15 @@ import sympy
 from jaxtyping import Array, Float
 
 from ..models import AbstractODEModel, parameter
+from ._events import CompiledEvents
 from ._math import TIME, symbol
 from ._sbml import Network
 
 
 class CompiledNetwork:
     """A network's expressions as JAX functions: `rate(t, y, constants)` and
-    `initial(constants)`. Compared and hashed by identity (a static field of a model)."""
+    `initial(constants)`, and its `events` (`None` without). Compared and hashed by
+    identity (a static field of a model)."""
 
     def __init__(self, network: Network):
         self.network = network
@@ -23,6 +25,11 @@ class CompiledNetwork:
         constants = [symbol(name) for name in network.constants]
         self._rate = sympy.lambdify([TIME, states, constants], list(network.rates), "jax", cse=True)
         self._initial = sympy.lambdify([constants], list(network.initial), "jax", cse=True)
+        self.events = (
+            CompiledEvents(network.events, network.states, tuple(network.constants))
+            if network.events
+            else None
+        )
 
     def __repr__(self) -> str:
         network = self.network

@@ -16,6 +16,7 @@ from jaxtyping import Array, ArrayLike, Float
 from .._results import RESULTS
 from .._simulate import simulate as simulate_model
 from ._derivative import value_and_gradient
+from ._events import solve as solve_with_events
 from ._fit import fit_petab
 from ._model import CompiledNetwork, SBMLModel, sbml_model
 from ._noise import negative_log_likelihood, unscale
@@ -226,9 +227,14 @@ class PetabProblem(eqx.Module):
     def _solve(self, constants, y0, ts, adjoint=None):
         """One experiment from `y0` at the save times `ts`: the states, and whether the
         solve succeeded."""
-        model = sbml_model(self._compiled, constants)
-        trajectory = simulate_model(
-            model,
+        trajectory = self._trajectory(constants, y0, ts, adjoint=adjoint)
+        return trajectory.ys, trajectory.result == RESULTS.successful
+
+    def _trajectory(self, constants, y0, ts, event=None, args=None, *, adjoint=None):
+        """The solve from `y0` at `ts[0]` with these constants, saved at `ts` (stopped by
+        `event`, whose condition gets `args`)."""
+        return simulate_model(
+            sbml_model(self._compiled, constants),
             y0,
             ts,
             solver="rodas5p",
@@ -237,8 +243,14 @@ class PetabProblem(eqx.Module):
             max_steps=self.max_steps,
             adjoint=adjoint,
             throw=False,
+            event=event,
+            args=args,
         )
-        return trajectory.ys, trajectory.result == RESULTS.successful
+
+    def _solve_with_events(self, constants, y0, ts, adjoint=None):
+        """`_solve` through the model's events: also the constants at each save time."""
+        trajectory = functools.partial(self._trajectory, adjoint=adjoint)
+        return solve_with_events(self._compiled.events, trajectory, constants, y0, ts)
 
     def _steady_state(self, constants, y0, adjoint=None):
         """The steady state reached from `y0`: the state after a solve to
@@ -272,9 +284,18 @@ class PetabProblem(eqx.Module):
     def _states(self, values, adjoint=None):
         """Every experiment's states at the save times (and at steady state, last, where
         measurements ask for it): `(experiments, times, states)`, every experiment's
-        constants, and whether every solve succeeded."""
+        constants (with events: at each save time, `(experiments, times, constants)`), and
+        whether every solve succeeded."""
         tables = self._tables
         ts = jnp.asarray(tables.times, values.dtype)
+        if self._compiled.events is not None:  # `load` refuses steady states with events
+            (batch,) = tables.batches
+            y0 = self._initial_states(batch, values, adjoint)
+            solve = functools.partial(self._solve_with_events, adjoint=adjoint)
+            ys, constants, ok = jax.vmap(solve, in_axes=(0, 0, None))(
+                values[batch.constant_values], y0, ts
+            )
+            return ys, constants, jnp.all(ok)
         solve = jax.vmap(functools.partial(self._solve, adjoint=adjoint), in_axes=(0, 0, None))
         steady = jax.vmap(functools.partial(self._steady_state, adjoint=adjoint))
         states, constants, ok = [], [], jnp.ones((), bool)
@@ -306,6 +327,8 @@ class PetabProblem(eqx.Module):
             t = ts[group.time_index]
             y = ys[group.experiment, group.time_index]
             c = constants[group.experiment]
+            if c.ndim == 3:  # events: the constants at each save time
+                c = c[jnp.arange(len(t)), group.time_index]
             observable = group.observable
             value = jax.vmap(observable.value, in_axes=(0, 0, 0, None, 0))(
                 t, y, c, theta, values[group.observable_values]
@@ -396,8 +419,8 @@ def load(
 
     Needs float64 (`jax.config.update("jax_enable_x64", True)`): likelihoods of stiff
     reaction networks are compared at tolerances float32 cannot reach. Raises
-    `NotImplementedError` naming the feature for what is not supported (SBML events,
-    algebraic rules, compartments of varying size, ...).
+    `NotImplementedError` naming the feature for what is not supported (SBML events with a
+    delay or a priority, algebraic rules, compartments of varying size, ...).
     """
     if not jax.config.jax_enable_x64:
         raise RuntimeError(
@@ -409,6 +432,11 @@ def load(
         raise NotImplementedError(f"PEtab: models of type {type(problem.model).__name__}.")
     network = read_network(problem.model.sbml_document)
     tables = read_tables(problem, network)
+    preequilibrated = any(b.preequilibration_ids is not None for b in tables.batches)
+    if network.events and (tables.steady_state_measured or preequilibrated):
+        raise NotImplementedError(
+            "PEtab: SBML events with preequilibration or steady-state measurements."
+        )
     return PetabProblem(
         parameter_ids=tuple(problem.x_free_ids),
         scales=tables.scales,

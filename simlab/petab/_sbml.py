@@ -6,9 +6,10 @@ The state is each species' value as the model's math reads it: its concentration
 amount where the species `hasOnlySubstanceUnits`. Reaction rates are amounts per time, so a
 concentration changes by the rates divided by its compartment's (constant) size. Assignment
 rules and initial assignments are substituted into the expressions; a rate rule gives its
-species' derivative, or makes its parameter a state (after the species). Features with
-other semantics (events, algebraic rules, varying compartments, variable stoichiometry,
-conversion factors, fast reactions) are refused with `NotImplementedError`.
+species' derivative, or makes its parameter a state (after the species). Events are read by
+`simlab.petab._events`. Features with other semantics (algebraic rules, varying
+compartments, variable stoichiometry, conversion factors, fast reactions) are refused with
+`NotImplementedError`.
 """
 
 import dataclasses
@@ -16,6 +17,7 @@ import dataclasses
 import libsbml
 import sympy
 
+from ._events import SBMLEvent, read_events
 from ._math import TIME, symbol, to_sympy
 
 
@@ -31,6 +33,7 @@ class Network:
     - `rates`: each state's time derivative, in terms of the states, `constants` and `TIME`.
     - `derived`: every other id the model defines (assignment-rule and initial-assignment
       targets), in terms of the states, `constants` and `TIME`, for observable formulas.
+    - `events`: the model's events, in terms of the states, `constants` and `TIME`.
     """
 
     states: tuple[str, ...]
@@ -38,6 +41,7 @@ class Network:
     initial: tuple[sympy.Expr, ...]
     rates: tuple[sympy.Expr, ...]
     derived: dict[str, sympy.Expr]
+    events: tuple[SBMLEvent, ...] = ()
 
 
 def read_network(document: libsbml.SBMLDocument) -> Network:
@@ -77,9 +81,20 @@ def read_network(document: libsbml.SBMLDocument) -> Network:
                 f"SBML: compartment {compartment.getId()} of varying size (an assignment rule)."
             )
 
+    # An initial assignment of a number to a constant is its value (which PEtab's condition
+    # table may set).
+    numbers = {
+        name: float(value)
+        for name, value in assignments.items()
+        if value.is_number and model.getSpecies(name) is None and name not in rate_rules
+    }
+    assignments = {name: value for name, value in assignments.items() if name not in numbers}
     constants: dict[str, float] = {}
     for entity in [*model.getListOfCompartments(), *model.getListOfParameters()]:
         identifier = entity.getId()
+        if identifier in numbers:
+            constants[identifier] = numbers[identifier]
+            continue
         if identifier in rules or identifier in assignments or identifier in rate_rules:
             continue
         value = entity.getSize() if isinstance(entity, libsbml.Compartment) else entity.getValue()
@@ -152,6 +167,7 @@ def read_network(document: libsbml.SBMLDocument) -> Network:
         initial=tuple(start[s.getId()] for s in [*states, *variables]),
         rates=tuple(sympy.sympify(rate).xreplace(substitution) for rate in rates),
         derived=derived,
+        events=read_events(model, {*state_ids, *constants}, substitution),
     )
     _check_symbols(network)
     return network
@@ -179,8 +195,6 @@ def _expand_function_definitions(document: libsbml.SBMLDocument) -> None:
 def _refuse_unsupported(model: libsbml.Model) -> None:
     """`NotImplementedError` naming the first feature of `model` this reader does not
     simulate faithfully."""
-    if model.getNumEvents():
-        raise NotImplementedError(f"SBML: events ({model.getNumEvents()} in the model).")
     for rule in model.getListOfRules():
         if rule.isRate() and model.getCompartment(rule.getVariable()) is not None:
             raise NotImplementedError(
