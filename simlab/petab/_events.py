@@ -38,13 +38,12 @@ STOPS_PER_EVENT = 2
 """Segment ends allowed per event and solve: its firing and, for a state trigger, its
 re-arming. A solve that needs more fails (its log-likelihood is `NaN`)."""
 
-# Each comparison as (sign, strict): the trigger `lhs op rhs` is false where
-# sign * (lhs - rhs) is positive.
+# Each comparison's sign: the trigger `lhs op rhs` is false where sign * (lhs - rhs) > 0.
 _COMPARISONS = {
-    sympy.StrictLessThan: 1,
-    sympy.LessThan: 1,
-    sympy.StrictGreaterThan: -1,
-    sympy.GreaterThan: -1,
+    libsbml.AST_RELATIONAL_LT: 1,
+    libsbml.AST_RELATIONAL_LEQ: 1,
+    libsbml.AST_RELATIONAL_GT: -1,
+    libsbml.AST_RELATIONAL_GEQ: -1,
 }
 
 
@@ -67,13 +66,7 @@ def read_events(
     for index, event in enumerate(model.getListOfEvents()):
         name = event.getId() or f"#{index}"
         _refuse_unsupported(event, name)
-        trigger = to_sympy(event.getTrigger().getMath(), f"the trigger of event {name}")
-        sign = _COMPARISONS.get(type(trigger))
-        if sign is None:
-            raise NotImplementedError(
-                f"SBML: event {name} has the trigger {trigger}; only a comparison "
-                "(<, <=, >, >=) of two expressions is supported."
-            )
+        distance = _distance(event.getTrigger().getMath(), name)
         assignments = {}
         for item in event.getListOfEventAssignments():
             target = item.getVariable()
@@ -84,9 +77,22 @@ def read_events(
                 )
             math = to_sympy(item.getMath(), f"the assignment to {target} of event {name}")
             assignments[target] = math.xreplace(substitution)
-        distance = sign * (trigger.lhs - trigger.rhs)
         events.append(SBMLEvent(name, distance.xreplace(substitution), assignments))
     return tuple(events)
+
+
+def _distance(trigger: libsbml.ASTNode | None, name: str) -> sympy.Expr:
+    """The distance of a trigger `lhs op rhs` (a comparison), positive while it is false."""
+    sign = None if trigger is None else _COMPARISONS.get(trigger.getType())
+    if sign is None or trigger.getNumChildren() != 2:
+        text = "no math" if trigger is None else libsbml.formulaToL3String(trigger)
+        raise NotImplementedError(
+            f"SBML: event {name} has the trigger {text}; only a comparison (<, <=, >, >=) "
+            "of two expressions is supported."
+        )
+    where = f"the trigger of event {name}"
+    lhs, rhs = (to_sympy(trigger.getChild(i), where) for i in range(2))
+    return sign * (lhs - rhs)
 
 
 def _refuse_unsupported(event: libsbml.Event, name: str) -> None:

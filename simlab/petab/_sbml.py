@@ -167,7 +167,11 @@ def read_network(document: libsbml.SBMLDocument) -> Network:
         initial=tuple(start[s.getId()] for s in [*states, *variables]),
         rates=tuple(sympy.sympify(rate).xreplace(substitution) for rate in rates),
         derived=derived,
-        events=read_events(model, {*state_ids, *constants}, substitution),
+        events=read_events(
+            model,
+            {*state_ids, *(c for c in constants if model.getCompartment(c) is None)},
+            substitution,
+        ),
     )
     _check_symbols(network)
     return network
