@@ -185,7 +185,7 @@ class PetabProblem(eqx.Module):
         the SBML state at time 0; [`initial_state`][simlab.petab.PetabProblem.initial_state]
         adds the condition table's initial values and the preequilibration, so
         `simlab.simulate(model, problem.initial_state(condition_id), ts)` solves the
-        condition."""
+        condition (without the SBML model's events)."""
         batch, row = self._find(condition_id)
         return sbml_model(self._compiled, self._values(x)[batch.constant_values[row]])
 
