@@ -266,3 +266,29 @@ def test_derivatives_through_a_field_that_closes_over_the_parameter(settings):
     slopes = jax.vmap(derivative(final_x))(CLOSURE_OMEGAS)
     np.testing.assert_allclose(slopes, -np.sin(CLOSURE_OMEGAS), rtol=1e-8)
     np.testing.assert_allclose(derivative(final_x)(CLOSURE_OMEGAS[1]), slopes[1], rtol=1e-10)
+
+
+def test_diffrax_saves_the_final_state_at_t1_and_inf_where_a_member_ran_out_of_steps():
+    """The Diffrax integrator's save at `t1` is the solve's final state (not an
+    interpolation). A member that runs out of steps (near t = 0.39) holds its exact state at
+    the save time it reached and inf at `t1`: its final state does not take another row."""
+
+    def oscillator(t, y, frequency):
+        return jnp.stack([y[1], -(frequency**2) * y[0]])
+
+    ts = jnp.array([0.0, 0.2, 3.0])
+    frequencies = jnp.array([1.0, 40.0])
+
+    def one(frequency):
+        return simlab.simulate(
+            oscillator, jnp.array([1.0, 0.0]), ts, args=frequency, integrator="diffrax",
+            rtol=1e-10, atol=1e-10, max_steps=400, throw=False,
+        )  # fmt: skip
+
+    batch = jax.jit(jax.vmap(one))(frequencies)
+    assert bool(batch.succeeded[0]) and not bool(batch.succeeded[1])
+    phases = frequencies[:, None] * ts[None]
+    exact = jnp.stack([jnp.cos(phases), -frequencies[:, None] * jnp.sin(phases)], axis=-1)
+    np.testing.assert_allclose(batch.ys[0], exact[0], rtol=1e-8, atol=1e-9)
+    np.testing.assert_allclose(batch.ys[1, :2], exact[1, :2], rtol=1e-7, atol=1e-8)
+    assert np.isinf(batch.ys[1, 2]).all()

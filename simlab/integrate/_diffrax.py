@@ -75,7 +75,7 @@ def _diffeqsolve(problem: Problem, diffrax_event: dfx.Event | None) -> dfx.Solut
     else:
         controller = dfx.ConstantStepSize()
         solver = _with_root_tolerances(problem.solver, problem.rtol, problem.atol, problem.y0.dtype)
-    return dfx.diffeqsolve(
+    solution = dfx.diffeqsolve(
         dfx.ODETerm(problem.model),
         solver,
         t0=ts[0],
@@ -83,19 +83,35 @@ def _diffeqsolve(problem: Problem, diffrax_event: dfx.Event | None) -> dfx.Solut
         dt0=problem.dt0,
         y0=problem.y0,
         args=problem.args,
-        # With an event, a second save holds the event time and state (its `t1`).
-        saveat=dfx.SaveAt(ts=ts, controller_state=problem.adaptive)
-        if diffrax_event is None
-        else dfx.SaveAt(
-            subs=(dfx.SubSaveAt(ts=ts), dfx.SubSaveAt(t1=True)),
-            controller_state=problem.adaptive,
-        ),
+        saveat=_saves(ts, problem.adaptive, with_event=diffrax_event is not None),
         stepsize_controller=controller,
         max_steps=problem.max_steps,
         adjoint=resolve_adjoint(problem.adjoint),
         event=diffrax_event,
         throw=False,
     )
+    return solution if diffrax_event is not None else _with_the_final_state_at_t1(solution)
+
+
+def _saves(ts, adaptive: bool, with_event: bool) -> dfx.SaveAt:
+    """Saves at `ts`, then at `t1`: with an event, the event time and state (the solve
+    stops there). Without one, `ts[:-1]` and the final state: on a TPU v5e, in a vmapped
+    batch of 65,536 float32 Van der Pol solves, Diffrax's interpolating save loop left the
+    save at `t1` unwritten (inf) for about 6,400 members whose solves had succeeded. Each
+    `SubSaveAt` has its own buffer, so the final state of a solve that ran out of steps
+    does not slide into an earlier save time's row."""
+    saved = ts if with_event else ts[:-1]
+    subs = (dfx.SubSaveAt(ts=saved), dfx.SubSaveAt(t1=True))
+    return dfx.SaveAt(subs=subs, controller_state=adaptive)
+
+
+def _with_the_final_state_at_t1(solution: dfx.Solution) -> dfx.Solution:
+    """`solution` with `ys` at every save time, the last the final state, or inf where the
+    solve stopped short of `t1` (as Diffrax leaves every save time it never reached)."""
+    before, (final,) = solution.ys
+    reached = RESULTS.promote(solution.result) == RESULTS.successful
+    ys = jnp.concatenate([before, jnp.where(reached, final, jnp.inf)[None]])
+    return eqx.tree_at(lambda s: s.ys, solution, ys)
 
 
 def _solve_with_event(problem: Problem) -> Solution:
