@@ -239,9 +239,10 @@ def test_liu_log_likelihood_matches_the_collection_simulation():
 
 @pytest.mark.slow
 def test_smith_log_likelihood_matches_petab_on_the_collection_simulation():
-    # Compiles for about two minutes (133 species). The noise is 1 against measurements in
-    # the hundreds, so the log-likelihood (-888198) moves by 1e-2 when the simulation
-    # moves by 1e-8 relative: that is the comparison's resolution.
+    # Two compiles (simulation table, log-likelihood) of about two minutes each (133
+    # species). The noise is 1 against measurements in the hundreds, so the log-likelihood
+    # (-888198) moves by 1e-2 when the simulation moves by 1e-8 relative: that is the
+    # comparison's resolution.
     name = "Smith_BMCSystBiol2013"
     problem = simlab.petab.load(COLLECTION / name / f"{name}.yaml")
     recorded = pd.read_csv(COLLECTION / name / f"simulatedData_{name}.tsv", sep="\t", index_col=0)
