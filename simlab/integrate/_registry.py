@@ -11,6 +11,7 @@ from ._diffrax import DiffraxIntegrator
 from ._exponential import ExponentialIntegrator
 from ._imex import ImexIntegrator
 from ._interface import AbstractIntegrator
+from ._kernel import KernelIntegrator
 from ._lean import LeanIntegrator
 from ._sde import SDEIntegrator
 from ._sde_adaptive import AdaptiveSDEIntegrator
@@ -29,6 +30,7 @@ INTEGRATORS: list[AbstractIntegrator] = [
     ImexIntegrator(),
     LeanIntegrator(),
     DiffraxIntegrator(),
+    KernelIntegrator(),  # only where asked for: integrator="kernel"
 ]
 
 

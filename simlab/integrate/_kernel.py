@@ -1,0 +1,244 @@
+"""The kernel integrator: a whole batch of fixed-step explicit Runge–Kutta solves in one
+Pallas kernel.
+
+The lean loop (`simlab.integrate._lean`) runs a `jax.vmap` batch as array operations that
+XLA launches step by step, each reading and writing the batch's states in memory. Here a
+batch runs as one `pallas_call`: every program takes a block of members laid along the
+vector lanes, each component of their state a `(sublanes, 128)` tile, and keeps the state
+in registers through all the steps, writing it out at the save times only (as the
+hand-written Lorenz kernel of `benchmarks/gpu_ensemble.py` does). The member's vector
+field is evaluated on the tiles by `jax.vmap` over the tile's two axes, so fields made of
+elementwise arithmetic and stacking or indexing of state components run unchanged.
+
+`jax.custom_batching.custom_vmap` gives the kernel the whole batch: its rule lays a new
+batch axis along the members (nested `jax.vmap`s multiply them), broadcasting what does
+not vary to every member; an unbatched solve is a batch of one. The batch is padded to
+whole blocks with copies of its last member.
+
+On a TPU the kernel compiles with Mosaic, with `TPU_TILING`'s (8, 128) tiles; elsewhere
+it runs in the Pallas interpreter (`simlab.kernels._pallas.Launch.target`), chosen for
+the platform the program is lowered for, so a program traced on a CPU exports for a TPU.
+The kernel takes fixed steps whose number per save interval is known when the solve is
+traced, no events, and no derivatives (`integrator="lean"` differentiates).
+"""
+
+import functools as ft
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.lax as lax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jaxtyping import Array
+
+from .._results import RESULTS
+from ..kernels._pallas import Launch
+from ..kernels._tiling import TPU_TILING
+from ._closures import with_closed_over_tracers_held
+from ._interface import AbstractIntegrator, Problem, Solution
+from ._lean import _field, _weighted_sum
+from ._solvers import is_lean_solver
+
+STATE_LIMIT = 64  # state components up to which a member's state stays in registers
+INTERPRETED_SUBLANES = 1  # rows of 128 members per program in the Pallas interpreter
+
+
+class _Ensemble(eqx.Module):
+    """What a kernel launch is built from, all static: the member's vector field `field(t,
+    y, leaves)` on a flat state, the tableau and the steps per save interval."""
+
+    field: Any
+    tableau: Any
+    steps: int
+
+
+def _step(field, tableau, t, y, f0, h):
+    """One explicit Runge–Kutta step on tiles: the new state and f there (the next step's
+    first stage; a first-same-as-last tableau has it as its last stage). The lean loop's
+    step (`_lean._runge_kutta_step`) also estimates the error and stores stage states for
+    XLA:CPU, neither of which a fixed step in registers needs."""
+    stages = [f0]
+    for c, a_row in zip(tableau.c, tableau.a_lower, strict=True):
+        stages.append(field(t + float(c) * h, y + h * _weighted_sum(a_row, stages)))
+    y1 = y + h * _weighted_sum(tableau.b_sol, stages)
+    return y1, stages[-1] if tableau.fsal else field(t + h, y1)
+
+
+def _kernel(*refs, ensemble: _Ensemble, num_saves: int):
+    """One program: the members of one block through every step. `refs` are the save
+    times `(num_saves, S, 128)`, the initial state `(n, S, 128)`, the leaves
+    `(*shape, S, 128)`, and last the saved states `(num_saves, n, S, 128)`."""
+    ts_ref, y0_ref, *leaf_refs, ys_ref = refs
+    leaves = [ref[...] for ref in leaf_refs]
+    tiled = jax.vmap(jax.vmap(ensemble.field, in_axes=-1, out_axes=-1), in_axes=-1, out_axes=-1)
+
+    def field(t, y):
+        return tiled(t, y, leaves)
+
+    def interval(k, carry):
+        t_start, t_end = ts_ref[k], ts_ref[k + 1]
+        h = (t_end - t_start) / ensemble.steps
+
+        def step(i, carry):
+            t = t_start + i.astype(h.dtype) * h
+            return _step(field, ensemble.tableau, t, *carry, h)
+
+        carry = lax.fori_loop(0, ensemble.steps, step, carry)
+        ys_ref[k + 1] = carry[0]
+        return carry
+
+    y0 = y0_ref[...]
+    ys_ref[0] = y0
+    lax.fori_loop(0, num_saves - 1, interval, (y0, field(ts_ref[0], y0)))
+
+
+def _launch(ensemble: _Ensemble, inputs: list[Array], *, platform: str) -> Array:
+    """The kernel over `inputs` (save times, flat initial state, leaves), each with the
+    members along its last axis, as laid out for `platform`; the saved states
+    `(num_saves, n, members)`."""
+    interpret = Launch(block_shape=None, interpret=None).target(platform) != "tpu"
+    sublanes = INTERPRETED_SUBLANES if interpret else TPU_TILING[0]
+    lanes = TPU_TILING[1]
+    num_members = inputs[0].shape[-1]
+    block = sublanes * lanes
+    padded = -(-num_members // block) * block
+    tiles = [
+        jnp.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, padded - num_members)], mode="edge").reshape(
+            *x.shape[:-1], padded // lanes, lanes
+        )
+        for x in inputs
+    ]
+    num_saves, n = inputs[0].shape[0], inputs[1].shape[0]
+
+    def spec(shape):
+        zeros = (0,) * len(shape)
+        return pl.BlockSpec((*shape, sublanes, lanes), lambda i: (*zeros, i, 0))
+
+    dtype = inputs[1].dtype
+    ys = pl.pallas_call(
+        ft.partial(_kernel, ensemble=ensemble, num_saves=num_saves),
+        out_shape=jax.ShapeDtypeStruct((num_saves, n, padded // lanes, lanes), dtype),
+        grid=(padded // block,),
+        in_specs=[spec(x.shape[:-1]) for x in inputs],
+        out_specs=spec((num_saves, n)),
+        interpret=interpret,
+    )(*tiles)
+    return ys.reshape(num_saves, n, padded)[..., :num_members]
+
+
+def _run(ensemble: _Ensemble, inputs: list[Array]) -> Array:
+    """`_launch` for the platform the program is lowered for."""
+    return lax.platform_dependent(
+        inputs,
+        tpu=lambda inputs: _launch(ensemble, inputs, platform="tpu"),
+        default=lambda inputs: _launch(ensemble, inputs, platform="cpu"),
+    )
+
+
+def _batched(ensemble: _Ensemble):
+    """The ensemble solve over inputs with their members along the last axis, whose
+    `jax.vmap` lays the new batch axis along the members too (one launch for all)."""
+
+    @jax.custom_batching.custom_vmap
+    def solve(inputs):
+        return _run(ensemble, inputs)
+
+    @solve.def_vmap
+    def rule(axis_size, in_batched, inputs):
+        (batched,) = in_batched
+        merged = []
+        for x, b in zip(inputs, batched, strict=True):
+            # Members of the new axis outermost: (..., new, members) -> (..., new * members).
+            x = (
+                jnp.moveaxis(x, 0, -2)
+                if b
+                else jnp.broadcast_to(x[..., None, :], (*x.shape[:-1], axis_size, x.shape[-1]))
+            )
+            merged.append(x.reshape(*x.shape[:-2], -1))
+        ys = solve(merged)
+        ys = ys.reshape(*ys.shape[:-1], axis_size, -1)
+        return jnp.moveaxis(ys, -2, 0), True
+
+    return solve
+
+
+def _refuse_derivatives(primals, tangents):
+    raise ValueError(
+        "simlab's kernel integrator does not differentiate its solves (jax.grad, jax.jvp): "
+        "pass integrator='lean', which runs the same fixed Runge-Kutta steps and "
+        "differentiates them."
+    )
+
+
+def kernel_solve(model: Any, tableau: Any, ts: Array, y0: Array, args: Any, steps: int) -> Array:
+    """The states at `ts` of one solve (a member of a batch under `jax.vmap`) in `steps`
+    fixed steps of `tableau` per save interval."""
+    params, static = eqx.partition((model, args), eqx.is_array)
+
+    def member_field(t, y, p):
+        model, args = eqx.combine(p, static)
+        return _field(model, args, t, y.reshape(y0.shape)).reshape(-1)
+
+    member_field, _ = with_closed_over_tracers_held(member_field, ts[0], y0.reshape(-1), params)
+    field_arrays, field_static = eqx.partition(member_field, eqx.is_array)
+    leaves, tree = jax.tree.flatten((params, field_arrays))
+
+    def field(t, y, leaves):
+        p, arrays = jax.tree.unflatten(tree, leaves)
+        return eqx.combine(arrays, field_static)(t, y, p)
+
+    ensemble = _Ensemble(field, tableau, steps)
+    inputs = [ts, y0.reshape(-1), *leaves]
+
+    @jax.custom_jvp
+    def solve(inputs):
+        members_last = [jnp.broadcast_to(x[..., None], (*jnp.shape(x), 1)) for x in inputs]
+        return _batched(ensemble)(members_last)[..., 0]
+
+    solve.defjvp(_refuse_derivatives)
+    return solve(inputs).reshape(ts.shape[0], *y0.shape)
+
+
+class KernelIntegrator(AbstractIntegrator):
+    """A `jax.vmap` batch of fixed-step explicit Runge–Kutta solves as one Pallas kernel,
+    each member's state in registers for all steps (`kernel_solve`); not selected by
+    `integrator="auto"`."""
+
+    name = "kernel"
+    runs = "explicit Runge-Kutta solvers ('tsit5', 'rk4', ...) at fixed steps"
+    adaptive_steps = False
+    events_advice = ": pass integrator='lean'"
+    adjoints = (None,)
+
+    def accepts_solver(self, solver: Any) -> bool:
+        return is_lean_solver(solver)
+
+    def solve(self, problem: Problem) -> Solution:
+        steps, y0 = problem.known_steps_per_interval, problem.y0
+        if steps is None:
+            raise ValueError(
+                "simlab's kernel integrator needs the same number of fixed steps in every save "
+                "interval, known when the solve is traced: pass ts and dt0 as concrete values "
+                "(not traced under jax.jit) with ts on a grid of equal intervals, or pass "
+                "integrator='lean'."
+            )
+        if not jnp.issubdtype(y0.dtype, jnp.floating) or y0.size > STATE_LIMIT:
+            raise ValueError(
+                f"simlab's kernel integrator runs real floating-point states of up to "
+                f"{STATE_LIMIT} components; got {y0.dtype} of shape {y0.shape}. Pass "
+                "integrator='lean'."
+            )
+        ys = kernel_solve(
+            problem.model, problem.solver.tableau, problem.ts, y0, problem.args, steps
+        )
+        finite = jnp.all(jnp.isfinite(ys))
+        status = RESULTS.where(finite, RESULTS.successful, RESULTS.nonfinite_state)
+        total = jnp.asarray(steps * (problem.ts.shape[0] - 1))
+        stats = {
+            "num_steps": total,
+            "num_accepted_steps": total,
+            "num_rejected_steps": total * 0,
+            "max_steps": jnp.asarray(problem.max_steps),
+        }
+        return Solution(ys, status, stats)
