@@ -66,6 +66,23 @@ def test_a_traced_nonfinite_y0_or_ts_is_refused_with_its_own_status():
     assert _names(statuses) == ["successful", "nonfinite_initial_state", "invalid_times"]
 
 
+def test_traced_times_and_steps_diffrax_would_refuse_give_their_status_through_diffrax():
+    # Diffrax checks its save times' order and dt0's sign itself, inside the program and
+    # for the whole batch: one member's bad times would raise past throw=False (and wait
+    # for a key press on a TPU). The others solve as alone; the refused ones hold NaN.
+    def solve(end, dt0):
+        ts = jnp.stack([0.0, 0.5, end])
+        return simlab.simulate(
+            decay, Y0, ts, dt0=dt0, integrator="diffrax", max_steps=64, throw=False
+        )
+
+    ends, dt0s = jnp.array([1.0, 0.2, 1.0]), jnp.array([0.1, 0.1, -0.1])
+    batch = jax.jit(jax.vmap(solve))(ends, dt0s)
+    assert _names(batch.result) == ["successful", "invalid_times", "invalid_step"]
+    np.testing.assert_allclose(batch.ys[0, -1], np.exp(-1.0), rtol=1e-5)
+    assert np.isnan(batch.ys[1:]).all()
+
+
 # --- solves that run into NaN or inf ------------------------------------------------------
 
 

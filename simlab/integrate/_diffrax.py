@@ -34,9 +34,33 @@ class DiffraxIntegrator(AbstractIntegrator):
         return isinstance(solver, dfx.AbstractSolver)
 
     def solve(self, problem: Problem) -> Solution:
+        problem, accepted = _times_diffrax_accepts(problem)
         if problem.event is None:
-            return _solution(_diffeqsolve(problem, None))
-        return _solve_with_event(problem)
+            solution = _solution(_diffeqsolve(problem, None))
+        else:
+            solution = _solve_with_event(problem)
+        return eqx.tree_at(lambda s: s.ys, solution, jnp.where(accepted, solution.ys, jnp.nan))
+
+
+def _times_diffrax_accepts(problem: Problem) -> tuple[Problem, jax.Array]:
+    """`problem` with save times and `dt0` that Diffrax accepts, and whether they are the
+    given ones. Diffrax checks that its save times increase and that `dt0` points from
+    `t0` to `t1` inside the program, for a whole batch at once: one member's bad times
+    would raise past `throw=False` (and on a TPU wait for a key press). simlab's status
+    already reports them (`invalid_times`, `invalid_step`); such a member solves over
+    placeholder times instead, and its states are NaN."""
+    ts, dt0 = problem.ts, problem.dt0
+    accepted = jnp.all(jnp.isfinite(ts)) & jnp.all(jnp.diff(ts) > 0)
+    if dt0 is not None:
+        accepted = accepted & (dt0 > 0) & jnp.isfinite(dt0)
+    placeholder = jnp.arange(ts.shape[0], dtype=ts.dtype)
+    ts = jnp.where(accepted, ts, placeholder)
+    dt0 = None if dt0 is None else jnp.where(accepted, dt0, placeholder[-1])
+    return eqx.tree_at(lambda p: (p.ts, p.dt0), problem, (ts, dt0), is_leaf=_is_none), accepted
+
+
+def _is_none(x: Any) -> bool:
+    return x is None
 
 
 def _solution(solution: dfx.Solution, found: FoundEvent | None = None) -> Solution:
