@@ -223,23 +223,6 @@ def _copy(tmp_path) -> pathlib.Path:
     return tmp_path / YAML.name
 
 
-def test_events_are_refused(tmp_path):
-    yaml = _copy(tmp_path)
-    sbml = tmp_path / "model_Boehm_JProteomeRes2014.xml"
-    document = libsbml.readSBMLFromFile(str(sbml))
-    event = document.getModel().createEvent()
-    event.setId("dose")
-    event.setUseValuesFromTriggerTime(True)
-    trigger = event.createTrigger()
-    trigger.setMath(libsbml.parseL3Formula("time > 10"))
-    assignment = event.createEventAssignment()
-    assignment.setVariable("STAT5A")
-    assignment.setMath(libsbml.parseL3Formula("100"))
-    libsbml.writeSBMLToFile(document, str(sbml))
-    with pytest.raises(NotImplementedError, match="SBML: events"):
-        simlab.petab.load(yaml)
-
-
 def test_condition_table_sets_initial_values(tmp_path):
     yaml = _copy(tmp_path)
     conditions = tmp_path / "experimentalCondition_Boehm_JProteomeRes2014.tsv"
