@@ -23,13 +23,15 @@ traced, no events, and no derivatives (`integrator="lean"` differentiates).
 """
 
 import functools as ft
-from typing import Any
+import math
+from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
 import jax.lax as lax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
+from jax.extend.core import Literal
 from jaxtyping import Array
 
 from .._results import RESULTS
@@ -65,16 +67,76 @@ def _step(field, tableau, t, y, f0, h):
     return y1, stages[-1] if tableau.fsal else field(t + h, y1)
 
 
+class _Reshaped(NamedTuple):
+    """`source` with axes of size one inserted, removed or moved: `shape`."""
+
+    source: Array
+    shape: tuple[int, ...]
+
+
+def _moves_unit_axes_only(eqn) -> bool:
+    """Whether `eqn` reshapes its operand by axes of size one alone (a squeeze, an
+    expand_dims, or a transpose that keeps the other axes in their order)."""
+    if eqn.primitive.name not in ("transpose", "squeeze", "reshape", "broadcast_in_dim"):
+        return False
+    (operand, *rest), (out,) = eqn.invars, eqn.outvars
+    shape = operand.aval.shape
+    if rest or math.prod(shape) != math.prod(out.aval.shape):
+        return False
+    if eqn.primitive.name == "transpose":
+        kept = [axis for axis in eqn.params["permutation"] if shape[axis] != 1]
+        return kept == sorted(kept)
+    return [n for n in shape if n != 1] == [n for n in out.aval.shape if n != 1]
+
+
+def _without_unit_axis_moves(jaxpr, consts, *args):
+    """`jax.core.eval_jaxpr(jaxpr, consts, *args)`, with every chain of moves of axes of
+    size one (`_moves_unit_axes_only`) made one reshape where its result is used.
+
+    Indexing a state component under `jax.vmap` over a tile takes a slice `(1, S, 128)`,
+    moves its unit axis behind the tile's and squeezes it; Mosaic lays out the `(S, 128,
+    1)` between with one value per vector register, at a cost that a reshape from
+    `(1, S, 128)` to `(S, 128)` does not have."""
+    env = dict(zip(jaxpr.constvars, consts, strict=True))
+    env.update(zip(jaxpr.invars, args, strict=True))
+
+    def read(var):
+        if isinstance(var, Literal):
+            return var.val
+        value = env[var]
+        if isinstance(value, _Reshaped):
+            value = env[var] = value.source.reshape(value.shape)
+        return value
+
+    for eqn in jaxpr.eqns:
+        if _moves_unit_axes_only(eqn):
+            (operand,) = eqn.invars
+            given = None if isinstance(operand, Literal) else env[operand]
+            source = given.source if isinstance(given, _Reshaped) else read(operand)
+            env[eqn.outvars[0]] = _Reshaped(source, eqn.outvars[0].aval.shape)
+            continue
+        params = eqn.primitive.get_bind_params(eqn.params)
+        outs = eqn.primitive.bind(*map(read, eqn.invars), **params)
+        env.update(
+            zip(eqn.outvars, outs if eqn.primitive.multiple_results else [outs], strict=True)
+        )
+    return [read(var) for var in jaxpr.outvars]
+
+
 def _kernel(*refs, ensemble: _Ensemble, num_saves: int):
     """One program: the members of one block through every step. `refs` are the save
     times `(num_saves, S, 128)`, the initial state `(n, S, 128)`, the leaves
     `(*shape, S, 128)`, and last the saved states `(num_saves, n, S, 128)`."""
     ts_ref, y0_ref, *leaf_refs, ys_ref = refs
     leaves = [ref[...] for ref in leaf_refs]
-    tiled = jax.vmap(jax.vmap(ensemble.field, in_axes=-1, out_axes=-1), in_axes=-1, out_axes=-1)
+    y0 = y0_ref[...]
+    # Sublanes outer, lanes inner: the batched field keeps the tiles' axes in their order.
+    tiled = jax.vmap(jax.vmap(ensemble.field, in_axes=-1, out_axes=-1), in_axes=-2, out_axes=-2)
+    traced = jax.make_jaxpr(tiled)(y0[0], y0, leaves)
 
     def field(t, y):
-        return tiled(t, y, leaves)
+        (f,) = _without_unit_axis_moves(traced.jaxpr, traced.consts, t, y, *leaves)
+        return f
 
     def interval(k, carry):
         t_start, t_end = ts_ref[k], ts_ref[k + 1]
@@ -88,7 +150,6 @@ def _kernel(*refs, ensemble: _Ensemble, num_saves: int):
         ys_ref[k + 1] = carry[0]
         return carry
 
-    y0 = y0_ref[...]
     ys_ref[0] = y0
     lax.fori_loop(0, num_saves - 1, interval, (y0, field(ts_ref[0], y0)))
 
