@@ -60,10 +60,11 @@ def _step(field, tableau, t, y, f0, h):
     first stage; a first-same-as-last tableau has it as its last stage). The lean loop's
     step (`_lean._runge_kutta_step`) also estimates the error and stores stage states for
     XLA:CPU, neither of which a fixed step in registers needs."""
+    h_state = h[None]  # a tile of steps, broadcast over the state's components
     stages = [f0]
     for c, a_row in zip(tableau.c, tableau.a_lower, strict=True):
-        stages.append(field(t + float(c) * h, y + h * _weighted_sum(a_row, stages)))
-    y1 = y + h * _weighted_sum(tableau.b_sol, stages)
+        stages.append(field(t + float(c) * h, y + h_state * _weighted_sum(a_row, stages)))
+    y1 = y + h_state * _weighted_sum(tableau.b_sol, stages)
     return y1, stages[-1] if tableau.fsal else field(t + h, y1)
 
 
@@ -274,6 +275,14 @@ class KernelIntegrator(AbstractIntegrator):
 
     def accepts_solver(self, solver: Any) -> bool:
         return is_lean_solver(solver)
+
+    def refusal(self, *, adaptive: bool, adjoint: Any, event: Any) -> str | None:
+        if adjoint is not None:
+            return (
+                f"simlab's kernel integrator does not differentiate its solves: drop "
+                f"adjoint={adjoint!r}, or pass integrator='lean'"
+            )
+        return super().refusal(adaptive=adaptive, adjoint=adjoint, event=event)
 
     def solve(self, problem: Problem) -> Solution:
         steps, y0 = problem.known_steps_per_interval, problem.y0

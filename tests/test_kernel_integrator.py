@@ -1,0 +1,163 @@
+"""The kernel integrator (`integrator="kernel"`): a `jax.vmap` batch of fixed-step explicit
+Runge–Kutta solves as one Pallas kernel, in the Pallas interpreter on a CPU.
+
+It takes the same steps as the lean loop, so the two agree to roundoff at every save time;
+the tests marked `accelerator` hold in float32 too (see tests/test_accelerator.py).
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import simlab
+
+FLOAT = jnp.asarray(1.0).dtype  # float64 with x64 on, float32 on an accelerator run
+# Kernel against lean: the same steps in another order of operations.
+AGREEMENT = 1e-12 if FLOAT == jnp.float64 else 1e-4
+TS = np.linspace(0.0, 0.5, 6)  # concrete save times: the kernel needs its step count
+DT = 0.01
+
+
+def _lorenz(integrator, solver="tsit5"):
+    """A Lorenz member with its own sigma, rho and initial state, solved at `TS`."""
+
+    def solve(sigma, rho, y0):
+        model = simlab.models.Lorenz(sigma=sigma, rho=rho, beta=8 / 3)
+        return simlab.simulate(
+            model, y0, TS, solver=solver, adaptive=False, dt0=DT, integrator=integrator
+        )
+
+    return solve
+
+
+def _members(count):
+    sigma = jnp.linspace(8.0, 12.0, count, dtype=FLOAT)
+    rho = jnp.linspace(20.0, 30.0, count, dtype=FLOAT)
+    y0 = jnp.stack([1.0 + sigma / 10, jnp.zeros(count, FLOAT), jnp.ones(count, FLOAT)], axis=1)
+    return sigma, rho, y0
+
+
+def _assert_agree(kernel, lean):
+    scale = jnp.max(jnp.abs(lean), axis=-1, keepdims=True)
+    np.testing.assert_array_less(jnp.abs(kernel - lean) / scale, AGREEMENT)
+
+
+@pytest.mark.accelerator
+@pytest.mark.parametrize("solver", ["rk4", "tsit5"])
+def test_vmapped_batch_equals_lean(solver):
+    members = _members(256)  # two blocks of 128 members in the interpreter
+    kernel = jax.jit(jax.vmap(_lorenz("kernel", solver)))(*members)
+    lean = jax.jit(jax.vmap(_lorenz("lean", solver)))(*members)
+    assert kernel.integrator == "kernel"
+    assert kernel.ys.shape == (256, len(TS), 3)
+    _assert_agree(kernel.ys, lean.ys)
+    assert bool(jnp.all(kernel.result == simlab.RESULTS.successful))
+
+
+@pytest.mark.accelerator
+def test_padded_nested_and_unbatched_solves_equal_lean():
+    sigma, rho, y0 = _members(6)
+    # Three members: padded to a whole block.
+    padded = jax.vmap(_lorenz("kernel"))(sigma[:3], rho[:3], y0[:3])
+    _assert_agree(padded.ys, jax.vmap(_lorenz("lean"))(sigma[:3], rho[:3], y0[:3]).ys)
+    # Nested vmaps (rho shared along the inner one): one launch of the 2 x 3 members, in
+    # one block of each platform's branch (the interpreter's 1 x 128, a TPU's 8 x 128).
+    grid = jax.vmap(jax.vmap(_lorenz("kernel"), in_axes=(0, None, 0)), in_axes=(0, 0, None))
+    grid_lean = jax.vmap(jax.vmap(_lorenz("lean"), in_axes=(0, None, 0)), in_axes=(0, 0, None))
+    args = (sigma.reshape(2, 3), rho[:2], y0[:3])
+    program = str(jax.make_jaxpr(lambda *a: grid(*a).ys)(*args))
+    assert program.count("pallas_call") == 2
+    assert "[6,3,1,128] = pallas_call" in program
+    assert "[6,3,8,128] = pallas_call" in program
+    _assert_agree(grid(*args).ys, grid_lean(*args).ys)
+    # Unbatched: a batch of one.
+    single = _lorenz("kernel")(sigma[0], rho[0], y0[0])
+    _assert_agree(single.ys, _lorenz("lean")(sigma[0], rho[0], y0[0]).ys)
+    assert single.integrator == "kernel"
+
+
+def _oscillator(t, y, frequency):
+    return jnp.stack([y[1], -(frequency**2) * y[0]])
+
+
+def test_rk4_converges_at_order_four():
+    # float64 only: at the smallest step the error is near float32's roundoff.
+    ts = np.linspace(0.0, 4.0, 5)
+    y0 = jnp.asarray([1.0, 0.0], FLOAT)
+    errors = []
+    for dt in (0.2, 0.1, 0.05):
+        trajectory = simlab.simulate(
+            _oscillator, y0, ts, args=1.0, solver="rk4", adaptive=False, dt0=dt, integrator="kernel"
+        )
+        exact = jnp.stack([jnp.cos(ts), -jnp.sin(ts)], axis=1)
+        errors.append(float(jnp.max(jnp.abs(trajectory.ys - exact))))
+    orders = np.log2(np.asarray(errors[:-1]) / np.asarray(errors[1:]))
+    np.testing.assert_allclose(orders, 4.0, atol=0.25)
+
+
+@pytest.mark.accelerator
+def test_a_blown_up_member_is_nonfinite_while_the_others_succeed():
+    # dy/dt = a y^2 from y = 1 reaches infinity at t = 1/a: within [0, 2] for a = 2 alone.
+    def solve(a):
+        return simlab.simulate(
+            lambda t, y, a: a * y**2,
+            jnp.ones(1, FLOAT),
+            np.linspace(0.0, 2.0, 5),
+            args=a,
+            solver="tsit5",
+            adaptive=False,
+            dt0=0.01,
+            integrator="kernel",
+            throw=False,
+        )
+
+    trajectories = jax.vmap(solve)(jnp.asarray([-1.0, 2.0, 0.1], FLOAT))
+    nonfinite = trajectories.result == simlab.RESULTS.nonfinite_state
+    np.testing.assert_array_equal(nonfinite, [False, True, False])
+    np.testing.assert_array_equal(trajectories.succeeded, [True, False, True])
+    np.testing.assert_allclose(trajectories.ys[2, -1, 0], 1 / (1 - 0.1 * 2.0), rtol=1e-4)
+
+
+LORENZ = simlab.models.Lorenz(sigma=10.0, rho=28.0, beta=8 / 3)
+Y0 = jnp.ones(3)
+
+
+def _kernel_solve(y0=Y0, ts=TS, **options):
+    settings = dict(solver="tsit5", adaptive=False, dt0=DT, integrator="kernel") | options
+    return simlab.simulate(LORENZ, y0, ts, **settings)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (dict(adaptive=True, dt0=None), "fixed steps only: pass adaptive=False"),
+        (dict(event=simlab.Event(lambda t, y, args: y[0] - 5.0)), "does not locate events"),
+        (dict(adjoint="forward"), "does not differentiate its solves"),
+    ],
+)
+def test_refuses_adaptive_steps_events_and_adjoints(options, message):
+    with pytest.raises(ValueError, match=message):
+        _kernel_solve(**options)
+
+
+def test_refuses_derivatives_naming_lean():
+    with pytest.raises(ValueError, match="does not differentiate.*integrator='lean'"):
+        jax.grad(lambda y0: _kernel_solve(y0).ys[-1, 0])(Y0)
+    with pytest.raises(ValueError, match="does not differentiate.*integrator='lean'"):
+        jax.jvp(lambda y0: _kernel_solve(y0).ys, (Y0,), (Y0,))
+
+
+def test_refuses_step_counts_unknown_when_traced_and_large_states():
+    with pytest.raises(ValueError, match="known when the solve is traced"):
+        jax.jit(lambda ts: _kernel_solve(ts=ts).ys)(jnp.asarray(TS))
+    with pytest.raises(ValueError, match="up to 64 components"):
+        simlab.simulate(
+            lambda t, y, args: -y,
+            jnp.ones(65),
+            TS,
+            solver="tsit5",
+            adaptive=False,
+            dt0=DT,
+            integrator="kernel",
+        )
