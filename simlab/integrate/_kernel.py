@@ -82,7 +82,7 @@ def _moves_unit_axes_only(eqn) -> bool:
         return False
     (operand, *rest), (out,) = eqn.invars, eqn.outvars
     shape = operand.aval.shape
-    if rest or math.prod(shape) != math.prod(out.aval.shape):
+    if rest or eqn.params.get("dimensions") or math.prod(shape) != math.prod(out.aval.shape):
         return False
     if eqn.primitive.name == "transpose":
         kept = [axis for axis in eqn.params["permutation"] if shape[axis] != 1]
@@ -95,9 +95,9 @@ def _without_unit_axis_moves(jaxpr, consts, *args):
     size one (`_moves_unit_axes_only`) made one reshape where its result is used.
 
     Indexing a state component under `jax.vmap` over a tile takes a slice `(1, S, 128)`,
-    moves its unit axis behind the tile's and squeezes it; Mosaic lays out the `(S, 128,
-    1)` between with one value per vector register, at a cost that a reshape from
-    `(1, S, 128)` to `(S, 128)` does not have."""
+    moves its unit axis behind the tile's and squeezes it: folded, Mosaic is handed one
+    reshape from `(1, S, 128)` to `(S, 128)` and never an array `(S, 128, 1)` with a lane
+    axis of one."""
     env = dict(zip(jaxpr.constvars, consts, strict=True))
     env.update(zip(jaxpr.invars, args, strict=True))
 
