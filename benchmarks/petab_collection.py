@@ -6,8 +6,8 @@ their log-likelihood at the nominal parameters against the collection's referenc
 PATH is the `Benchmark-Models` folder of
 https://github.com/Benchmarking-Initiative/Benchmark-Models-PEtab. Each problem runs in its
 own process (a crash or a timeout costs one row). Two references: `llh sim.data` is
-`petab.calculate_llh` on the collection's own simulation table (`simulatedData_*.tsv`, its
-simulation at the nominal parameters) with the problem's measurement, observable and
+`petab.calculate_llh` on the collection's own simulation table (`simulatedData_*.tsv` or
+`simulations.tsv`, its simulation at the nominal parameters) with the problem's measurement, observable and
 parameter tables; `llh AMICI` is the value AMICI's test suite records for the problem
 (AMICI-dev/AMICI, tests/benchmark_models/benchmark_models.yaml), where it has one. A
 problem agrees with a reference when the difference is within 1e-3 absolute or 1e-3
@@ -62,13 +62,14 @@ def run_one(folder: pathlib.Path) -> dict:
     import simlab.petab
 
     row: dict = {"model": folder.name}
+    # The collection's newer problems name their files `problem.yaml`, `simulations.tsv`.
     yaml = folder / f"{folder.name}.yaml"
     if not yaml.exists():
-        row["reason"] = "no PEtab v1 problem file" + (
-            " (PEtab v2 layout)" if (folder / "problem.yaml").exists() else ""
-        )
+        yaml = folder / "problem.yaml"
+    if not yaml.exists():
+        row["reason"] = "no PEtab problem file"
         return row
-    simulated = sorted(folder.glob("simulatedData_*.tsv"))
+    simulated = sorted(folder.glob("simulatedData_*.tsv")) or sorted(folder.glob("simulations.tsv"))
     try:
         start = time.perf_counter()
         problem = simlab.petab.load(yaml)

@@ -274,6 +274,23 @@ def test_sbml_math_reads_names_that_sympy_would_take_for_its_own():
     assert float(value) == pytest.approx(2 * 3 + 2 + 1)
 
 
+def test_sbml_products_and_sums_of_fewer_than_two_terms_are_the_term_one_and_zero():
+    from simlab.petab._math import symbol, to_sympy
+
+    def read(operator, terms):
+        arguments = "".join(f"<ci> {term} </ci>" for term in terms)
+        mathml = (
+            '<math xmlns="http://www.w3.org/1998/Math/MathML">'
+            f"<apply><{operator}/>{arguments}</apply></math>"
+        )
+        return to_sympy(libsbml.readMathMLFromString(mathml), "a test formula")
+
+    a = symbol("a")
+    assert read("times", ["a"]) == a and read("plus", ["a"]) == a
+    assert read("times", []) == 1 and read("plus", []) == 0
+    assert read("times", ["a", "a"]) == a**2
+
+
 def math_e() -> float:
     return math.e
 
@@ -315,6 +332,20 @@ def test_collection_log_likelihood_at_the_nominal_parameters(name, reference):
     value = float(jax.jit(problem.log_likelihood)(problem.nominal))
     assert value == pytest.approx(reference, abs=1e-3, rel=1e-3)
     assert abs(value - reference) <= 1e-3
+
+
+def test_bertozzi_in_the_collections_newer_layout_matches_petab_on_its_simulation():
+    # `problem.yaml` and short table names; its SBML has a product of one factor.
+    folder = BOEHM.parent / "Bertozzi_PNAS2020"
+    problem = simlab.petab.load(folder / "problem.yaml")
+    tables = problem.petab_problem
+    recorded = petab.get_simulation_df(str(folder / "simulations.tsv"))
+    np.testing.assert_allclose(problem.simulate()["simulation"], recorded["simulation"], rtol=1e-6)
+    reference = petab.calculate_llh(
+        tables.measurement_df, recorded, tables.observable_df, tables.parameter_df
+    )
+    value = float(jax.jit(problem.log_likelihood)(problem.nominal))
+    assert value == pytest.approx(reference, abs=1e-3, rel=1e-6)
 
 
 @pytest.mark.slow

@@ -97,6 +97,9 @@ def _piecewise(*pieces) -> sympy.Expr:
 
 
 _FUNCTIONS = {
+    # libsbml writes a product or sum of fewer than two terms as a call (`times(a)`).
+    "times": lambda *terms: sympy.Mul(*terms),
+    "plus": lambda *terms: sympy.Add(*terms),
     "exp": sympy.exp,
     "ln": sympy.log,
     "log10": lambda x: sympy.log(x, 10),
