@@ -30,6 +30,7 @@ import time
 import diffrax as dfx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.experimental import pallas as pl
 
 import simlab
@@ -99,9 +100,11 @@ def _model(p):
     return simlab.models.Lorenz(sigma=p[0], rho=p[1], beta=p[2])
 
 
-@ft.partial(jax.jit, static_argnames=("num_steps", "dt"))
-def simlab_ensemble(parameters, y0, *, num_steps, dt):
-    ts = jnp.array([0.0, num_steps * dt], jnp.float32)
+@ft.partial(jax.jit, static_argnames=("num_steps", "dt", "integrator"))
+def simlab_ensemble(parameters, y0, *, num_steps, dt, integrator="lean"):
+    # NumPy save times stay concrete under `jax.jit`: integrator="kernel" needs its step
+    # count when the solve is traced.
+    ts = np.array([0.0, num_steps * dt], np.float32)
 
     def one(p, y):
         trajectory = simlab.simulate(
@@ -112,7 +115,7 @@ def simlab_ensemble(parameters, y0, *, num_steps, dt):
             adaptive=False,
             dt0=dt,
             max_steps=num_steps,
-            integrator="lean",
+            integrator=integrator,
             throw=False,
         )
         return trajectory.ys[-1]

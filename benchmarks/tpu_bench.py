@@ -318,29 +318,6 @@ def _row(label, seconds, bare):
     print(f"  {label:<52} {seconds * 1e3:9.2f} ms   bare/this {bare / seconds:5.2f}", flush=True)
 
 
-@ft.partial(jax.jit, static_argnames=("num_steps", "dt"))
-def _kernel_ensemble(parameters, y0, *, num_steps, dt):
-    """`gpu_ensemble.simlab_ensemble` through `integrator="kernel"`: final states (3, n).
-    NumPy save times stay concrete under `jax.jit`: the kernel needs its step count."""
-    ts = np.array([0.0, num_steps * dt], np.float32)
-
-    def one(p, y):
-        trajectory = simlab.simulate(
-            simlab.models.Lorenz(sigma=p[0], rho=p[1], beta=p[2]),
-            y,
-            ts,
-            solver="tsit5",
-            adaptive=False,
-            dt0=dt,
-            max_steps=num_steps,
-            integrator="kernel",
-            throw=False,
-        )
-        return trajectory.ys[-1]
-
-    return jax.vmap(one, in_axes=1, out_axes=1)(parameters, y0)
-
-
 def ensembles(quick: bool) -> int:
     fixed_batch, adaptive_batch = (256, 256) if quick else (2**18, 2**16)
     y0, rho = bench_ensemble.inputs(fixed_batch)
@@ -376,7 +353,9 @@ def ensembles(quick: bool) -> int:
     kernel_s = median_seconds(kernel, parameters, lorenz0, repeats=3)
     _row("hand-written Pallas kernel, state in registers", kernel_s, kernel_s)
     _row("simlab lean", median_seconds(lean, parameters, lorenz0, repeats=3), kernel_s)
-    simlab_kernel = ft.partial(_kernel_ensemble, num_steps=1000, dt=1e-3)
+    simlab_kernel = ft.partial(
+        gpu_ensemble.simlab_ensemble, num_steps=1000, dt=1e-3, integrator="kernel"
+    )
     _row("simlab kernel", median_seconds(simlab_kernel, parameters, lorenz0, repeats=3), kernel_s)
     hand_written = kernel(parameters, lorenz0)
     difference = jnp.max(jnp.abs(hand_written - lean(parameters, lorenz0)))
