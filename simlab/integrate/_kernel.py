@@ -19,7 +19,9 @@ On a TPU the kernel compiles with Mosaic, with `TPU_TILING`'s (8, 128) tiles; el
 it runs in the Pallas interpreter (`simlab.kernels._pallas.Launch.target`), chosen for
 the platform the program is lowered for, so a program traced on a CPU exports for a TPU.
 The kernel takes fixed steps whose number per save interval is known when the solve is
-traced, no events, and no derivatives (`integrator="lean"` differentiates).
+traced, and no events. Forward mode (`jax.jvp`, `jax.jacfwd`) runs the kernel on the state
+and its tangent together, the forward sensitivities of the same steps; a kernel has no
+transpose, so reverse mode (`jax.grad`) takes `integrator="lean"`.
 """
 
 import functools as ft
@@ -30,6 +32,7 @@ import equinox as eqx
 import jax
 import jax.lax as lax
 import jax.numpy as jnp
+from jax.custom_derivatives import SymbolicZero
 from jax.experimental import pallas as pl
 from jax.extend.core import Literal
 from jaxtyping import Array
@@ -225,12 +228,48 @@ def _batched(ensemble: _Ensemble):
     return solve
 
 
-def _refuse_derivatives(primals, tangents):
-    raise ValueError(
-        "simlab's kernel integrator does not differentiate its solves (jax.grad, jax.jvp): "
-        "pass integrator='lean', which runs the same fixed Runge-Kutta steps and "
-        "differentiates them."
+def _one_member(ensemble: _Ensemble, inputs: list[Array]) -> Array:
+    """The saved states of one solve: a batch of one member (`jax.vmap` widens it)."""
+    members_last = [jnp.broadcast_to(x[..., None], (*jnp.shape(x), 1)) for x in inputs]
+    return _batched(ensemble)(members_last)[..., 0]
+
+
+def _with_tangents(field: Any, size: int, moving: tuple[bool, ...]) -> Any:
+    """The field of the state and its tangent stacked (`2 * size` components): `field` and
+    its directional derivative along the tangent of the state and of the leaves that have
+    one (`moving`). Runge–Kutta steps of this field are the derivatives of the steps of
+    `field` (the forward sensitivities of the discrete solve), so they run in the kernel."""
+
+    def field_and_tangent(t, state, leaves):
+        leaves, given = leaves[: len(moving)], iter(leaves[len(moving) :])
+        pairs = zip(leaves, moving, strict=True)
+        tangents = [next(given) if m else jnp.zeros_like(x) for x, m in pairs]
+        f, f_dot = jax.jvp(
+            lambda y, leaves: field(t, y, leaves),
+            (state[:size], leaves),
+            (state[size:], tangents),
+        )
+        return jnp.concatenate([f, f_dot])
+
+    return field_and_tangent
+
+
+def _solve_jvp(ensemble: _Ensemble, primals, tangents):
+    """Forward mode through a solve: the kernel on the state and its tangent together."""
+    (inputs,), (tangents,) = primals, tangents
+    # The save times are concrete (the solve's step count is known), so have no tangent.
+    (ts, y0, *leaves), (_, y0_dot, *leaf_tangents) = inputs, tangents
+    if isinstance(y0_dot, SymbolicZero):
+        y0_dot = jnp.zeros_like(y0)
+    moving = tuple(not isinstance(t, SymbolicZero) for t in leaf_tangents)
+    size = y0.shape[0]
+    augmented = _Ensemble(
+        _with_tangents(ensemble.field, size, moving), ensemble.tableau, ensemble.steps
     )
+    moved = [t for t, m in zip(leaf_tangents, moving, strict=True) if m]
+    with_tangents = _one_member(augmented, [ts, jnp.concatenate([y0, y0_dot]), *leaves, *moved])
+    # The solve apart: under `jax.jacfwd` (a `vmap` over tangents) it is not batched.
+    return _one_member(ensemble, inputs), with_tangents[:, size:]
 
 
 def kernel_solve(model: Any, tableau: Any, ts: Array, y0: Array, args: Any, steps: int) -> Array:
@@ -255,10 +294,9 @@ def kernel_solve(model: Any, tableau: Any, ts: Array, y0: Array, args: Any, step
 
     @jax.custom_jvp
     def solve(inputs):
-        members_last = [jnp.broadcast_to(x[..., None], (*jnp.shape(x), 1)) for x in inputs]
-        return _batched(ensemble)(members_last)[..., 0]
+        return _one_member(ensemble, inputs)
 
-    solve.defjvp(_refuse_derivatives)
+    solve.defjvp(ft.partial(_solve_jvp, ensemble), symbolic_zeros=True)
     return solve(inputs).reshape(ts.shape[0], *y0.shape)
 
 
@@ -271,18 +309,10 @@ class KernelIntegrator(AbstractIntegrator):
     runs = "explicit Runge-Kutta solvers ('tsit5', 'rk4', ...) at fixed steps"
     adaptive_steps = False
     events_advice = ": pass integrator='lean'"
-    adjoints = (None,)
+    adjoints = (None, "forward")
 
     def accepts_solver(self, solver: Any) -> bool:
         return is_lean_solver(solver)
-
-    def refusal(self, *, adaptive: bool, adjoint: Any, event: Any) -> str | None:
-        if adjoint is not None:
-            return (
-                f"simlab's kernel integrator does not differentiate its solves: drop "
-                f"adjoint={adjoint!r}, or pass integrator='lean'"
-            )
-        return super().refusal(adaptive=adaptive, adjoint=adjoint, event=event)
 
     def solve(self, problem: Problem) -> Solution:
         steps, y0 = problem.known_steps_per_interval, problem.y0
