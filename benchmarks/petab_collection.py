@@ -7,9 +7,10 @@ PATH is the `Benchmark-Models` folder of
 https://github.com/Benchmarking-Initiative/Benchmark-Models-PEtab. Each problem runs in its
 own process (a crash or a timeout costs one row). Two references: `llh sim.data` is
 `petab.calculate_llh` on the collection's own simulation table (`simulatedData_*.tsv` or
-`simulations.tsv`, its simulation at the nominal parameters) with the problem's measurement, observable and
-parameter tables; `llh AMICI` is the value AMICI's test suite records for the problem
-(AMICI-dev/AMICI, tests/benchmark_models/benchmark_models.yaml), where it has one. A
+`simulations.tsv`, its simulation at the nominal parameters) with the problem's
+measurement, observable and parameter tables; `llh AMICI` is the value AMICI's test suite
+records for the problem (AMICI-dev/AMICI, tests/benchmark_models/benchmark_models.yaml),
+where it has one. A
 problem agrees with a reference when the difference is within 1e-3 absolute or 1e-3
 relative; the verdict names the references it agrees with ("sim", "AMICI"). `sim.diff` is
 the largest difference between simlab's simulation table and the collection's, relative
