@@ -145,7 +145,9 @@ def simulate(
       on split models as IMEX (linear part implicit, matrix-free), and everything else
       with `diffrax.diffeqsolve`; a name in `simlab.integrate.integrator_names()` forces
       one. The lean loop lands steps on every save time and takes `adjoint=None`,
-      `"forward"` or `"checkpoint"`. See the performance page and `simlab.integrate`.
+      `"forward"` or `"checkpoint"`. `"kernel"` runs a `jax.vmap` batch of fixed-step
+      explicit Runge–Kutta solves as one Pallas kernel (concrete `ts` and `dt0`; forward
+      mode only), the fastest on a TPU. See the performance page and `simlab.integrate`.
 
     - `event`: a [`simlab.Event`][]: the first time its condition crosses zero is found by
       root finding on the solution and returned as `.event_time` (differentiable), the
