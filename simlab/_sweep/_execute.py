@@ -1,5 +1,6 @@
 """One compiled function runs a chunk of members: vmapped per device, shard_map over devices."""
 
+import dataclasses
 import functools as ft
 import math
 from collections.abc import Callable, Mapping
@@ -16,6 +17,7 @@ from .._options import SolveOptions
 from .._results import Trajectory, status_code
 from .._simulate import simulate
 from ..integrate._events import Event
+from ..integrate._registry import counts_steps_when_traced
 from ..io import VariableSpec
 from ..models._base import AbstractModel
 from ..parallel import shard_map_over_members
@@ -47,7 +49,7 @@ CPU_GROUP_SIZE = 256
 def member_outputs(
     model: AbstractModel,
     y0: jax.Array,
-    ts: jax.Array,
+    ts: jax.Array | np.ndarray,
     values: jax.Array,
     *,
     names: tuple[str, ...],
@@ -136,10 +138,25 @@ class ChunkStatics(NamedTuple):
     settings: SolveOptions
 
 
+@dataclasses.dataclass(frozen=True)
+class _ConcreteTimes:
+    """Save times held in `ChunkStatics` rather than traced, for an integrator that counts
+    its steps when the solve is traced (`counts_steps_when_traced`): a sweep over other
+    times compiles anew."""
+
+    values: tuple[float, ...]
+    dtype: str
+
+    def array(self) -> np.ndarray:
+        return np.asarray(self.values, self.dtype)
+
+
 def chunk_program(model, y0, ts, *, mesh: Mesh, names, observable, settings, event, key_data=None):
     """The arguments of `compiled_chunk` that every chunk of a sweep shares: the arrays of
     the problem (an observable or event may hold some too), and `ChunkStatics`. `key_data`
     is the sweep's key as `jax.random.key_data` for a stochastic model."""
+    if counts_steps_when_traced(settings.integrator):
+        ts = _ConcreteTimes(tuple(np.asarray(ts).tolist()), str(np.asarray(ts).dtype))
     # One flatten: `None` is never a leaf, so it can mark where the arrays go.
     leaves, treedef = jax.tree.flatten((model, y0, ts, key_data, observable, event))
     arrays = [leaf for leaf in leaves if eqx.is_array(leaf)]
@@ -152,7 +169,9 @@ def _problem(arrays: list, statics: ChunkStatics):
     and statics."""
     remaining = iter(arrays)
     leaves = [next(remaining) if leaf is None else leaf for leaf in statics.leaves]
-    return jax.tree.unflatten(statics.treedef, leaves)
+    model, y0, ts, key_data, observable, event = jax.tree.unflatten(statics.treedef, leaves)
+    ts = ts.array() if isinstance(ts, _ConcreteTimes) else ts
+    return model, y0, ts, key_data, observable, event
 
 
 @ft.partial(jax.jit, static_argnums=2)

@@ -96,6 +96,9 @@ class AbstractIntegrator(eqx.Module):
     - `events`: whether it locates `simlab.Event`s; where it does not, `events_advice`
       says what to do instead (it follows "... does not locate events").
     - `adjoints`: the `adjoint=` values it takes; `None`: any (names or Diffrax adjoints).
+    - `counts_steps_when_traced`: its solve needs the number of fixed steps per save
+      interval when it is traced (`Problem.known_steps_per_interval`), so callers that
+      would trace the save times (a sweep's chunks) keep them concrete for it.
     """
 
     name: ClassVar[str]
@@ -110,6 +113,7 @@ class AbstractIntegrator(eqx.Module):
         "'kvaerno5'), for a non-stiff one an explicit solver such as 'tsit5'"
     )
     adjoints: ClassVar[tuple[Any, ...] | None] = None
+    counts_steps_when_traced: ClassVar[bool] = False
 
     @abc.abstractmethod
     def accepts_solver(self, solver: Any) -> bool:

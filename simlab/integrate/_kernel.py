@@ -310,6 +310,7 @@ class KernelIntegrator(AbstractIntegrator):
     adaptive_steps = False
     events_advice = ": pass integrator='lean'"
     adjoints = (None, "forward")
+    counts_steps_when_traced = True
 
     def accepts_solver(self, solver: Any) -> bool:
         return is_lean_solver(solver)

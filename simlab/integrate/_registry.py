@@ -71,6 +71,16 @@ def integrator_names() -> tuple[str, ...]:
 _NAMES_OF_REGISTERED: list = [(), ()]
 
 
+def counts_steps_when_traced(name: str) -> bool:
+    """Whether the integrator `simulate(integrator=name)` asks for needs its step count
+    when the solve is traced (`AbstractIntegrator.counts_steps_when_traced`)."""
+    return any(
+        integrator.counts_steps_when_traced
+        for integrator in INTEGRATORS
+        if name in (integrator.name, *integrator.aliases)
+    )
+
+
 def runs_anywhere(solver: Any) -> bool:
     """Whether some registered integrator runs `solver` (a solver object)."""
     return any(integrator.accepts_solver(solver) for integrator in INTEGRATORS)
