@@ -126,6 +126,7 @@ def test_forward_mode_through_a_reverse_mode_solve_says_to_pass_adjoint_forward(
 # --- 19. the getting-started page says its precision --------------------------------------
 
 
+@pytest.mark.slow  # 15 s in a fresh interpreter; tests/test_docs.py runs the page itself
 def test_the_getting_started_page_simulates_in_float64():
     # Pasted into a fresh interpreter (no float64 from this suite's configuration), the
     # page's first block runs in the precision its text assumes.

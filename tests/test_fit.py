@@ -136,6 +136,7 @@ def test_lotka_volterra_recovery_with_5_percent_noise(lynx_hare, lynx_hare_fit):
         assert abs(result.params[name] - true) < 0.1 * true, name
 
 
+@pytest.mark.slow  # 16 s; make test keeps the other recoveries (pendulum, lynx-hare, ...)
 def test_sir_recovery_observing_only_infected():
     truth = simlab.models.SIR(beta=0.3, gamma=0.1, population=1000.0)
     y0 = jnp.array([990.0, 10.0, 0.0])

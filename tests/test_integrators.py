@@ -246,8 +246,9 @@ CLOSURE_TS = jnp.linspace(0.0, 1.0, 3)
         dict(),
         dict(adjoint="forward"),
         dict(adaptive=False, dt0=1e-3),
-        dict(integrator="diffrax"),
-        dict(solver="rodas5p"),
+        # 16 s each; make test keeps the lean loop's three ways.
+        pytest.param(dict(integrator="diffrax"), marks=pytest.mark.slow),
+        pytest.param(dict(solver="rodas5p"), marks=pytest.mark.slow),
     ],
     ids=["lean", "lean-forward", "lean-fixed", "diffrax", "stiff"],
 )
