@@ -101,7 +101,14 @@ GRADIENT_CASES = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(GRADIENT_CASES))
+@pytest.mark.parametrize(
+    "name",
+    [
+        # 15 s (a stiff default solve); make test keeps the other models.
+        pytest.param(name, marks=pytest.mark.slow) if name == "VanDerPol" else name
+        for name in sorted(GRADIENT_CASES)
+    ],
+)
 def test_gradient_of_a_loss_matches_central_finite_differences(name):
     cls, params, y0, t1 = GRADIENT_CASES[name]
     ts = jnp.linspace(0.0, t1, 6)
