@@ -10,6 +10,7 @@ import shutil
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pandas as pd
 import pytest
 
 petab = pytest.importorskip("petab.v1")
@@ -363,3 +364,84 @@ def test_raia_simulation_matches_the_collection_simulated_data():
     np.testing.assert_allclose(table["time"], recorded["time"])
     np.testing.assert_allclose(table["simulation"], recorded["simulation"], rtol=1e-4, atol=1e-6)
     assert np.isfinite(float(jax.jit(problem.log_likelihood)(problem.nominal)))
+
+
+def _chain_problem(folder: pathlib.Path, size: int) -> pathlib.Path:
+    """A PEtab problem of `size` species, each decaying at its own rate constant
+    (`x_i' = -k_i x_i`, `x_i(0) = 1 + i / size`), with `x_0` measured."""
+    document = libsbml.SBMLDocument(3, 1)
+    model = document.createModel()
+    compartment = model.createCompartment()
+    compartment.setId("cell")
+    compartment.setSize(1.0)
+    compartment.setConstant(True)
+    for i in range(size):
+        species = model.createSpecies()
+        species.setId(f"x{i}")
+        species.setCompartment("cell")
+        species.setInitialConcentration(1.0 + i / size)
+        species.setHasOnlySubstanceUnits(False)
+        species.setBoundaryCondition(False)
+        species.setConstant(False)
+        rate = model.createParameter()
+        rate.setId(f"k{i}")
+        rate.setValue(0.1 + i / size)
+        rate.setConstant(True)
+        reaction = model.createReaction()
+        reaction.setId(f"decay{i}")
+        reaction.setReversible(False)
+        reaction.setFast(False)
+        reactant = reaction.createReactant()
+        reactant.setSpecies(f"x{i}")
+        reactant.setStoichiometry(1.0)
+        reactant.setConstant(True)
+        reaction.createKineticLaw().setMath(libsbml.parseL3Formula(f"cell * k{i} * x{i}"))
+    libsbml.writeSBMLToFile(document, str(folder / "model.xml"))
+    tables = {
+        "measurements": {
+            "observableId": ["x_obs"] * 2,
+            "simulationConditionId": "c0",
+            "time": [0.0, 1.0],
+            "measurement": [1.0, 0.9],
+        },
+        "conditions": {"conditionId": ["c0"]},
+        "observables": {
+            "observableId": ["x_obs"],
+            "observableFormula": ["x0"],
+            "noiseFormula": [1],
+        },
+        "parameters": {
+            "parameterId": ["k0"],
+            "parameterScale": "lin",
+            "lowerBound": 0.01,
+            "upperBound": 10.0,
+            "nominalValue": [0.1],
+            "estimate": 1,
+        },
+    }
+    for name, columns in tables.items():
+        pd.DataFrame(columns).to_csv(folder / f"{name}.tsv", sep="\t", index=False)
+    yaml = folder / "problem.yaml"
+    yaml.write_text(
+        "format_version: 1\nparameter_file: parameters.tsv\nproblems:\n"
+        "- condition_files: [conditions.tsv]\n  measurement_files: [measurements.tsv]\n"
+        "  observable_files: [observables.tsv]\n  sbml_files: [model.xml]\n"
+    )
+    return yaml
+
+
+def test_a_model_of_more_than_100_species_and_constants_compiles(tmp_path):
+    # The compiled expressions unpack the state and constant arrays into their entries;
+    # JAX iterates over an array of more than 100 entries in traced chunks, which failed
+    # under `jax.jit` (TracerIntegerConversionError), so such a model could not simulate.
+    size = 101
+    problem = simlab.petab.load(_chain_problem(tmp_path, size))
+    model = problem.model("c0")
+    assert model.constants.shape[0] > 100 and len(model.state_names) == size
+    k = np.array([float(model.constant(f"k{i}")) for i in range(size)])
+    x0 = 1.0 + np.arange(size) / size
+    # Its arrays closed over (concrete while traced), as `simlab.simulate` has them.
+    np.testing.assert_allclose(jax.jit(lambda: model.initial_state())(), x0)
+    np.testing.assert_allclose(jax.jit(lambda m: m.initial_state())(model), x0)
+    rate = jax.jit(lambda y: model(0.0, y, None))(jnp.asarray(x0))
+    np.testing.assert_allclose(rate, -k * x0)

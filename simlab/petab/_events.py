@@ -32,7 +32,7 @@ import sympy
 
 from .._results import RESULTS
 from ..integrate._events import Event
-from ._math import TIME, symbol, to_sympy
+from ._math import TIME, lambdify, symbol, to_sympy
 
 STOPS_PER_EVENT = 2
 """Segment ends allowed per event and solve: its firing and, for a state trigger, its
@@ -116,10 +116,10 @@ class CompiledEvents:
     def __init__(self, events: tuple[SBMLEvent, ...], states: tuple[str, ...], constants):
         arguments = [TIME, [symbol(s) for s in states], [symbol(c) for c in constants]]
         self.count = len(events)
-        self._distances = sympy.lambdify(arguments, [e.distance for e in events], "jax")
+        self._distances = lambdify(arguments, [e.distance for e in events], cse=False)
         targets = [(i, target) for i, e in enumerate(events) for target in e.assignments]
         values = [events[i].assignments[target] for i, target in targets]
-        self._values = sympy.lambdify(arguments, values, "jax", cse=True)
+        self._values = lambdify(arguments, values)
         # Each assignment: its event, whether it sets a state (else a constant), where.
         self._targets = tuple(
             (i, target in states, (states if target in states else constants).index(target))

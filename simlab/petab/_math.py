@@ -6,6 +6,7 @@ mistaken for a SymPy name (`beta`, `E`, `S`, `gamma`) or a Python keyword; the a
 back to one symbol per id. Math that has no faithful SymPy reading here is refused by name.
 """
 
+import jax.numpy as jnp
 import libsbml
 import sympy
 
@@ -17,6 +18,26 @@ def symbol(name: str) -> sympy.Symbol:
     """The symbol of an SBML or PEtab identifier (real, as PEtab's formula reader makes them,
     so that the two readings of a name are the same symbol)."""
     return sympy.Symbol(name, real=True)
+
+
+def lambdify(arguments: list, expressions, *, cse: bool = True):
+    """`sympy.lambdify(arguments, expressions, "jax")` whose list arguments (lists of
+    symbols) take 1-D arrays: each array is split into its entries (`jnp.unstack`) before the
+    SymPy function unpacks them. Unpacking an array by iteration, as the SymPy function
+    would, goes through JAX's iteration in chunks of 100, which fails under `jax.jit` for
+    longer arrays (`TracerIntegerConversionError`)."""
+    function = sympy.lambdify(arguments, expressions, "jax", cse=cse)
+    unpack = tuple(isinstance(argument, list | tuple) for argument in arguments)
+
+    def call(*values):
+        return function(
+            *(
+                list(jnp.unstack(jnp.asarray(value))) if split and len(argument) else value
+                for value, split, argument in zip(values, unpack, arguments, strict=True)
+            )
+        )
+
+    return call
 
 
 # Node types that the translation reads faithfully.

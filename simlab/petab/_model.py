@@ -5,12 +5,11 @@ from typing import ClassVar
 
 import equinox as eqx
 import jax.numpy as jnp
-import sympy
 from jaxtyping import Array, Float
 
 from ..models import AbstractODEModel, parameter
 from ._events import CompiledEvents
-from ._math import TIME, symbol
+from ._math import TIME, lambdify, symbol
 from ._sbml import Network
 
 
@@ -23,8 +22,8 @@ class CompiledNetwork:
         self.network = network
         states = [symbol(name) for name in network.states]
         constants = [symbol(name) for name in network.constants]
-        self._rate = sympy.lambdify([TIME, states, constants], list(network.rates), "jax", cse=True)
-        self._initial = sympy.lambdify([constants], list(network.initial), "jax", cse=True)
+        self._rate = lambdify([TIME, states, constants], list(network.rates))
+        self._initial = lambdify([constants], list(network.initial))
         self.events = (
             CompiledEvents(network.events, network.states, tuple(network.constants))
             if network.events

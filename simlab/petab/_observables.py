@@ -11,7 +11,7 @@ itself (its id stands for the observable formula).
 import petab.v1 as petab
 import sympy
 
-from ._math import TIME
+from ._math import TIME, lambdify
 from ._sbml import Network
 
 
@@ -94,4 +94,4 @@ def _compile(expression, placeholders, network: Network, table_ids, where: str):
         else:
             raise ValueError(f"PEtab: {where} reads {free.name!r}, which is defined nowhere.")
     expression = expression.xreplace(substitution)
-    return sympy.lambdify([TIME, states, constants, theta, slots], expression, "jax", cse=True)
+    return lambdify([TIME, states, constants, theta, slots], expression)
