@@ -119,6 +119,28 @@ def test_each_chunk_starts_before_the_previous_one_is_copied_back(grid_result, m
     )
 
 
+def test_chunks_travel_as_one_dimensional_arrays(grid_result, monkeypatch):
+    """The swept values go to the chunk function as one 1-D column per name, and its
+    outputs come back flat (an accelerator tiles a narrow last axis, padding it up to 128
+    times over in a transfer); the results keep their shapes."""
+    import simlab._sweep._sweep as sweep_module
+
+    shapes = []
+    started = sweep_module.compiled_chunk
+
+    def start(arrays, values, statics):
+        running = started(arrays, values, statics)
+        shapes.append(([v.shape for v in values], jax.tree.map(lambda x: x.shape, running)))
+        return running
+
+    monkeypatch.setattr(sweep_module, "compiled_chunk", start)
+    result = lotka_volterra_sweep()
+    assert shapes == 3 * [([(4,), (4,)], ({"final_state": (8,)}, (4,)))]  # 2 names, 2 states
+    np.testing.assert_array_equal(
+        result.observables["final_state"], grid_result.observables["final_state"]
+    )
+
+
 class WeightedFinalState(eqx.Module):
     """An observable holding an array: its values are inputs of the compiled chunk."""
 

@@ -178,10 +178,22 @@ def _problem(arrays: list, statics: ChunkStatics):
 def compiled_chunk(arrays, values, statics: ChunkStatics):
     """Runs a chunk of members; compiled once per shape and `statics`.
 
+    `values` is the chunk's table of swept values, one row per member, or its columns
+    (`member_columns`): a tuple of 1-D arrays, one per swept name. Returns `(outputs,
+    status)`, each output flattened member by member to one axis (`host_outputs` gives
+    back the shapes), and the status codes.
+
+    The columns and the flat outputs are what an accelerator transfers fastest: a TPU lays
+    an array out in tiles of 128 along its last axis, so a table of one column, or an
+    output of two values a member, would be held and moved padded 128 or 64 times over;
+    1-D arrays are not padded so.
+
     A plain `jax.jit`: a call returns as soon as the chunk is dispatched, so the caller's
     own work overlaps the chunk's (`equinox.filter_jit` waits for the result)."""
 
     def run_shard(arrays, values):
+        if isinstance(values, tuple):
+            values = jnp.stack(values, axis=1)
         model, y0, ts, key_data, observable, event = _problem(arrays, statics)
         member = ft.partial(
             member_outputs,
@@ -195,7 +207,8 @@ def compiled_chunk(arrays, values, statics: ChunkStatics):
             key_data=key_data,
         )
         group_size = member_group_size(statics.mesh, stochastic=key_data is not None)
-        return vmapped_in_groups(member, values, group_size)
+        outputs, status = vmapped_in_groups(member, values, group_size)
+        return {name: value.reshape(-1) for name, value in outputs.items()}, status
 
     sharded = shard_map_over_members(
         run_shard,
@@ -204,6 +217,20 @@ def compiled_chunk(arrays, values, statics: ChunkStatics):
         out_specs=PartitionSpec(MEMBER_AXIS),
     )
     return sharded(arrays, values)
+
+
+def member_columns(rows: np.ndarray) -> tuple[np.ndarray, ...]:
+    """A table of swept values (one row per member) as `compiled_chunk` takes it fastest:
+    one contiguous 1-D array per swept name."""
+    return tuple(np.ascontiguousarray(rows.T))
+
+
+def host_outputs(
+    outputs: Mapping[str, np.ndarray], specs: Mapping[str, VariableSpec], num_members: int
+) -> dict[str, np.ndarray]:
+    """`compiled_chunk`'s flat outputs for `num_members` members, copied to the host, in
+    their shapes: each `(num_members, *spec.shape)` (a view, not a copy)."""
+    return {name: value.reshape(num_members, *specs[name].shape) for name, value in outputs.items()}
 
 
 def member_group_size(mesh: Mesh, *, stochastic: bool) -> int | None:

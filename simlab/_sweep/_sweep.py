@@ -50,7 +50,9 @@ from ._execute import (
     compiled_chunk,
     default_chunk_size,
     group_shape,
+    host_outputs,
     largest_chunk_size,
+    member_columns,
     member_group_size,
     member_shapes,
 )
@@ -345,11 +347,18 @@ def _started_chunks(arrays, statics, members, layout: StoreLayout, finished):
 
     def start(index: int):
         begin, end = layout.chunk_bounds(index)
-        rows = _placed_rows(_padded(members.rows(begin, end), layout.chunk_size), statics.mesh)
-        return index, begin, end, compiled_chunk(arrays, rows, statics)
+        columns = member_columns(_padded(members.rows(begin, end), layout.chunk_size))
+        running = compiled_chunk(arrays, _placed_rows(columns, statics.mesh), statics)
+        if jax.process_count() == 1:
+            # Each result starts its way to the host as soon as the chunk is done, while
+            # the host still works (as `jax.device_get` does for several arrays).
+            for array in jax.tree.leaves(running):
+                array.copy_to_host_async()
+        return index, begin, end, running
 
     def copied_back(index: int, begin: int, end: int, running):
         outputs, status = gather_to_host(running)
+        outputs = host_outputs(outputs, layout.variables, layout.chunk_size)
         outputs = {name: value[: end - begin] for name, value in outputs.items()}
         return index, begin, end, outputs, status[: end - begin]
 
@@ -453,11 +462,14 @@ def _padded(rows: np.ndarray, chunk_size: int) -> np.ndarray:
     return np.concatenate([rows, np.repeat(rows[:1], missing, axis=0)]) if missing else rows
 
 
-def _placed_rows(rows: np.ndarray, mesh: Mesh):
-    """A chunk's rows for the chunk function: in one process the host array itself, which
-    the compiled function splits over `mesh` on the way in (faster than a transfer of its
-    own); under `jax.distributed` each process's share, laid on its devices."""
-    return rows if jax.process_count() == 1 else shard_rows(rows, mesh)
+def _placed_rows(columns: tuple[np.ndarray, ...], mesh: Mesh):
+    """A chunk's columns of swept values for the chunk function: in one process the host
+    arrays themselves, which the compiled function splits over `mesh` on the way in
+    (faster than a transfer of its own); under `jax.distributed` each process's share,
+    laid on its devices."""
+    if jax.process_count() == 1:
+        return columns
+    return tuple(shard_rows(column, mesh) for column in columns)
 
 
 def _replicated(mesh: Mesh, arrays: list) -> list:
