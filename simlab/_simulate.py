@@ -221,14 +221,6 @@ def simulate(
             f"{type(chosen).__name__} has no error estimate for adaptive steps; pass "
             "adaptive=False with dt0=..., or an adaptive solver such as solver='tsit5'."
         )
-    integrator = select_integrator(
-        chosen,
-        requested=options.integrator,
-        adaptive=options.adaptive,
-        adjoint=options.adjoint,
-        event=event,
-        model=model,
-    )
     step = None if options.adaptive else _fixed_step(model, chosen, y0, ts, options)
     dt0 = options.dt0 if step is None else step.dt0
     inputs = _input_status(model, ts, y0, step, options.dt0, rtol, atol)
@@ -253,6 +245,15 @@ def simulate(
         event=event,
         key=key,
         known_steps_per_interval=_known_steps_per_interval(given_ts, ts.dtype, options),
+    )
+    integrator = select_integrator(
+        chosen,
+        requested=options.integrator,
+        adaptive=options.adaptive,
+        adjoint=options.adjoint,
+        event=event,
+        model=model,
+        problem=problem,
     )
     solution = _solve(integrator, problem)
     found = solution.event

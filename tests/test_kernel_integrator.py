@@ -148,7 +148,7 @@ def test_forward_sensitivities_equal_lean_and_central_differences():
     # d ys / d (sigma, rho, y0) for three members in one launch: the kernel steps the state
     # and its tangent together, the derivatives of the lean loop's same steps.
     def ys(integrator, parameters, y0):
-        options = dict(adjoint="forward") if integrator == "lean" else {}
+        options = dict(adjoint="forward")
         model = simlab.models.Lorenz(sigma=parameters[0], rho=parameters[1], beta=8 / 3)
         return simlab.simulate(
             model, y0, TS, solver="tsit5", adaptive=False, dt0=DT, integrator=integrator,
@@ -187,9 +187,36 @@ def test_a_sweep_runs_the_kernel_with_its_save_times_concrete():
     _assert_agree(kernel.observables["trajectory"], lean.observables["trajectory"])
 
 
-def test_reverse_mode_is_not_transposed():
+def test_reverse_mode_takes_the_lean_loops_derivatives_and_forward_mode_alone_does_not():
+    # adjoint=None: a kernel has no transpose, so the derivatives are the lean loop's.
+    def end(integrator, y0, **options):
+        return _kernel_solve(y0, integrator=integrator, **options).ys[-1, 0]
+
+    kernel = jax.grad(ft.partial(end, "kernel"))(Y0)
+    np.testing.assert_allclose(kernel, jax.grad(ft.partial(end, "lean"))(Y0), rtol=1e-12)
+    # adjoint="forward" runs forward mode in the kernel, which reverse mode cannot transpose.
     with pytest.raises(NotImplementedError, match="reverse-mode"):
-        jax.grad(lambda y0: _kernel_solve(y0).ys[-1, 0])(Y0)
+        jax.grad(ft.partial(end, "kernel", adjoint="forward"))(Y0)
+
+
+def test_auto_takes_the_kernel_on_a_tpu_only_where_the_field_and_steps_fit(monkeypatch):
+    # On this CPU the lean loop; with a TPU as the default backend, the kernel where the
+    # field is made of KERNEL_PRIMITIVES and the step count is known when traced.
+    def integrator(model=LORENZ, ts=TS):
+        return simlab.simulate(model, Y0, ts, solver="tsit5", adaptive=False, dt0=DT).integrator
+
+    assert integrator() == "lean"
+    monkeypatch.setattr(simlab.integrate._kernel, "on_tpu", lambda: True)
+    assert integrator() == "kernel"
+    matrix = jnp.asarray([[-1.0, 0.5, 0.0], [0.0, -1.0, 0.5], [0.5, 0.0, -1.0]], FLOAT)
+    assert integrator(lambda t, y, args: matrix @ y) == "lean"  # a matrix product
+    assert integrator(lambda t, y, args: -jnp.cumsum(y)) == "lean"
+    assert integrator(lambda t, y, args: -jnp.exp(y) * jnp.tanh(y)) == "kernel"
+    names = []
+    jax.jit(lambda ts: names.append(integrator(ts=ts)))(jnp.asarray(TS))
+    assert names == ["lean"]  # save times traced: the step count is unknown
+    adaptive = simlab.simulate(LORENZ, Y0, TS, solver="tsit5")
+    assert adaptive.integrator == "lean"
 
 
 def test_refuses_step_counts_unknown_when_traced_and_large_states():

@@ -129,6 +129,11 @@ class AbstractIntegrator(eqx.Module):
         registry's general message."""
         return None
 
+    def chosen_by_auto(self, problem: Problem | None) -> bool:
+        """Whether `integrator="auto"` may take this integrator for `problem` (`None` where
+        the problem is not yet built), given it runs the solver and the settings."""
+        return True
+
     def refusal(self, *, adaptive: bool, adjoint: Any, event: Any) -> str | None:
         """Why this integrator cannot run a solve with these settings, or `None` if it can."""
         if event is not None and not self.events:

@@ -19,9 +19,14 @@ On a TPU the kernel compiles with Mosaic, with `TPU_TILING`'s (8, 128) tiles; el
 it runs in the Pallas interpreter (`simlab.kernels._pallas.Launch.target`), chosen for
 the platform the program is lowered for, so a program traced on a CPU exports for a TPU.
 The kernel takes fixed steps whose number per save interval is known when the solve is
-traced, and no events. Forward mode (`jax.jvp`, `jax.jacfwd`) runs the kernel on the state
-and its tangent together, the forward sensitivities of the same steps; a kernel has no
-transpose, so reverse mode (`jax.grad`) takes `integrator="lean"`.
+traced, and no events. A kernel has no transpose, so with `adjoint=None` a differentiated
+solve takes the lean loop's derivatives (both modes, `with_lean_derivatives`); with
+`adjoint="forward"`, forward mode (`jax.jvp`, `jax.jacfwd`) runs the kernel on the state and
+its tangent together, the forward sensitivities of the same steps.
+
+`integrator="auto"` takes the kernel on a TPU where it can: the member's vector field must
+be made of primitives Mosaic compiles there (`KERNEL_PRIMITIVES`), as checked on its
+traced program before the solve.
 """
 
 import functools as ft
@@ -42,7 +47,7 @@ from ..kernels._pallas import Launch
 from ..kernels._tiling import TPU_TILING
 from ._closures import with_closed_over_tracers_held
 from ._interface import AbstractIntegrator, Problem, Solution
-from ._lean import _field, _weighted_sum
+from ._lean import LeanIntegrator, _field, _weighted_sum
 from ._solvers import is_lean_solver
 
 STATE_LIMIT = 64  # state components up to which a member's state stays in registers
@@ -249,7 +254,9 @@ def _with_tangents(field: Any, size: int, moving: tuple[bool, ...]) -> Any:
             (state[:size], leaves),
             (state[size:], tangents),
         )
-        return jnp.concatenate([f, f_dot])
+        # Stacked component by component: a concatenation, batched over the tile's axes,
+        # would move them in front and back again, a relayout of every tile at every stage.
+        return jnp.stack([*(f[i] for i in range(size)), *(f_dot[i] for i in range(size))])
 
     return field_and_tangent
 
@@ -272,9 +279,9 @@ def _solve_jvp(ensemble: _Ensemble, primals, tangents):
     return _one_member(ensemble, inputs), with_tangents[:, size:]
 
 
-def kernel_solve(model: Any, tableau: Any, ts: Array, y0: Array, args: Any, steps: int) -> Array:
-    """The states at `ts` of one solve (a member of a batch under `jax.vmap`) in `steps`
-    fixed steps of `tableau` per save interval."""
+def _member_field(model: Any, args: Any, ts: Array, y0: Array) -> tuple[Any, list[Array]]:
+    """The member's vector field `field(t, y, leaves)` on a flat state, and its `leaves`:
+    the arrays of `model` and `args` and the traced values a plain function closes over."""
     params, static = eqx.partition((model, args), eqx.is_array)
 
     def member_field(t, y, p):
@@ -289,6 +296,13 @@ def kernel_solve(model: Any, tableau: Any, ts: Array, y0: Array, args: Any, step
         p, arrays = jax.tree.unflatten(tree, leaves)
         return eqx.combine(arrays, field_static)(t, y, p)
 
+    return field, leaves
+
+
+def kernel_solve(model: Any, tableau: Any, ts: Array, y0: Array, args: Any, steps: int) -> Array:
+    """The states at `ts` of one solve (a member of a batch under `jax.vmap`) in `steps`
+    fixed steps of `tableau` per save interval."""
+    field, leaves = _member_field(model, args, ts, y0)
     ensemble = _Ensemble(field, tableau, steps)
     inputs = [ts, y0.reshape(-1), *leaves]
 
@@ -300,10 +314,76 @@ def kernel_solve(model: Any, tableau: Any, ts: Array, y0: Array, args: Any, step
     return solve(inputs).reshape(ts.shape[0], *y0.shape)
 
 
+# The primitives of vector fields that Mosaic compiles in the kernel on a TPU v5e, each
+# checked there on fields that use it (`benchmarks/tpu_probes.py`, section `fields`); the
+# calls whose bodies are checked in turn; and what `integrator="auto"` leaves to the lean
+# loop: matrix products (Mosaic takes one batch axis, the tiles have two), cumulative sums
+# (not lowered), and concatenation, gathers and transposes, which batched over the tiles
+# move data between lanes at every stage.
+KERNEL_PRIMITIVES = frozenset(
+    "abs add add_any broadcast_in_dim convert_element_type cos div erf exp gt integer_pow "
+    "log1p logistic lt max min mul neg pow reduce_max reduce_min reduce_sum reshape "
+    "select_n sin slice sqrt squeeze stack sub tanh".split()
+)
+CALLS = frozenset({"jit", "pjit", "cond", "custom_jvp_call", "custom_vjp_call"})
+
+
+def _primitives(jaxpr) -> set[str]:
+    """The names of the primitives `jaxpr` runs, inside the calls of `CALLS` too."""
+    names = set()
+    for eqn in jaxpr.eqns:
+        names.add(eqn.primitive.name)
+        if eqn.primitive.name in CALLS:
+            for value in eqn.params.values():
+                for sub in value if isinstance(value, tuple | list) else (value,):
+                    inner = getattr(sub, "jaxpr", sub)
+                    if hasattr(inner, "eqns"):
+                        names |= _primitives(inner)
+    return names
+
+
+def field_runs_in_kernel(model: Any, args: Any, ts: Array, y0: Array) -> bool:
+    """Whether the member's vector field uses only `KERNEL_PRIMITIVES` (and calls)."""
+    field, leaves = _member_field(model, args, ts, y0)
+    shapes = [jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x)) for x in leaves]
+    flat = jax.ShapeDtypeStruct((y0.size,), y0.dtype)
+    jaxpr = jax.make_jaxpr(field)(jax.ShapeDtypeStruct((), ts.dtype), flat, shapes).jaxpr
+    return _primitives(jaxpr) <= KERNEL_PRIMITIVES | CALLS
+
+
+def with_lean_derivatives(solve: Any, lean_solve: Any, problem: Problem) -> Array:
+    """`solve(problem)`, whose derivatives in both modes are those of `lean_solve(problem)`
+    (the lean loop's, taken through its own rules): the kernel has no transpose."""
+    arrays, static = eqx.partition(problem, eqx.is_inexact_array)
+
+    @jax.custom_jvp
+    def ys(arrays):
+        return solve(eqx.combine(arrays, static))
+
+    @ft.partial(ys.defjvp, symbolic_zeros=True)
+    def ys_jvp(primals, tangents):
+        (arrays,), (tangents,) = primals, tangents
+        moving = jax.tree.map(lambda t: not isinstance(t, SymbolicZero), tangents)
+        moved, fixed = eqx.partition(arrays, moving)
+        given = eqx.filter(tangents, moving)
+
+        def lean_ys(moved):
+            return lean_solve(eqx.combine(moved, fixed, static))
+
+        return jax.jvp(lean_ys, (moved,), (given,))
+
+    return ys(arrays)
+
+
 class KernelIntegrator(AbstractIntegrator):
     """A `jax.vmap` batch of fixed-step explicit Runge–Kutta solves as one Pallas kernel,
-    each member's state in registers for all steps (`kernel_solve`); not selected by
-    `integrator="auto"`."""
+    each member's state in registers for all steps (`kernel_solve`).
+
+    `integrator="auto"` takes it on a TPU for a fixed-step solve whose step count is known
+    when traced, with a state of up to `STATE_LIMIT` components and a vector field of
+    `KERNEL_PRIMITIVES`; elsewhere the lean loop. With `adjoint=None` its derivatives are
+    the lean loop's (forward and reverse mode); with `adjoint="forward"` forward mode runs
+    in the kernel too, on the state and its tangent."""
 
     name = "kernel"
     runs = "explicit Runge-Kutta solvers ('tsit5', 'rk4', ...) at fixed steps"
@@ -315,24 +395,23 @@ class KernelIntegrator(AbstractIntegrator):
     def accepts_solver(self, solver: Any) -> bool:
         return is_lean_solver(solver)
 
-    def solve(self, problem: Problem) -> Solution:
-        steps, y0 = problem.known_steps_per_interval, problem.y0
-        if steps is None:
-            raise ValueError(
-                "simlab's kernel integrator needs the same number of fixed steps in every save "
-                "interval, known when the solve is traced: pass ts and dt0 as concrete values "
-                "(not traced under jax.jit) with ts on a grid of equal intervals, or pass "
-                "integrator='lean'."
-            )
-        if not jnp.issubdtype(y0.dtype, jnp.floating) or y0.size > STATE_LIMIT:
-            raise ValueError(
-                f"simlab's kernel integrator runs real floating-point states of up to "
-                f"{STATE_LIMIT} components; got {y0.dtype} of shape {y0.shape}. Pass "
-                "integrator='lean'."
-            )
-        ys = kernel_solve(
-            problem.model, problem.solver.tableau, problem.ts, y0, problem.args, steps
+    def chosen_by_auto(self, problem: Problem | None) -> bool:
+        return (
+            problem is not None
+            and on_tpu()
+            and _unfit(problem) is None
+            and field_runs_in_kernel(problem.model, problem.args, problem.ts, problem.y0)
         )
+
+    def solve(self, problem: Problem) -> Solution:
+        reason = _unfit(problem)
+        if reason is not None:
+            raise ValueError(reason)
+        steps = problem.known_steps_per_interval
+        if problem.adjoint is None:
+            ys = with_lean_derivatives(_kernel_ys, _lean_ys, problem)
+        else:
+            ys = _kernel_ys(problem)
         finite = jnp.all(jnp.isfinite(ys))
         status = RESULTS.where(finite, RESULTS.successful, RESULTS.nonfinite_state)
         total = jnp.asarray(steps * (problem.ts.shape[0] - 1))
@@ -343,3 +422,42 @@ class KernelIntegrator(AbstractIntegrator):
             "max_steps": jnp.asarray(problem.max_steps),
         }
         return Solution(ys, status, stats)
+
+
+def on_tpu() -> bool:
+    """Whether programs run on a TPU by default, where `"auto"` may take the kernel."""
+    return jax.default_backend() == "tpu"
+
+
+def _unfit(problem: Problem) -> str | None:
+    """Why the kernel cannot take `problem`'s step counts or state, or `None`."""
+    y0 = problem.y0
+    if problem.known_steps_per_interval is None:
+        return (
+            "simlab's kernel integrator needs the same number of fixed steps in every save "
+            "interval, known when the solve is traced: pass ts and dt0 as concrete values "
+            "(not traced under jax.jit) with ts on a grid of equal intervals, or pass "
+            "integrator='lean'."
+        )
+    if not jnp.issubdtype(y0.dtype, jnp.floating) or y0.size > STATE_LIMIT:
+        return (
+            f"simlab's kernel integrator runs real floating-point states of up to "
+            f"{STATE_LIMIT} components; got {y0.dtype} of shape {y0.shape}. Pass "
+            "integrator='lean'."
+        )
+    return None
+
+
+def _kernel_ys(problem: Problem) -> Array:
+    return kernel_solve(
+        problem.model,
+        problem.solver.tableau,
+        problem.ts,
+        problem.y0,
+        problem.args,
+        problem.known_steps_per_interval,
+    )
+
+
+def _lean_ys(problem: Problem) -> Array:
+    return LeanIntegrator().solve(problem).ys

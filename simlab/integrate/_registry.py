@@ -10,7 +10,7 @@ from typing import Any
 from ._diffrax import DiffraxIntegrator
 from ._exponential import ExponentialIntegrator
 from ._imex import ImexIntegrator
-from ._interface import AbstractIntegrator
+from ._interface import AbstractIntegrator, Problem
 from ._kernel import KernelIntegrator
 from ._lean import LeanIntegrator
 from ._sde import SDEIntegrator
@@ -19,8 +19,10 @@ from ._solvers import SOLVERS, solver_name
 from ._stiff_integrator import StiffIntegrator
 from ._symplectic import SymplecticIntegrator
 
-# Exclusive integrators first (their solvers run nowhere else), then the lean loop, which
-# runs explicit Runge–Kutta methods fastest, then Diffrax, which runs everything else.
+# Exclusive integrators first (their solvers run nowhere else), then the kernel, which
+# `"auto"` takes only on a TPU and where it fits (`KernelIntegrator.chosen_by_auto`), then
+# the lean loop, which runs explicit Runge–Kutta methods fastest elsewhere, then Diffrax,
+# which runs everything else.
 INTEGRATORS: list[AbstractIntegrator] = [
     StiffIntegrator(),
     SDEIntegrator(),
@@ -28,9 +30,9 @@ INTEGRATORS: list[AbstractIntegrator] = [
     SymplecticIntegrator(),
     ExponentialIntegrator(),
     ImexIntegrator(),
+    KernelIntegrator(),
     LeanIntegrator(),
     DiffraxIntegrator(),
-    KernelIntegrator(),  # only where asked for: integrator="kernel"
 ]
 
 
@@ -94,10 +96,11 @@ def select_integrator(
     adjoint: Any,
     event: Any,
     model: Any = None,
+    problem: Problem | None = None,
 ) -> AbstractIntegrator:
-    """The first registered integrator that runs `solver` with these settings; with
-    `requested` other than `"auto"`, the one of that name. A ValueError says why none can
-    (on `model`, where given)."""
+    """The first registered integrator that runs `solver` with these settings (and, for
+    `"auto"`, is `chosen_by_auto` for `problem`); with `requested` other than `"auto"`, the
+    one of that name. A ValueError says why none can (on `model`, where given)."""
     candidates = [integrator for integrator in INTEGRATORS if integrator.accepts_solver(solver)]
     if not candidates:
         raise ValueError(
@@ -107,8 +110,11 @@ def select_integrator(
     if requested != "auto":
         named = [i for i in candidates if requested in (i.name, *i.aliases)]
         if not named:
-            raise ValueError(_wrong_integrator(solver, requested, candidates[0], model))
+            default = next(i for i in candidates if i.chosen_by_auto(None))
+            raise ValueError(_wrong_integrator(solver, requested, default, model))
         candidates = named
+    else:
+        candidates = [i for i in candidates if i.chosen_by_auto(problem)]
     reasons = []
     for integrator in candidates:
         reason = integrator.refusal(adaptive=adaptive, adjoint=adjoint, event=event)
