@@ -459,21 +459,37 @@ def _sensitivity_row(quick: bool) -> int:
     y0, rho = y0.astype(jnp.float32), rho.astype(jnp.float32)
     ts = jnp.linspace(0.0, 1.0, 11, dtype=jnp.float32)
 
-    def solve(parameters, y0):
+    def solve(parameters, y0, integrator):
         model = simlab.models.Lorenz(*parameters)
-        return simlab.simulate(model, y0, ts, solver="tsit5", adaptive=False, dt0=1e-3).ys
+        return simlab.simulate(
+            model, y0, ts, solver="tsit5", adaptive=False, dt0=1e-3, integrator=integrator,
+            adjoint="forward",
+        ).ys  # fmt: skip
 
     def parameters_of(rho):
         return jnp.stack([jnp.float32(10.0), rho, jnp.float32(8 / 3)])
 
-    solves = jax.jit(jax.vmap(lambda rho, y0: solve(parameters_of(rho), y0)))
-    sensitivities = jax.jit(jax.vmap(lambda rho, y0: jax.jacfwd(solve)(parameters_of(rho), y0)))
     print(f"ensembles, float32: {members} Lorenz x 1000 fixed Tsit5 steps, 11 save times")
-    solve_s = median_seconds(solves, rho, y0, repeats=3)
-    _row("solve", solve_s, solve_s)
-    _row("forward sensitivities to 3 parameters", median_seconds(sensitivities, rho, y0), solve_s)
+    jacobians = {}
+    for integrator in ("lean", "kernel"):
+        one = ft.partial(solve, integrator=integrator)
+        solves = jax.jit(jax.vmap(lambda rho, y0, one=one: one(parameters_of(rho), y0)))
+        sensitivities = jax.jit(
+            jax.vmap(lambda rho, y0, one=one: jax.jacfwd(one)(parameters_of(rho), y0))
+        )
+        solve_s = median_seconds(solves, rho, y0, repeats=3)
+        _row(f"{integrator}: solve", solve_s, solve_s)
+        _row(
+            f"{integrator}: forward sensitivities to 3 parameters",
+            median_seconds(sensitivities, rho, y0, repeats=3),
+            solve_s,
+        )
+        jacobians[integrator] = sensitivities(rho, y0)
+    scale = jnp.max(jnp.abs(jacobians["lean"]))
+    difference = float(jnp.max(jnp.abs(jacobians["kernel"] - jacobians["lean"])) / scale)
+    print(f"  max |kernel - lean| sensitivities / max |lean| {difference:.1e}")
     print("  (target: sensitivities / solve <= 4.5, i.e. bare/this >= 0.22)\n")
-    return 0
+    return int(not difference < 1e-3)
 
 
 def _multistart_fit_rows(quick: bool) -> int:

@@ -1,7 +1,9 @@
 """Probes of where the time goes on a TPU: the measurements behind the kernels' tiles, the
 Laplacian's reads past the end of its array, the XLA Laplacian's form on a TPU, and what
-bounds the temporally blocked heat kernel and `pair_forces`. `benchmarks/tpu.sh --probes`
-runs it and keeps the output in `benchmarks/results/tpu-probes.txt`.
+bounds the temporally blocked heat kernel and `pair_forces`, and which primitives of a vector
+field the kernel integrator compiles (`fields`, kept in `benchmarks/results/tpu-fields.txt`).
+`benchmarks/tpu.sh --probes` runs it and keeps the output in
+`benchmarks/results/tpu-probes.txt`.
 
 Usage: `python benchmarks/tpu_probes.py [--quick] [--sections bandwidth,...]`. `--quick`
 runs every probe at small sizes on a CPU, the kernels in the Pallas interpreter: a check
@@ -29,7 +31,7 @@ from simlab.integrate import _lean
 from simlab.kernels import _layouts, _pairs
 from simlab.kernels._pallas import extend_high
 
-SECTIONS = ("bandwidth", "laplacian", "heat", "forms", "burgers", "pairs", "saves")
+SECTIONS = ("bandwidth", "laplacian", "heat", "forms", "burgers", "pairs", "saves", "fields")
 CLOCK_HZ = 1.5e9  # the TPU v5e's TensorCore clock, to count cycles
 VREG_CELLS = 8 * 128  # float32 values in one vector register
 
@@ -348,6 +350,64 @@ def _unfinished_diffrax_members(mus):
             f"{int(jnp.max(jnp.where(short, steps, 0)))}"
         )
     print()
+
+
+# --- fields: which primitives of a vector field the kernel integrator compiles ----------
+
+_MATRIX = ((-1.0, 0.2, 0.0), (0.1, -2.0, 0.3), (0.0, 0.4, -0.5))
+
+# One field a family of primitives, each `f(t, y, p)` on a state of three components.
+FIELDS = {
+    "arithmetic (Lorenz)": lambda t, y, p: jnp.stack(
+        [10 * (y[1] - y[0]), y[0] * (p - y[2]) - y[1], y[0] * y[1] - 8 / 3 * y[2]]
+    ),
+    "exp, tanh, logistic": lambda t, y, p: -p * jnp.exp(-y) * jnp.tanh(y) + jax.nn.sigmoid(y),
+    "sin, cos, time": lambda t, y, p: -p * jnp.sin(y) + 0.1 * jnp.cos(y) + jnp.sin(t),
+    "log, log1p, expm1": lambda t, y, p: -p * jnp.log(2 + y) * jnp.log1p(y * y) - jnp.expm1(y),
+    "sqrt, rsqrt, pow": lambda t, y, p: -p * jnp.sqrt(1 + y * y) * lax.rsqrt(1 + y * y) * y
+    - (1 + y * y) ** 0.75 * y,
+    "division, integer powers": lambda t, y, p: p * y**2 / (0.5 + y**2) - y**3,
+    "abs, max, min, clip, sign": lambda t, y, p: -p * jnp.clip(y, -1, 1)
+    + 0.01 * jnp.maximum(jnp.abs(y), 0.1) * jnp.sign(y),
+    "where, comparisons": lambda t, y, p: jnp.where((y > 0) & (y <= 2), -p * y, -2 * p * y)
+    + jnp.where(y == 0, 1.0, 0.0),
+    "erf, floor": lambda t, y, p: -p * jax.scipy.special.erf(y) + 0.01 * jnp.floor(y),
+    "sum, mean, max over the state": lambda t, y, p: -p * (y - jnp.mean(y))
+    + 0.01 * (jnp.sum(y) + jnp.max(y) - jnp.min(y)),
+    "lax.cond on a parameter": lambda t, y, p: lax.cond(p > 1.5, lambda: -y, lambda: -2 * y),
+    "concatenate": lambda t, y, p: jnp.concatenate([-p * y[:1], y[:2] - y[1:]]),
+    "gather at constant indices": lambda t, y, p: -p * y[jnp.array([2, 0, 1])],
+    "matrix product": lambda t, y, p: p * (jnp.asarray(_MATRIX, y.dtype) @ y),
+    "cumulative sum": lambda t, y, p: -p * jnp.cumsum(y) / 3,
+}
+
+
+def fields(quick: bool):
+    """Each of `FIELDS` under `integrator="kernel"` against the lean loop (2048 members x
+    100 RK4 steps, float32): whether Mosaic compiles it, and which integrator `"auto"`
+    takes for it here."""
+    members = 256 if quick else 2048
+    print(f"fields: kernel against lean, {members} members x 100 RK4 steps, float32")
+    ts = jnp.linspace(0.0, 1.0, 3).astype(jnp.float32)
+    ps = jnp.linspace(1.0, 2.0, members, dtype=jnp.float32)
+    y0 = jnp.broadcast_to(jnp.asarray([0.5, -0.3, 0.2], jnp.float32), (members, 3))
+    for name, field in FIELDS.items():
+
+        def solve(p, y0, integrator, field=field):
+            return simlab.simulate(
+                lambda t, y, args: field(t, y, p), y0, ts, solver="rk4", adaptive=False,
+                dt0=0.01, integrator=integrator, throw=False,
+            )  # fmt: skip
+
+        lean = jax.jit(jax.vmap(ft.partial(solve, integrator="lean")))(ps, y0).ys
+        auto = solve(ps[0], y0[0], "auto").integrator
+        kernel = attempt(
+            f"{name:<32} auto takes {auto:<6}",
+            lambda solve=solve: jax.jit(jax.vmap(ft.partial(solve, integrator="kernel")))(ps, y0),
+        )
+        if kernel is not None:
+            difference = float(jnp.max(jnp.abs(kernel.ys - lean) / (1 + jnp.abs(lean))))
+            print(f"  {name:<32} auto takes {auto:<6}: compiles, against lean {difference:.1e}")
 
 
 def main() -> int:

@@ -199,6 +199,7 @@ def test_reverse_mode_takes_the_lean_loops_derivatives_and_forward_mode_alone_do
         jax.grad(ft.partial(end, "kernel", adjoint="forward"))(Y0)
 
 
+@pytest.mark.accelerator
 def test_auto_takes_the_kernel_on_a_tpu_only_where_the_field_and_steps_fit(monkeypatch):
     # On this CPU the lean loop; with a TPU as the default backend, the kernel where the
     # field is made of KERNEL_PRIMITIVES and the step count is known when traced.

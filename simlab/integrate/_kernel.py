@@ -315,15 +315,16 @@ def kernel_solve(model: Any, tableau: Any, ts: Array, y0: Array, args: Any, step
 
 
 # The primitives of vector fields that Mosaic compiles in the kernel on a TPU v5e, each
-# checked there on fields that use it (`benchmarks/tpu_probes.py`, section `fields`); the
-# calls whose bodies are checked in turn; and what `integrator="auto"` leaves to the lean
-# loop: matrix products (Mosaic takes one batch axis, the tiles have two), cumulative sums
-# (not lowered), and concatenation, gathers and transposes, which batched over the tiles
-# move data between lanes at every stage.
+# checked there on a field that uses it (`benchmarks/tpu_probes.py`, section `fields`, kept
+# in `benchmarks/results/tpu-fields.txt`), and the calls whose bodies are checked in turn.
+# `integrator="auto"` leaves the others to the lean loop: matrix products (Mosaic takes one
+# batch axis, the tiles have two), cumulative sums (not lowered), and concatenations and
+# gathers, which batched over the tiles move data between lanes at every stage.
 KERNEL_PRIMITIVES = frozenset(
-    "abs add add_any broadcast_in_dim convert_element_type cos div erf exp gt integer_pow "
-    "log1p logistic lt max min mul neg pow reduce_max reduce_min reduce_sum reshape "
-    "select_n sin slice sqrt squeeze stack sub tanh".split()
+    "abs add add_any and broadcast_in_dim convert_element_type cos div eq erf exp expm1 "
+    "floor gt integer_pow le log log1p logistic lt max min mul neg pow reduce_max "
+    "reduce_min reduce_sum reshape rsqrt select_n sign sin slice sqrt squeeze stack sub "
+    "tanh".split()
 )
 CALLS = frozenset({"jit", "pjit", "cond", "custom_jvp_call", "custom_vjp_call"})
 
