@@ -364,16 +364,20 @@ FIELDS = {
     "exp, tanh, logistic": lambda t, y, p: -p * jnp.exp(-y) * jnp.tanh(y) + jax.nn.sigmoid(y),
     "sin, cos, time": lambda t, y, p: -p * jnp.sin(y) + 0.1 * jnp.cos(y) + jnp.sin(t),
     "log, log1p, expm1": lambda t, y, p: -p * jnp.log(2 + y) * jnp.log1p(y * y) - jnp.expm1(y),
-    "sqrt, rsqrt, pow": lambda t, y, p: -p * jnp.sqrt(1 + y * y) * lax.rsqrt(1 + y * y) * y
-    - (1 + y * y) ** 0.75 * y,
+    "sqrt, rsqrt, pow": lambda t, y, p: (
+        -p * jnp.sqrt(1 + y * y) * lax.rsqrt(1 + y * y) * y - (1 + y * y) ** 0.75 * y
+    ),
     "division, integer powers": lambda t, y, p: p * y**2 / (0.5 + y**2) - y**3,
-    "abs, max, min, clip, sign": lambda t, y, p: -p * jnp.clip(y, -1, 1)
-    + 0.01 * jnp.maximum(jnp.abs(y), 0.1) * jnp.sign(y),
-    "where, comparisons": lambda t, y, p: jnp.where((y > 0) & (y <= 2), -p * y, -2 * p * y)
-    + jnp.where(y == 0, 1.0, 0.0),
+    "abs, max, min, clip, sign": lambda t, y, p: (
+        -p * jnp.clip(y, -1, 1) + 0.01 * jnp.maximum(jnp.abs(y), 0.1) * jnp.sign(y)
+    ),
+    "where, comparisons": lambda t, y, p: (
+        jnp.where((y > 0) & (y <= 2), -p * y, -2 * p * y) + jnp.where(y == 0, 1.0, 0.0)
+    ),
     "erf, floor": lambda t, y, p: -p * jax.scipy.special.erf(y) + 0.01 * jnp.floor(y),
-    "sum, mean, max over the state": lambda t, y, p: -p * (y - jnp.mean(y))
-    + 0.01 * (jnp.sum(y) + jnp.max(y) - jnp.min(y)),
+    "sum, mean, max over the state": lambda t, y, p: (
+        -p * (y - jnp.mean(y)) + 0.01 * (jnp.sum(y) + jnp.max(y) - jnp.min(y))
+    ),
     "lax.cond on a parameter": lambda t, y, p: lax.cond(p > 1.5, lambda: -y, lambda: -2 * y),
     "concatenate": lambda t, y, p: jnp.concatenate([-p * y[:1], y[:2] - y[1:]]),
     "gather at constant indices": lambda t, y, p: -p * y[jnp.array([2, 0, 1])],
