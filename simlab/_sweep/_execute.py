@@ -4,7 +4,7 @@ import dataclasses
 import functools as ft
 import math
 from collections.abc import Callable, Mapping
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
@@ -50,7 +50,7 @@ def member_outputs(
     model: AbstractModel,
     y0: jax.Array,
     ts: jax.Array | np.ndarray,
-    values: jax.Array,
+    values: jax.Array | tuple[jax.Array, ...],
     *,
     names: tuple[str, ...],
     observable: Callable | None,
@@ -60,6 +60,7 @@ def member_outputs(
 ) -> tuple[dict[str, jax.Array], jax.Array]:
     """Simulates one member; returns its observables (NaN where it failed) and status code.
 
+    `values` holds the member's value of each of `names`, as an array or a tuple.
     `event` is an `Event`, or a function of the member's model that builds one (for a
     condition that reads the swept parameters). A stochastic model's member draws its path
     from `fold_in(key, path)`, `key` being `key_data` wrapped and `path` its `"path"` value."""
@@ -179,7 +180,8 @@ def compiled_chunk(arrays, values, statics: ChunkStatics):
     """Runs a chunk of members; compiled once per shape and `statics`.
 
     `values` is the chunk's table of swept values, one row per member, or its columns
-    (`member_columns`): a tuple of 1-D arrays, one per swept name. Returns `(outputs,
+    (`member_columns`): a tuple of 1-D arrays, one per swept name, which each member reads
+    as a tuple of its values (no table is built on the device). Returns `(outputs,
     status)`, each output flattened member by member to one axis (`host_outputs` gives
     back the shapes), and the status codes.
 
@@ -192,8 +194,6 @@ def compiled_chunk(arrays, values, statics: ChunkStatics):
     own work overlaps the chunk's (`equinox.filter_jit` waits for the result)."""
 
     def run_shard(arrays, values):
-        if isinstance(values, tuple):
-            values = jnp.stack(values, axis=1)
         model, y0, ts, key_data, observable, event = _problem(arrays, statics)
         member = ft.partial(
             member_outputs,
@@ -239,17 +239,21 @@ def member_group_size(mesh: Mesh, *, stochastic: bool) -> int | None:
     return CPU_GROUP_SIZE if on_cpu and not stochastic else None
 
 
-def vmapped_in_groups(fn: Callable, rows: jax.Array, group_size: int | None):
+def vmapped_in_groups(fn: Callable, rows: Any, group_size: int | None):
     """`jax.vmap(fn)(rows)`, computed in equal groups of at most `group_size` rows one
-    after another (`None`: one group). The rows are padded with copies of the first to a
-    multiple of the group count, and the padding dropped."""
-    num_rows = rows.shape[0]
+    after another (`None`: one group). `rows` is an array or a pytree of arrays with the
+    same first axis. The rows are padded with copies of the first to a multiple of the
+    group count, and the padding dropped."""
+    num_rows = jax.tree.leaves(rows)[0].shape[0]
     num_groups, size = group_shape(num_rows, group_size)
     if num_groups == 1:
         return jax.vmap(fn)(rows)
-    padding = jnp.broadcast_to(rows[:1], (num_groups * size - num_rows, *rows.shape[1:]))
-    groups = jnp.concatenate([rows, padding]).reshape(num_groups, size, *rows.shape[1:])
-    outputs = jax.lax.map(jax.vmap(fn), groups)
+
+    def grouped(x):
+        padding = jnp.broadcast_to(x[:1], (num_groups * size - num_rows, *x.shape[1:]))
+        return jnp.concatenate([x, padding]).reshape(num_groups, size, *x.shape[1:])
+
+    outputs = jax.lax.map(jax.vmap(fn), jax.tree.map(grouped, rows))
     return jax.tree.map(lambda x: x.reshape(num_groups * size, *x.shape[2:])[:num_rows], outputs)
 
 
