@@ -233,3 +233,22 @@ def test_refuses_step_counts_unknown_when_traced_and_large_states():
             dt0=DT,
             integrator="kernel",
         )
+
+
+def test_a_field_that_makes_or_closes_over_arrays_lowers_for_a_tpu():
+    # A TPU kernel captures no constants: the field's arrays are passed in as leaves.
+    def solve(y0, dtype):
+        rates = jnp.asarray([1.0, 2.0, 3.0], dtype)
+
+        def decay(t, y, args):
+            return -rates * y * jnp.asarray([1.0, 0.5, 0.25], dtype)
+
+        return simlab.simulate(
+            decay, y0, TS, solver="tsit5", adaptive=False, dt0=DT, integrator="kernel", throw=False
+        ).ys
+
+    with jax.enable_x64(False):  # a TPU kernel's loop counters are 32-bit
+        program = jax.jit(ft.partial(solve, dtype=jnp.float32))
+        jax.export.export(program, platforms=["tpu"])(jax.ShapeDtypeStruct((3,), jnp.float32))
+    exact = jnp.exp(-jnp.asarray([1.0, 1.0, 0.75], FLOAT) * TS[-1])
+    np.testing.assert_allclose(solve(jnp.ones(3, FLOAT), FLOAT)[-1], exact, rtol=AGREEMENT)

@@ -296,7 +296,17 @@ def _member_field(model: Any, args: Any, ts: Array, y0: Array) -> tuple[Any, lis
         p, arrays = jax.tree.unflatten(tree, leaves)
         return eqx.combine(arrays, field_static)(t, y, p)
 
-    return field, leaves
+    # Arrays the field makes or closes over become leaves too: a TPU kernel captures none.
+    shapes = [jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x)) for x in leaves]
+    flat = jax.ShapeDtypeStruct((y0.size,), y0.dtype)
+    traced = jax.make_jaxpr(field)(jax.ShapeDtypeStruct((), ts.dtype), flat, shapes)
+    count = len(leaves)
+
+    def field_of_leaves(t, y, leaves):
+        (f,) = jax.core.eval_jaxpr(traced.jaxpr, leaves[count:], t, y, *leaves[:count])
+        return f
+
+    return field_of_leaves, [*leaves, *map(jnp.asarray, traced.consts)]
 
 
 def kernel_solve(model: Any, tableau: Any, ts: Array, y0: Array, args: Any, steps: int) -> Array:
