@@ -136,7 +136,8 @@ class PetabProblem(eqx.Module):
         - `x0`: the start of a single fit, on the parameter scales (default: `nominal`),
           within the bounds.
         - `optimiser`: an `optimistix.AbstractMinimiser` (default BFGS at `rtol`, `atol`).
-        - `max_steps`, `progress`, `throw`, `covariance`: as for [`simlab.fit`][].
+        - `max_steps`: the most optimiser steps of each start (default 2000).
+        - `progress`, `throw`, `covariance`: as for [`simlab.fit`][].
 
         The optimiser works on each parameter mapped onto its closed range by a sine
         ($x = a + (b - a)(1 + \\sin v)/2$ on $[a, b]$, as MINUIT bounds its parameters), so every
