@@ -22,7 +22,8 @@ The kernel takes fixed steps whose number per save interval is known when the so
 traced, and no events. A kernel has no transpose, so with `adjoint=None` a differentiated
 solve takes the lean loop's derivatives (both modes, `with_lean_derivatives`); with
 `adjoint="forward"`, forward mode (`jax.jvp`, `jax.jacfwd`) runs the kernel on the state and
-its tangent together, the forward sensitivities of the same steps.
+its tangents together, the forward sensitivities of the same steps: the directions of a
+`jax.jacfwd` in one launch, which steps the solve too.
 
 `integrator="auto"` takes the kernel on a TPU where it can: the member's vector field must
 be made of primitives Mosaic compiles there (`KERNEL_PRIMITIVES`), as checked on its
@@ -239,44 +240,91 @@ def _one_member(ensemble: _Ensemble, inputs: list[Array]) -> Array:
     return _batched(ensemble)(members_last)[..., 0]
 
 
-def _with_tangents(field: Any, size: int, moving: tuple[bool, ...]) -> Any:
-    """The field of the state and its tangent stacked (`2 * size` components): `field` and
-    its directional derivative along the tangent of the state and of the leaves that have
-    one (`moving`). Runge–Kutta steps of this field are the derivatives of the steps of
-    `field` (the forward sensitivities of the discrete solve), so they run in the kernel."""
+def _with_tangents(field: Any, size: int, moving: tuple[bool, ...], count: int) -> Any:
+    """The field of the state and `count` tangents stacked (`(1 + count) * size`
+    components): `field` and its directional derivatives along each tangent of the state and
+    of the leaves that have one (`moving`; their tangents come after the leaves, each with a
+    leading axis of `count`). Runge–Kutta steps of this field are the derivatives of the
+    steps of `field` (the forward sensitivities of the discrete solve), so they run in the
+    kernel; the field is linearised once for all tangents."""
 
-    def field_and_tangent(t, state, leaves):
-        leaves, given = leaves[: len(moving)], iter(leaves[len(moving) :])
-        pairs = zip(leaves, moving, strict=True)
-        tangents = [next(given) if m else jnp.zeros_like(x) for x, m in pairs]
-        f, f_dot = jax.jvp(
-            lambda y, leaves: field(t, y, leaves),
-            (state[:size], leaves),
-            (state[size:], tangents),
-        )
+    def field_and_tangents(t, state, leaves):
+        leaves, given = leaves[: len(moving)], leaves[len(moving) :]
+        moved = [x for x, m in zip(leaves, moving, strict=True) if m]
+
+        def of_moved(y, moved):
+            values = iter(moved)
+            pairs = zip(leaves, moving, strict=True)
+            return field(t, y, [next(values) if m else x for x, m in pairs])
+
+        f, linear = jax.linearize(of_moved, state[:size], moved)
+        components = [f[i] for i in range(size)]
+        for j in range(count):
+            f_dot = linear(state[(1 + j) * size : (2 + j) * size], [x[j] for x in given])
+            components += [f_dot[i] for i in range(size)]
         # Stacked component by component: a concatenation, batched over the tile's axes,
         # would move them in front and back again, a relayout of every tile at every stage.
-        return jnp.stack([*(f[i] for i in range(size)), *(f_dot[i] for i in range(size))])
+        return jnp.stack(components)
 
-    return field_and_tangent
+    return field_and_tangents
+
+
+def _solve_directions(ensemble: _Ensemble, moving, inputs, tangents, count: int):
+    """The saved states and their derivatives along `count` directions (`tangents`: the
+    initial state's `(count, size)` and the moving leaves', each with a leading `count`), in
+    one launch of the kernel on the state and all its tangents."""
+    ts, y0, *leaves = inputs
+    y0_dot, *moved = tangents
+    size = y0.shape[0]
+    augmented = _Ensemble(
+        _with_tangents(ensemble.field, size, moving, count), ensemble.tableau, ensemble.steps
+    )
+    states = jnp.concatenate([y0, y0_dot.reshape(-1)])
+    out = _one_member(augmented, [ts, states, *leaves, *moved])
+    return out[:, :size], jnp.moveaxis(out[:, size:].reshape(-1, count, size), 1, 0)
+
+
+def _tangent_solver(ensemble: _Ensemble, moving: tuple[bool, ...]):
+    """`(inputs, tangents) -> (ys, ys_dot)` along one direction, whose `jax.vmap` over
+    directions alone (as `jax.jacfwd` makes) runs them all in one launch beside one solve."""
+
+    def one_direction(inputs, tangents):
+        _, ys_dot = _solve_directions(ensemble, moving, inputs, [t[None] for t in tangents], 1)
+        # The solve apart, so that it is not batched where the tangents alone are.
+        return _one_member(ensemble, inputs), ys_dot[0]
+
+    @jax.custom_batching.custom_vmap
+    def solve(inputs, tangents):
+        return one_direction(inputs, tangents)
+
+    @solve.def_vmap
+    def rule(axis_size, in_batched, inputs, tangents):
+        inputs_batched, tangents_batched = in_batched
+        if not any(inputs_batched):  # a batch of directions at the same point
+            tangents = [
+                t if b else jnp.broadcast_to(t, (axis_size, *t.shape))
+                for t, b in zip(tangents, tangents_batched, strict=True)
+            ]
+            return _solve_directions(ensemble, moving, inputs, tangents, axis_size), (False, True)
+        in_axes = (
+            [0 if b else None for b in inputs_batched],
+            [0 if b else None for b in tangents_batched],
+        )
+        return jax.vmap(one_direction, in_axes=in_axes)(inputs, tangents), (True, True)
+
+    return solve
 
 
 def _solve_jvp(ensemble: _Ensemble, primals, tangents):
-    """Forward mode through a solve: the kernel on the state and its tangent together."""
+    """Forward mode through a solve: the kernel on the state and its tangents together."""
     (inputs,), (tangents,) = primals, tangents
     # The save times are concrete (the solve's step count is known), so have no tangent.
-    (ts, y0, *leaves), (_, y0_dot, *leaf_tangents) = inputs, tangents
+    (_, y0, *_), (_, y0_dot, *leaf_tangents) = inputs, tangents
     if isinstance(y0_dot, SymbolicZero):
         y0_dot = jnp.zeros_like(y0)
     moving = tuple(not isinstance(t, SymbolicZero) for t in leaf_tangents)
-    size = y0.shape[0]
-    augmented = _Ensemble(
-        _with_tangents(ensemble.field, size, moving), ensemble.tableau, ensemble.steps
-    )
     moved = [t for t, m in zip(leaf_tangents, moving, strict=True) if m]
-    with_tangents = _one_member(augmented, [ts, jnp.concatenate([y0, y0_dot]), *leaves, *moved])
-    # The solve apart: under `jax.jacfwd` (a `vmap` over tangents) it is not batched.
-    return _one_member(ensemble, inputs), with_tangents[:, size:]
+    return _tangent_solver(ensemble, moving)(inputs, [y0_dot, *moved])
 
 
 def _member_field(model: Any, args: Any, ts: Array, y0: Array) -> tuple[Any, list[Array]]:
