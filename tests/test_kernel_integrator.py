@@ -181,17 +181,28 @@ def test_forward_sensitivities_equal_lean_and_central_differences():
         np.testing.assert_allclose(kernel[0][0, ..., 1], central, rtol=1e-6, atol=1e-7)
 
 
-def test_a_sweep_runs_the_kernel_with_its_save_times_concrete():
+def test_a_sweep_runs_the_kernel_with_its_save_times_concrete(monkeypatch):
     # A sweep's chunks would trace the save times; for the kernel they stay concrete.
-    def swept(integrator):
+    def swept(integrator, **options):
         return simlab.sweep(
             LORENZ, {"rho": np.linspace(20.0, 30.0, 5)}, Y0, TS, solver="tsit5",
-            adaptive=False, dt0=DT, integrator=integrator, progress=False,
+            adaptive=False, dt0=DT, integrator=integrator, progress=False, **options,
         )  # fmt: skip
 
     kernel, lean = swept("kernel"), swept("lean")
     assert kernel.num_failed == 0
     _assert_agree(kernel.observables["trajectory"], lean.observables["trajectory"])
+    # On a TPU "auto" may take the kernel, so the sweep keeps the save times concrete too.
+    monkeypatch.setattr(simlab.integrate._kernel, "on_tpu", lambda: True)
+    ran = []
+
+    def end_state(trajectory):
+        ran.append(trajectory.integrator)
+        return {"end": trajectory.ys[-1]}
+
+    auto = swept("auto", observable=end_state)
+    assert set(ran) == {"kernel"}
+    _assert_agree(auto.observables["end"], lean.observables["trajectory"][:, -1])
 
 
 def test_reverse_mode_takes_the_lean_loops_derivatives_and_forward_mode_alone_does_not():

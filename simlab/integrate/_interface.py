@@ -134,6 +134,11 @@ class AbstractIntegrator(eqx.Module):
         the problem is not yet built), given it runs the solver and the settings."""
         return True
 
+    def auto_may_choose_here(self) -> bool:
+        """Whether `integrator="auto"` may take this integrator for some problem on the
+        default backend (so callers keep for it what it needs, its save times concrete)."""
+        return True
+
     def refusal(self, *, adaptive: bool, adjoint: Any, event: Any) -> str | None:
         """Why this integrator cannot run a solve with these settings, or `None` if it can."""
         if event is not None and not self.events:

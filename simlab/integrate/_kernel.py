@@ -455,10 +455,13 @@ class KernelIntegrator(AbstractIntegrator):
     def accepts_solver(self, solver: Any) -> bool:
         return is_lean_solver(solver)
 
+    def auto_may_choose_here(self) -> bool:
+        return on_tpu()
+
     def chosen_by_auto(self, problem: Problem | None) -> bool:
         return (
             problem is not None
-            and on_tpu()
+            and self.auto_may_choose_here()
             and _unfit(problem) is None
             and field_runs_in_kernel(problem.model, problem.args, problem.ts, problem.y0)
         )

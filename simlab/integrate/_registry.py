@@ -75,11 +75,13 @@ _NAMES_OF_REGISTERED: list = [(), ()]
 
 def counts_steps_when_traced(name: str) -> bool:
     """Whether the integrator `simulate(integrator=name)` asks for needs its step count
-    when the solve is traced (`AbstractIntegrator.counts_steps_when_traced`)."""
+    when the solve is traced (`AbstractIntegrator.counts_steps_when_traced`); for `"auto"`,
+    whether one that `"auto"` may take on the default backend does."""
     return any(
         integrator.counts_steps_when_traced
         for integrator in INTEGRATORS
         if name in (integrator.name, *integrator.aliases)
+        or (name == "auto" and integrator.auto_may_choose_here())
     )
 
 
