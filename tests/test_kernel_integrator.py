@@ -231,6 +231,8 @@ def test_auto_takes_the_kernel_on_a_tpu_only_where_the_field_and_steps_fit(monke
     assert integrator(lambda t, y, args: matrix @ y) == "lean"  # a matrix product
     assert integrator(lambda t, y, args: -jnp.cumsum(y)) == "lean"
     assert integrator(lambda t, y, args: -jnp.exp(y) * jnp.tanh(y)) == "kernel"
+    assert integrator(lambda t, y, args: jnp.where(y > 0, -y, -2 * y)) == "kernel"
+    assert integrator(lambda t, y, args: jnp.where(y == 0, 1.0, -y)) == "lean"  # == and a broadcast
     names = []
     jax.jit(lambda ts: names.append(integrator(ts=ts)))(jnp.asarray(TS))
     assert names == ["lean"]  # save times traced: the step count is unknown

@@ -376,12 +376,13 @@ def kernel_solve(model: Any, tableau: Any, ts: Array, y0: Array, args: Any, step
 # checked there on a field that uses it (`benchmarks/tpu_probes.py`, section `fields`, kept
 # in `benchmarks/results/tpu-fields.txt`), and the calls whose bodies are checked in turn.
 # `integrator="auto"` leaves the others to the lean loop: matrix products (Mosaic takes one
-# batch axis, the tiles have two), `expm1` and cumulative sums (not lowered), the logical
-# `and` of comparisons with `==` and `<=` (a field with them failed Mosaic's relayout), and
-# concatenations and gathers, which batched over the tiles move data between lanes.
+# batch axis, the tiles have two), `expm1` and cumulative sums (not lowered), `==` and
+# broadcasts (`jnp.where(y == 0, 1.0, 0.0)` failed Mosaic's relayout), and concatenations
+# and gathers, which batched over the tiles move data between lanes (so also `jnp.array`
+# of components, where `jnp.stack` takes the kernel).
 KERNEL_PRIMITIVES = frozenset(
-    "abs add add_any broadcast_in_dim convert_element_type cos div erf exp floor gt "
-    "integer_pow log log1p logistic lt max min mul neg pow reduce_max "
+    "abs add add_any and convert_element_type cos div erf exp floor gt integer_pow le log "
+    "log1p logistic lt max min mul neg pow reduce_max "
     "reduce_min reduce_sum reshape rsqrt select_n sign sin slice sqrt squeeze stack sub "
     "tanh".split()
 )
