@@ -327,9 +327,10 @@ def _solve_jvp(ensemble: _Ensemble, primals, tangents):
     return _tangent_solver(ensemble, moving)(inputs, [y0_dot, *moved])
 
 
-def _member_field(model: Any, args: Any, ts: Array, y0: Array) -> tuple[Any, list[Array]]:
-    """The member's vector field `field(t, y, leaves)` on a flat state, and its `leaves`:
-    the arrays of `model` and `args` and the traced values a plain function closes over."""
+def _member_field(model: Any, args: Any, ts: Array, y0: Array) -> tuple[Any, list[Array], Any]:
+    """The member's vector field `field(t, y, leaves)` on a flat state, its `leaves` (the
+    arrays of `model` and `args`, the traced values a plain function closes over and the
+    arrays it makes) and its program (a jaxpr)."""
     params, static = eqx.partition((model, args), eqx.is_array)
 
     def member_field(t, y, p):
@@ -354,13 +355,13 @@ def _member_field(model: Any, args: Any, ts: Array, y0: Array) -> tuple[Any, lis
         (f,) = jax.core.eval_jaxpr(traced.jaxpr, leaves[count:], t, y, *leaves[:count])
         return f
 
-    return field_of_leaves, [*leaves, *map(jnp.asarray, traced.consts)]
+    return field_of_leaves, [*leaves, *map(jnp.asarray, traced.consts)], traced.jaxpr
 
 
 def kernel_solve(model: Any, tableau: Any, ts: Array, y0: Array, args: Any, steps: int) -> Array:
     """The states at `ts` of one solve (a member of a batch under `jax.vmap`) in `steps`
     fixed steps of `tableau` per save interval."""
-    field, leaves = _member_field(model, args, ts, y0)
+    field, leaves, _ = _member_field(model, args, ts, y0)
     ensemble = _Ensemble(field, tableau, steps)
     inputs = [ts, y0.reshape(-1), *leaves]
 
@@ -405,10 +406,7 @@ def _primitives(jaxpr) -> set[str]:
 
 def field_runs_in_kernel(model: Any, args: Any, ts: Array, y0: Array) -> bool:
     """Whether the member's vector field uses only `KERNEL_PRIMITIVES` (and calls)."""
-    field, leaves = _member_field(model, args, ts, y0)
-    shapes = [jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x)) for x in leaves]
-    flat = jax.ShapeDtypeStruct((y0.size,), y0.dtype)
-    jaxpr = jax.make_jaxpr(field)(jax.ShapeDtypeStruct((), ts.dtype), flat, shapes).jaxpr
+    _, _, jaxpr = _member_field(model, args, ts, y0)
     return _primitives(jaxpr) <= KERNEL_PRIMITIVES | CALLS
 
 
@@ -444,7 +442,7 @@ class KernelIntegrator(AbstractIntegrator):
     when traced, with a state of up to `STATE_LIMIT` components and a vector field of
     `KERNEL_PRIMITIVES`; elsewhere the lean loop. With `adjoint=None` its derivatives are
     the lean loop's (forward and reverse mode); with `adjoint="forward"` forward mode runs
-    in the kernel too, on the state and its tangent."""
+    in the kernel too, on the state and its tangents."""
 
     name = "kernel"
     runs = "explicit Runge-Kutta solvers ('tsit5', 'rk4', ...) at fixed steps"
