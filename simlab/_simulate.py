@@ -146,8 +146,10 @@ def simulate(
       with `diffrax.diffeqsolve`; a name in `simlab.integrate.integrator_names()` forces
       one. The lean loop lands steps on every save time and takes `adjoint=None`,
       `"forward"` or `"checkpoint"`. `"kernel"` runs a `jax.vmap` batch of fixed-step
-      explicit Runge–Kutta solves as one Pallas kernel (concrete `ts` and `dt0`; forward
-      mode only), the fastest on a TPU. See the performance page and `simlab.integrate`.
+      explicit Runge–Kutta solves as one Pallas kernel (concrete `ts` and `dt0`;
+      derivatives the lean loop's, or with `adjoint="forward"` forward mode in the
+      kernel); `"auto"` takes it on a TPU where the vector field's primitives compile
+      there. See the performance page and `simlab.integrate`.
 
     - `event`: a [`simlab.Event`][]: the first time its condition crosses zero is found by
       root finding on the solution and returned as `.event_time` (differentiable), the
