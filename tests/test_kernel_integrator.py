@@ -220,9 +220,13 @@ def test_reverse_mode_takes_the_lean_loops_derivatives_and_forward_mode_alone_do
 @pytest.mark.accelerator
 def test_auto_takes_the_kernel_on_a_tpu_only_where_the_field_and_steps_fit(monkeypatch):
     # On a CPU the lean loop; with a TPU as the default backend, the kernel where the
-    # field is made of KERNEL_PRIMITIVES and the step count is known when traced.
+    # field is made of KERNEL_PRIMITIVES and the step count is known when traced. The
+    # choice is made when the solve is traced: `jax.eval_shape` runs nothing.
     def integrator(model=LORENZ, ts=TS):
-        return simlab.simulate(model, Y0, ts, solver="tsit5", adaptive=False, dt0=DT).integrator
+        def solve():
+            return simlab.simulate(model, Y0, ts, solver="tsit5", adaptive=False, dt0=DT)
+
+        return jax.eval_shape(solve).integrator
 
     assert integrator() == ("kernel" if jax.default_backend() == "tpu" else "lean")
     monkeypatch.setattr(simlab.integrate._kernel, "on_tpu", lambda: True)
@@ -236,7 +240,7 @@ def test_auto_takes_the_kernel_on_a_tpu_only_where_the_field_and_steps_fit(monke
     names = []
     jax.jit(lambda ts: names.append(integrator(ts=ts)))(jnp.asarray(TS))
     assert names == ["lean"]  # save times traced: the step count is unknown
-    adaptive = simlab.simulate(LORENZ, Y0, TS, solver="tsit5")
+    adaptive = jax.eval_shape(lambda: simlab.simulate(LORENZ, Y0, TS, solver="tsit5"))
     assert adaptive.integrator == "lean"
 
 
