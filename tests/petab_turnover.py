@@ -1,5 +1,6 @@
 """A one-species PEtab problem whose log-likelihood, gradient and trajectories are known in
-closed form, written to a folder for `simlab.petab.load`."""
+closed form, written to a folder for `simlab.petab.load`; and the problem file that names
+a test problem's tables."""
 
 import math
 import pathlib
@@ -79,7 +80,14 @@ def write_turnover(folder: pathlib.Path, measured: dict = MEASURED) -> pathlib.P
         "parameterId\tparameterScale\tlowerBound\tupperBound\tnominalValue\testimate\n"
         f"k_in\tlog10\t0.01\t100\t{K_IN}\t1\nk_out\tlog10\t0.01\t100\t{K_OUT}\t1\n"
     )
-    (folder / "problem.yaml").write_text(
+    return write_problem_yaml(folder)
+
+
+def write_problem_yaml(folder: pathlib.Path) -> pathlib.Path:
+    """`problem.yaml` in `folder`, naming the tables a test problem writes there (`model.xml`,
+    `conditions.tsv`, `measurements.tsv`, `observables.tsv`, `parameters.tsv`); its path."""
+    yaml = folder / "problem.yaml"
+    yaml.write_text(
         textwrap.dedent(
             """\
             format_version: 1
@@ -92,4 +100,4 @@ def write_turnover(folder: pathlib.Path, measured: dict = MEASURED) -> pathlib.P
             """
         )
     )
-    return folder / "problem.yaml"
+    return yaml

@@ -18,6 +18,8 @@ libsbml = pytest.importorskip("libsbml")
 sympy = pytest.importorskip("sympy")
 integrate = pytest.importorskip("scipy.integrate")
 
+from petab_turnover import write_problem_yaml  # noqa: E402
+
 import simlab  # noqa: E402
 import simlab.petab  # noqa: E402
 
@@ -421,13 +423,7 @@ def _chain_problem(folder: pathlib.Path, size: int) -> pathlib.Path:
     }
     for name, columns in tables.items():
         pd.DataFrame(columns).to_csv(folder / f"{name}.tsv", sep="\t", index=False)
-    yaml = folder / "problem.yaml"
-    yaml.write_text(
-        "format_version: 1\nparameter_file: parameters.tsv\nproblems:\n"
-        "- condition_files: [conditions.tsv]\n  measurement_files: [measurements.tsv]\n"
-        "  observable_files: [observables.tsv]\n  sbml_files: [model.xml]\n"
-    )
-    return yaml
+    return write_problem_yaml(folder)
 
 
 def test_a_model_of_more_than_100_species_and_constants_compiles(tmp_path):

@@ -14,6 +14,8 @@ import pytest
 petab = pytest.importorskip("petab.v1")
 libsbml = pytest.importorskip("libsbml")
 
+from petab_turnover import write_problem_yaml  # noqa: E402
+
 import simlab.petab  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not jax.config.jax_enable_x64, reason="PEtab solves in float64")
@@ -135,13 +137,7 @@ def _write_problem(folder: pathlib.Path, sbml: str, measurements=None) -> pathli
             "estimate": 1,
         }
     ).to_csv(folder / "parameters.tsv", sep="\t", index=False)
-    yaml = folder / "problem.yaml"
-    yaml.write_text(
-        "format_version: 1\nparameter_file: parameters.tsv\nproblems:\n"
-        "- condition_files: [conditions.tsv]\n  measurement_files: [measurements.tsv]\n"
-        "  observable_files: [observables.tsv]\n  sbml_files: [model.xml]\n"
-    )
-    return yaml
+    return write_problem_yaml(folder)
 
 
 @pytest.fixture(scope="module")
