@@ -1,17 +1,18 @@
 """Brownian increments drawn from JAX keys inside the step loop, and the path they make.
 
-Steps are numbered across the save intervals and grouped in blocks of `steps_per_block`
-(a number fixed by the noise's size): block `b` draws the standard normals of all its steps
-at once from `jax.random.fold_in(key, b)`, and step `n` takes row `n % steps_per_block`,
-scaled by its step length. The whole block is turned into normals in one operation: a
-conversion step by step, fused into each step's arithmetic, rounds differently alone and
-under `vmap`, and a path must not depend on its batch in its last bits. Deriving a key
-costs as much as drawing several normals, so one key per block rather than per step makes
-drawing nearly as cheap as drawing every increment beforehand, while only one block is
-ever held. A path depends only on the key, the step grid and the noise shape, never on how
-members are batched, chunked or spread over devices, and no path is stored unless asked
-for (`brownian_path`). Adaptive steps draw from a virtual Brownian tree built from the key
-instead (`brownian_tree`).
+Every normal of a path is hashed from the path's two key words (`path_words`) and a
+counter: Threefry-2x32 of the words on the counter `(group, index)` gives 64 random bits,
+the normals of noise component `index` (`index + size` for the Lévy area `H`) at two
+consecutive steps in float32 (steps `2 group` and `2 group + 1`), at one step in float64
+(`hashed_bits`). A normal thus depends only on the key, its step number (counted across
+the save intervals) and its component, never on how members are batched, chunked or
+spread over devices, nor on how many steps are drawn at once: the lean loop draws blocks
+of `steps_per_block` steps (step `n` takes row `n % steps_per_block`), the kernel
+integrator two steps at a time, and they draw the same bits. A whole block is turned into
+normals in one operation: a conversion step by step, fused into each step's arithmetic,
+rounds differently alone and under `vmap`, and a path must not depend on its batch in its
+last bits. No path is stored unless asked for (`brownian_path`). Adaptive steps draw from
+a virtual Brownian tree built from the key instead (`brownian_tree`).
 """
 
 import functools
@@ -23,11 +24,12 @@ import jax
 import jax.lax as lax
 import jax.numpy as jnp
 import numpy as np
+from jax.extend.random import threefry2x32_p
 from jaxtyping import Array
 
 from ._loops import fixed_steps_per_interval
 
-VALUES_PER_BLOCK = 32  # normals a block draws per kind: past ~32, bigger blocks gain little
+VALUES_PER_BLOCK = 32  # normals the lean loop draws at once per kind: more gain little
 # The virtual Brownian tree of adaptive steps resolves the path down to this fraction of
 # the span (about 1e-6: 20 levels of bridges an evaluation), far below any step taken.
 TREE_RESOLUTION = 2.0**-20
@@ -75,9 +77,10 @@ def checked_key(key: Any) -> Array:
 
 
 def steps_per_block(noise_shape: tuple[int, ...]) -> int:
-    """How many steps' normals one key draws: `VALUES_PER_BLOCK` values' worth, at least one
-    step (a large noise needs no blocking: its own size spreads the key's cost)."""
-    return max(1, VALUES_PER_BLOCK // math.prod(noise_shape))
+    """How many steps' normals the lean loop draws at once: `VALUES_PER_BLOCK` values'
+    worth, an even number of steps (a float32 hash serves two), at least two (a large noise
+    needs no blocking: its own size spreads a block's cost)."""
+    return max(2, VALUES_PER_BLOCK // math.prod(noise_shape) // 2 * 2)
 
 
 def bits_dtype(dtype: Any) -> Any:
@@ -85,19 +88,77 @@ def bits_dtype(dtype: Any) -> Any:
     return jnp.dtype(f"uint{jnp.finfo(dtype).bits}")
 
 
-def block_draws(
-    key: Array, block: Any, noise_shape: tuple[int, ...], dtype: Any, *, area: bool
-) -> BlockDraws:
-    """The standard normals of block number `block` (traced or not), of float type `dtype`,
-    as their bits; `H`'s only if `area`."""
-    key_w, key_h = jax.random.split(jax.random.fold_in(key, block))
-    shape = (steps_per_block(noise_shape), *noise_shape)
+def steps_per_hash(dtype: Any) -> int:
+    """How many steps' normals of a component one hash's 64 bits make: two in float32 (or
+    narrower), one in float64."""
+    return 1 if jnp.finfo(dtype).bits == 64 else 2
 
-    def normals_bits(key):
-        normals = standard_normal(jax.random.bits(key, shape, bits_dtype(dtype)), dtype)
+
+def path_words(key: Array) -> Array:
+    """The two 32-bit words a path's normals are hashed from: bits of `key` (of any key
+    implementation), drawn once per solve."""
+    return jax.random.bits(key, (2,), jnp.uint32)
+
+
+def threefry(*operands: Array) -> tuple[Array, Array]:
+    """Threefry-2x32 of key words and counters (`uint32` arrays of one shape, which the
+    primitive's lowering needs; a TPU kernel lowers it too)."""
+    return tuple(threefry2x32_p.bind(*operands))
+
+
+@jax.custom_batching.custom_vmap
+def batchable_threefry(*operands: Array) -> tuple[Array, Array]:
+    """`threefry` under `jax.vmap` too: the primitive's own batching leaves its operands
+    of different shapes, which its lowering does not take."""
+    return threefry(*operands)
+
+
+@batchable_threefry.def_vmap
+def _threefry_batched(axis_size, in_batched, *operands):
+    operands = [
+        x if batched else jnp.broadcast_to(x, (axis_size, *x.shape))
+        for x, batched in zip(operands, in_batched, strict=True)
+    ]
+    return batchable_threefry(*operands), (True, True)
+
+
+def hashed_bits(
+    words: Any, group: Any, index: Any, dtype: Any, *, hash: Any = batchable_threefry
+) -> list[Array]:
+    """The random bits of the normals of noise component `index` at the steps of `group`
+    (`steps_per_hash(dtype)` consecutive steps from `group * steps_per_hash(dtype)`), one
+    array of `dtype`'s width per step: Threefry-2x32 of the path's `words` (a pair) on the
+    counter `(group, index)`, all broadcast together. Elementwise, so it runs on a kernel's
+    tiles of members (with `hash=threefry`) as on the lean loop's blocks."""
+    operands = [jnp.asarray(x).astype(jnp.uint32) for x in (*words, group, index)]
+    shape = jnp.broadcast_shapes(*(x.shape for x in operands))
+    first, second = hash(*(jnp.broadcast_to(x, shape) for x in operands))
+    width = jnp.finfo(dtype).bits
+    if width == 64:
+        wide = jnp.uint64
+        return [(first.astype(wide) << np.uint64(32)) | second.astype(wide)]
+    shift = np.uint32(32 - width)
+    return [(bits >> shift).astype(bits_dtype(dtype)) for bits in (first, second)]
+
+
+def block_draws(
+    words: Array, block: Any, noise_shape: tuple[int, ...], dtype: Any, *, area: bool
+) -> BlockDraws:
+    """The standard normals of block number `block` (traced or not) of a path with key
+    `words` (`path_words`), of float type `dtype`, as their bits; `H`'s only if `area`."""
+    per_block, per_hash = steps_per_block(noise_shape), steps_per_hash(dtype)
+    size = math.prod(noise_shape)
+    groups = per_block // per_hash
+    first_group = jnp.asarray(block).astype(jnp.uint32) * np.uint32(groups)
+    group = first_group + np.arange(groups, dtype=np.uint32)[:, None]
+
+    def normals_bits(first_index):
+        index = first_index + np.arange(size)[None, :]
+        steps = jnp.stack(hashed_bits((words[0], words[1]), group, index, dtype), axis=1)
+        normals = standard_normal(steps.reshape(per_block, *noise_shape), dtype)
         return lax.bitcast_convert_type(normals, bits_dtype(dtype))
 
-    return BlockDraws(normals_bits(key_w), normals_bits(key_h) if area else None)
+    return BlockDraws(normals_bits(0), normals_bits(size) if area else None)
 
 
 def standard_normal(bits: Array, dtype: Any) -> Array:
@@ -114,7 +175,7 @@ def standard_normal(bits: Array, dtype: Any) -> Array:
 
 def draws_for_step(
     draws: BlockDraws,
-    key: Array,
+    words: Array,
     step: Any,
     noise_shape: tuple[int, ...],
     dtype: Any,
@@ -127,7 +188,7 @@ def draws_for_step(
     per_block = steps_per_block(noise_shape)
     return lax.cond(
         step % per_block == 0,
-        lambda: block_draws(key, step // per_block, noise_shape, dtype, area=area),
+        lambda: block_draws(words, step // per_block, noise_shape, dtype, area=area),
         lambda: draws,
     )
 
@@ -210,7 +271,8 @@ def _path_at_save_times(
         jnp.diff(ts) / jnp.asarray(counts, ts.dtype), np.asarray(counts), total_repeat_length=total
     )
     blocks = -(-total // steps_per_block(noise_shape))
-    bits = jax.vmap(lambda b: block_draws(key, b, noise_shape, ts.dtype, area=False).dW)(
+    words = path_words(key)
+    bits = jax.vmap(lambda b: block_draws(words, b, noise_shape, ts.dtype, area=False).dW)(
         jnp.arange(blocks)
     )
     steps = lax.bitcast_convert_type(bits.reshape(-1, *noise_shape)[:total], ts.dtype)

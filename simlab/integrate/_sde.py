@@ -28,7 +28,14 @@ from jaxtyping import Array
 
 from .._misc import is_concrete
 from .._results import RESULTS
-from ._brownian import Increment, block_draws, checked_key, draws_for_step, increment
+from ._brownian import (
+    Increment,
+    block_draws,
+    checked_key,
+    draws_for_step,
+    increment,
+    path_words,
+)
 from ._interface import AbstractIntegrator, Problem, Solution
 from ._loops import repeat_step
 from ._symplectic import is_hamiltonian
@@ -258,6 +265,7 @@ def _compiled_sde_solve(problem: Problem, counts: Any) -> tuple[Array, Array]:
     )
     shape = noise_shape(model, problem.y0, args)
     area = solver.uses_area
+    words = path_words(key)
     per_interval = jnp.broadcast_to(jnp.asarray(counts), (ts.shape[0] - 1,))
     first = jnp.cumsum(per_interval) - per_interval
 
@@ -267,7 +275,7 @@ def _compiled_sde_solve(problem: Problem, counts: Any) -> tuple[Array, Array]:
 
         def step(j, carry):
             y, draws = carry
-            draws = draws_for_step(draws, key, offset + j, shape, ts.dtype, area=area)
+            draws = draws_for_step(draws, words, offset + j, shape, ts.dtype, area=area)
             t = t_start + jnp.asarray(j, h.dtype) * h
             return solver.step(model, t, y, h, increment(draws, offset + j, h), args), draws
 
@@ -277,7 +285,7 @@ def _compiled_sde_solve(problem: Problem, counts: Any) -> tuple[Array, Array]:
         return carry, carry[0]
 
     # The draws carry over from interval to interval, as a block may span a save time.
-    first_block = block_draws(key, 0, shape, ts.dtype, area=area)
+    first_block = block_draws(words, 0, shape, ts.dtype, area=area)
     _, ys = lax.scan(interval, (problem.y0, first_block), (ts[:-1], ts[1:], per_interval, first))
     return jnp.concatenate([problem.y0[None], ys]), jnp.sum(per_interval)
 
