@@ -454,7 +454,10 @@ def fit(
       that resets its 50-step patience).
     - `simulate_options`: the solve settings, a [`simlab.SolveOptions`][] or a dict of
       [`simlab.simulate`][] keywords (`solver`, `rtol`, `atol`, `max_steps`, `dt0`, ...);
-      `fit` chooses the adjoint itself.
+      `fit` chooses the adjoint itself. With fixed steps (`adaptive=False` and a `dt0`)
+      and `integrator="kernel"`, or `"auto"` on a TPU (where it may take the kernel), the
+      fit's compiled loop holds concrete `ts` as constants, so the kernel knows its step
+      count; a fit to other times then compiles anew.
     - `devices`: run data-parallel: the batch axis of the experiments is sharded over these
       devices (e.g. `jax.devices()`) with `NamedSharding`, and `jax.jit` partitions the fit.
       Each batch size must be divisible by the number of devices.
@@ -748,6 +751,7 @@ def _sharded(problem: FitProblem, devices: list) -> FitProblem:
                 y0=jax.device_put(experiment.y0, batch_sharding),
                 observed=jax.device_put(experiment.observed, batch_sharding),
                 skip=experiment.skip,
+                concrete_ts=experiment.concrete_ts,
             )
         )
     model = jtu.tree_map(

@@ -205,8 +205,9 @@ def _solver_steps(problem: FitProblem, u) -> Array:
         model, y0s = problem.build(u)
         total = jnp.zeros((), jnp.int32)
         for experiment, y0 in zip(problem.experiments, y0s, strict=True):
+            times = experiment.save_times()
 
-            def steps(y0_member, ts=experiment.ts):
+            def steps(y0_member, ts=times):
                 trajectory = simulate(
                     model, y0_member, ts, throw=False, options=problem.simulate_options
                 )

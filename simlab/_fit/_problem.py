@@ -15,6 +15,7 @@ from jaxtyping import Array
 from .._misc import is_concrete, warn_at_caller
 from .._options import SolveOptions, as_solve_options
 from .._simulate import checked_ts, simulate, with_default_solver
+from ..integrate._registry import counts_steps_when_traced
 from ..models._base import AbstractModel
 from ._noise import AbstractLeastSquaresNoise, AbstractNoise, Gaussian, noise_parameters
 from ._series import from_series
@@ -27,6 +28,17 @@ FAILED_RESIDUAL = 1e8
 GAUSSIAN = Gaussian()
 
 
+@dataclasses.dataclass(frozen=True)
+class ConcreteTimes:
+    """Save times as hashable values, static in a compiled fit (new times compile anew)."""
+
+    values: tuple[float, ...]
+    dtype: str
+
+    def array(self) -> np.ndarray:
+        return np.asarray(self.values, self.dtype)
+
+
 class ObservationBatch(eqx.Module):
     """Experiments' data sharing save times: observations `(batch, times, k)`, y0
     `(batch, *state)`.
@@ -34,6 +46,9 @@ class ObservationBatch(eqx.Module):
     `ts` are the simulation's save times: the observation times, preceded by the start
     time `t0` when it comes before them (`skip=1`: that first row is not observed).
     Missing observations are `False` in `observed` and hold a placeholder value (1.0).
+    `concrete_ts` holds the same save times as values, static rather than traced by the
+    fit's compiled loop, where the solve needs its step count when traced
+    (`with_concrete_times`); else `None`.
     """
 
     ts: Array
@@ -42,6 +57,28 @@ class ObservationBatch(eqx.Module):
     y0: Array
     observed: Array
     skip: int = eqx.field(static=True, default=0)
+    concrete_ts: ConcreteTimes | None = eqx.field(static=True, default=None)
+
+    def save_times(self) -> Array | np.ndarray:
+        """The save times the solves take: the values in `concrete_ts` where held (a
+        compiled fit then counts the fixed steps per interval), else `ts`."""
+        return self.ts if self.concrete_ts is None else self.concrete_ts.array()
+
+
+def with_concrete_times(experiment: ObservationBatch, options: SolveOptions) -> ObservationBatch:
+    """`experiment` with its save times held as values (`concrete_ts`) where `options`
+    ask for fixed steps of a given `dt0` and the integrator they name (or one that `"auto"`
+    may take here: the kernel on a TPU) needs the number of steps per save interval when
+    the solve is traced (`counts_steps_when_traced`), as a sweep keeps its save times.
+    Traced times (a fit under `jax.jit` or `jax.vmap` over them) stay as they are."""
+    fixed_steps = not options.adaptive and options.dt0 is not None
+    if not (fixed_steps and counts_steps_when_traced(options.integrator)):
+        return experiment
+    if not is_concrete(experiment.ts):
+        return experiment
+    times = np.asarray(experiment.ts)
+    concrete = ConcreteTimes(tuple(times.tolist()), str(times.dtype))
+    return dataclasses.replace(experiment, concrete_ts=concrete)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -288,7 +325,7 @@ class FitProblem(eqx.Module):
         solve status `(batch, 1, 1)`, and which values are usable: observed and solved."""
 
         def predict(y0_member):
-            return self.predict(model, y0_member, experiment.ts, adjoint)
+            return self.predict(model, y0_member, experiment.save_times(), adjoint)
 
         predictions, ok = jax.vmap(predict)(y0)
         predictions = predictions[:, experiment.skip :]
@@ -386,7 +423,7 @@ def make_problem(
         options = with_default_solver(model, experiment.y0[0], experiment.ts, options)
     problem = FitProblem(
         model=model,
-        experiments=tuple(experiments),
+        experiments=tuple(with_concrete_times(e, options) for e in experiments),
         array_paths=array_paths,
         module_paths=module_paths,
         fit_y0=bool(fit_y0),
