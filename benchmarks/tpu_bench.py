@@ -447,10 +447,29 @@ def _ou_rows(quick: bool) -> int:
         median_seconds(chip_ensembles.bare_ou_member_keys, keys, repeats=3),
         bare,
     )
-    _row("simlab", median_seconds(chip_ensembles.simlab_ou, keys, repeats=3), bare)
-    error = chip_ensembles.ou_moments_error(chip_ensembles.simlab_ou(keys))
-    print(f"  simlab's mean and variance against the exact ones: {error:.1f} standard errors\n")
-    return int(not error < 5)
+    failed = 0
+    ends = {}
+    for integrator in ("sde", "kernel"):
+        seconds = median_seconds(chip_ensembles.simlab_ou, keys, integrator, repeats=3)
+        _row(f"simlab {integrator}", seconds, bare)
+        ends[integrator] = chip_ensembles.simlab_ou(keys, integrator)
+        error = chip_ensembles.ou_moments_error(ends[integrator])
+        print(f"  mean and variance against the exact ones: {error:.1f} standard errors")
+        failed += int(not error < 5)
+    auto = jax.eval_shape(
+        lambda: simlab.simulate(
+            bench_sde._model(),
+            jnp.zeros(1, jnp.float32),
+            np.array([0.0, bench_sde.T], np.float32),
+            key=key,
+            solver="euler_maruyama",
+            adaptive=False,
+            dt0=bench_sde.DT,
+        )  # fmt: skip
+    ).integrator
+    difference = float(jnp.max(jnp.abs(ends["kernel"] - ends["sde"])))
+    print(f"  max |kernel - sde| {difference:.1e}; integrator='auto' takes {auto!r}\n")
+    return failed + int(not difference < 1e-4)
 
 
 def _sensitivity_row(quick: bool) -> int:

@@ -38,6 +38,7 @@ import equinox as eqx
 import jax
 import jax.lax as lax
 import jax.numpy as jnp
+import numpy as np
 from jax.custom_derivatives import SymbolicZero
 from jax.experimental import pallas as pl
 from jax.extend.core import Literal
@@ -46,9 +47,19 @@ from jaxtyping import Array
 from .._results import RESULTS
 from ..kernels._pallas import Launch
 from ..kernels._tiling import TPU_TILING
+from ._brownian import (
+    Increment,
+    bits_dtype,
+    hashed_bits,
+    path_words,
+    standard_normal,
+    steps_per_hash,
+    threefry,
+)
 from ._closures import with_closed_over_tracers_held
 from ._interface import AbstractIntegrator, Problem, Solution
 from ._lean import LeanIntegrator, _field, _weighted_sum
+from ._sde import AbstractSDESolver, SDEIntegrator, noise_shape
 from ._solvers import is_lean_solver
 
 STATE_LIMIT = 64  # state components up to which a member's state stays in registers
@@ -62,6 +73,9 @@ class _Ensemble(eqx.Module):
     field: Any
     tableau: Any
     steps: int
+
+    def program(self, *refs, num_saves: int):
+        return _kernel(*refs, ensemble=self, num_saves=num_saves)
 
 
 def _step(field, tableau, t, y, f0, h):
@@ -112,7 +126,7 @@ def _without_unit_axis_moves(jaxpr, consts, *args):
 
     def read(var):
         if isinstance(var, Literal):
-            return var.val
+            return _held_literal(var.val)
         value = env[var]
         if isinstance(value, _Reshaped):
             value = env[var] = value.source.reshape(value.shape)
@@ -133,6 +147,31 @@ def _without_unit_axis_moves(jaxpr, consts, *args):
     return [read(var) for var in jaxpr.outvars]
 
 
+def _held_literal(value: Any) -> Any:
+    """A jaxpr's literal as a kernel may hold it: an array of one repeated value (a zero
+    tangent, say) built from that value, as a kernel captures no array constants."""
+    array = np.asarray(value)
+    if array.ndim == 0 or not np.all(array == array.flat[0]):
+        return value
+    return jnp.full(array.shape, array.flat[0], array.dtype)
+
+
+def _on_tiles(member: Any, *example: Any) -> Any:
+    """`member` of one member's values batched over tiles of members like `example`, as a
+    kernel runs it: traced once, with unit-axis moves folded (`_without_unit_axis_moves`)
+    and the constants the batching makes built in the kernel (`_held_literal`)."""
+    # Sublanes outer, lanes inner: the batched member keeps the tiles' axes in their order.
+    tiled = jax.vmap(jax.vmap(member, in_axes=-1, out_axes=-1), in_axes=-2, out_axes=-2)
+    traced = jax.make_jaxpr(tiled)(*example)
+    consts = [_held_literal(c) for c in traced.consts]
+
+    def run(*args):
+        (out,) = _without_unit_axis_moves(traced.jaxpr, consts, *jax.tree.leaves(args))
+        return out
+
+    return run
+
+
 def _kernel(*refs, ensemble: _Ensemble, num_saves: int):
     """One program: the members of one block through every step. `refs` are the save
     times `(num_saves, S, 128)`, the initial state `(n, S, 128)`, the leaves
@@ -140,13 +179,10 @@ def _kernel(*refs, ensemble: _Ensemble, num_saves: int):
     ts_ref, y0_ref, *leaf_refs, ys_ref = refs
     leaves = [ref[...] for ref in leaf_refs]
     y0 = y0_ref[...]
-    # Sublanes outer, lanes inner: the batched field keeps the tiles' axes in their order.
-    tiled = jax.vmap(jax.vmap(ensemble.field, in_axes=-1, out_axes=-1), in_axes=-2, out_axes=-2)
-    traced = jax.make_jaxpr(tiled)(y0[0], y0, leaves)
+    tiled = _on_tiles(ensemble.field, y0[0], y0, leaves)
 
     def field(t, y):
-        (f,) = _without_unit_axis_moves(traced.jaxpr, traced.consts, t, y, *leaves)
-        return f
+        return tiled(t, y, leaves)
 
     def interval(k, carry):
         t_start, t_end = ts_ref[k], ts_ref[k + 1]
@@ -164,7 +200,69 @@ def _kernel(*refs, ensemble: _Ensemble, num_saves: int):
     lax.fori_loop(0, num_saves - 1, interval, (y0, field(ts_ref[0], y0)))
 
 
-def _launch(ensemble: _Ensemble, inputs: list[Array], *, platform: str) -> Array:
+class _StochasticEnsemble(eqx.Module):
+    """A launch of fixed-step stochastic solves, all static: the member's step `step(t, y,
+    h, normals, leaves)` on a flat state, given the standard normals of its noise (`draws`
+    of them: the increments', then the Lévy area's), and the steps per save interval."""
+
+    step: Any
+    steps: int
+    draws: int
+
+    def program(self, *refs, num_saves: int):
+        return _stochastic_kernel(*refs, ensemble=self, num_saves=num_saves)
+
+
+def _stochastic_kernel(*refs, ensemble: _StochasticEnsemble, num_saves: int):
+    """One program of stochastic solves: as `_kernel`, with each member's two key words
+    `(2, S, 128)` after the initial state, its normals hashed from them at every step as the
+    lean loop draws them (`_brownian.hashed_bits`). A float32 hash gives two steps' normals:
+    the second waits in the carry."""
+    ts_ref, y0_ref, words_ref, *leaf_refs, ys_ref = refs
+    leaves = [ref[...] for ref in leaf_refs]
+    y0, words = y0_ref[...], (words_ref[0], words_ref[1])
+    dtype, per_hash = y0.dtype, steps_per_hash(y0.dtype)
+    normals_like = jnp.zeros((ensemble.draws, *y0.shape[1:]), dtype)
+    tiled = _on_tiles(ensemble.step, y0[0], y0, y0[0], normals_like, leaves)
+
+    def step_of(t, y, h, normals):
+        return tiled(t, y, h, normals, leaves)
+
+    def bits_of(n, spare):
+        def hashed():
+            bits = [
+                hashed_bits(words, n // per_hash, index, dtype, hash=threefry)
+                for index in range(ensemble.draws)
+            ]
+            return jnp.stack([b[0] for b in bits]), jnp.stack([b[-1] for b in bits])
+
+        if per_hash == 1:
+            return hashed()[0], spare
+        return lax.cond(n % per_hash == 0, hashed, lambda: (spare, spare))
+
+    def interval(k, carry):
+        t_start, t_end = ts_ref[k], ts_ref[k + 1]
+        h = (t_end - t_start) / ensemble.steps
+
+        def step(i, carry):
+            y, spare = carry
+            bits, spare = bits_of(k * ensemble.steps + i, spare)
+            t = t_start + i.astype(h.dtype) * h
+            return step_of(t, y, h, standard_normal(bits, dtype)), spare
+
+        carry = lax.fori_loop(0, ensemble.steps, step, carry)
+        ys_ref[k + 1] = carry[0]
+        return carry
+
+    ys_ref[0] = y0
+    spare = jnp.zeros(normals_like.shape, bits_dtype(dtype))
+    lax.fori_loop(0, num_saves - 1, interval, (y0, spare))
+
+
+AnyEnsemble = _Ensemble | _StochasticEnsemble
+
+
+def _launch(ensemble: AnyEnsemble, inputs: list[Array], *, platform: str) -> Array:
     """The kernel over `inputs` (save times, flat initial state, leaves), each with the
     members along its last axis, as laid out for `platform`; the saved states
     `(num_saves, n, members)`."""
@@ -188,7 +286,7 @@ def _launch(ensemble: _Ensemble, inputs: list[Array], *, platform: str) -> Array
 
     dtype = inputs[1].dtype
     ys = pl.pallas_call(
-        ft.partial(_kernel, ensemble=ensemble, num_saves=num_saves),
+        ft.partial(ensemble.program, num_saves=num_saves),
         out_shape=jax.ShapeDtypeStruct((num_saves, n, padded // lanes, lanes), dtype),
         grid=(padded // block,),
         in_specs=[spec(x.shape[:-1]) for x in inputs],
@@ -198,7 +296,7 @@ def _launch(ensemble: _Ensemble, inputs: list[Array], *, platform: str) -> Array
     return ys.reshape(num_saves, n, padded)[..., :num_members]
 
 
-def _run(ensemble: _Ensemble, inputs: list[Array]) -> Array:
+def _run(ensemble: AnyEnsemble, inputs: list[Array]) -> Array:
     """`_launch` for the platform the program is lowered for."""
     return lax.platform_dependent(
         inputs,
@@ -207,7 +305,7 @@ def _run(ensemble: _Ensemble, inputs: list[Array]) -> Array:
     )
 
 
-def _batched(ensemble: _Ensemble):
+def _batched(ensemble: AnyEnsemble):
     """The ensemble solve over inputs with their members along the last axis, whose
     `jax.vmap` lays the new batch axis along the members too (one launch for all)."""
 
@@ -234,7 +332,7 @@ def _batched(ensemble: _Ensemble):
     return solve
 
 
-def _one_member(ensemble: _Ensemble, inputs: list[Array]) -> Array:
+def _one_member(ensemble: AnyEnsemble, inputs: list[Array]) -> Array:
     """The saved states of one solve: a batch of one member (`jax.vmap` widens it)."""
     members_last = [jnp.broadcast_to(x[..., None], (*jnp.shape(x), 1)) for x in inputs]
     return _batched(ensemble)(members_last)[..., 0]
@@ -327,35 +425,47 @@ def _solve_jvp(ensemble: _Ensemble, primals, tangents):
     return _tangent_solver(ensemble, moving)(inputs, [y0_dot, *moved])
 
 
-def _member_field(model: Any, args: Any, ts: Array, y0: Array) -> tuple[Any, list[Array], Any]:
-    """The member's vector field `field(t, y, leaves)` on a flat state, its `leaves` (the
-    arrays of `model` and `args`, the traced values a plain function closes over and the
-    arrays it makes) and its program (a jaxpr)."""
-    params, static = eqx.partition((model, args), eqx.is_array)
+def _member_program(function: Any, example: tuple, model_and_args: Any):
+    """`function(*inputs, model, args)` of flat arrays like `example` as `program(*inputs,
+    leaves)`, its `leaves` (the arrays of `model` and `args`, the traced values a plain
+    function closes over and the arrays it makes) and its program (a jaxpr)."""
+    params, static = eqx.partition(model_and_args, eqx.is_array)
 
-    def member_field(t, y, p):
-        model, args = eqx.combine(p, static)
-        return _field(model, args, t, y.reshape(y0.shape)).reshape(-1)
+    def member(*inputs_and_params):
+        *inputs, p = inputs_and_params
+        return function(*inputs, *eqx.combine(p, static))
 
-    member_field, _ = with_closed_over_tracers_held(member_field, ts[0], y0.reshape(-1), params)
-    field_arrays, field_static = eqx.partition(member_field, eqx.is_array)
-    leaves, tree = jax.tree.flatten((params, field_arrays))
+    member, _ = with_closed_over_tracers_held(member, *example, params)
+    member_arrays, member_static = eqx.partition(member, eqx.is_array)
+    leaves, tree = jax.tree.flatten((params, member_arrays))
 
-    def field(t, y, leaves):
+    def program(*inputs_and_leaves):
+        *inputs, leaves = inputs_and_leaves
         p, arrays = jax.tree.unflatten(tree, leaves)
-        return eqx.combine(arrays, field_static)(t, y, p)
+        return eqx.combine(arrays, member_static)(*inputs, p)
 
-    # Arrays the field makes or closes over become leaves too: a TPU kernel captures none.
+    # Arrays the member makes or closes over become leaves too: a TPU kernel captures none.
     shapes = [jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x)) for x in leaves]
-    flat = jax.ShapeDtypeStruct((y0.size,), y0.dtype)
-    traced = jax.make_jaxpr(field)(jax.ShapeDtypeStruct((), ts.dtype), flat, shapes)
+    inputs = [jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x)) for x in example]
+    traced = jax.make_jaxpr(program)(*inputs, shapes)
     count = len(leaves)
 
-    def field_of_leaves(t, y, leaves):
-        (f,) = jax.core.eval_jaxpr(traced.jaxpr, leaves[count:], t, y, *leaves[:count])
-        return f
+    def program_of_leaves(*inputs_and_leaves):
+        *inputs, leaves = inputs_and_leaves
+        (out,) = _without_unit_axis_moves(traced.jaxpr, leaves[count:], *inputs, *leaves[:count])
+        return out
 
-    return field_of_leaves, [*leaves, *map(jnp.asarray, traced.consts)], traced.jaxpr
+    return program_of_leaves, [*leaves, *map(jnp.asarray, traced.consts)], traced.jaxpr
+
+
+def _member_field(model: Any, args: Any, ts: Array, y0: Array) -> tuple[Any, list[Array], Any]:
+    """The member's vector field `field(t, y, leaves)` on a flat state, its leaves and its
+    program (`_member_program`)."""
+
+    def member_field(t, y, model, args):
+        return _field(model, args, t, y.reshape(y0.shape)).reshape(-1)
+
+    return _member_program(member_field, (ts[0], y0.reshape(-1)), (model, args))
 
 
 def kernel_solve(model: Any, tableau: Any, ts: Array, y0: Array, args: Any, steps: int) -> Array:
@@ -371,6 +481,36 @@ def kernel_solve(model: Any, tableau: Any, ts: Array, y0: Array, args: Any, step
 
     solve.defjvp(ft.partial(_solve_jvp, ensemble), symbolic_zeros=True)
     return solve(inputs).reshape(ts.shape[0], *y0.shape)
+
+
+def _member_sde_step(model: Any, solver: Any, ts: Array, y0: Array, args: Any):
+    """The member's stochastic step `step(t, y, h, normals, leaves)` on a flat state, given
+    its `draws` standard normals (the increments', then the Lévy area's, as
+    `_brownian.block_draws` numbers them), its leaves, its program and `draws`."""
+    shape = noise_shape(model, y0, args)
+    size = math.prod(shape)
+    draws = 2 * size if solver.uses_area else size
+
+    def member_step(t, y, h, normals, model, args):
+        dW = jnp.sqrt(h) * normals[:size].reshape(shape)
+        H = jnp.sqrt(h / 12) * normals[size:].reshape(shape) if solver.uses_area else None
+        y1 = solver.step(model, t, y.reshape(y0.shape), h, Increment(dW, H), args)
+        return y1.reshape(-1)
+
+    example = (ts[0], y0.reshape(-1), ts[0], jnp.zeros(draws, y0.dtype))
+    return (*_member_program(member_step, example, (model, args)), draws)
+
+
+def kernel_sde_solve(
+    model: Any, solver: Any, ts: Array, y0: Array, args: Any, key: Array, steps: int
+) -> Array:
+    """The states at `ts` of one stochastic solve with `key` (a member of a batch under
+    `jax.vmap`) in `steps` fixed steps of `solver` per save interval, on the Brownian path
+    the lean loop draws from `key`."""
+    step, leaves, _, draws = _member_sde_step(model, solver, ts, y0, args)
+    ensemble = _StochasticEnsemble(step, steps, draws)
+    ys = _one_member(ensemble, [ts, y0.reshape(-1), path_words(key), *leaves])
+    return ys.reshape(ts.shape[0], *y0.shape)
 
 
 # The primitives of vector fields that Mosaic compiles in the kernel on a TPU v5e, each
@@ -394,7 +534,8 @@ def _primitives(jaxpr) -> set[str]:
     """The names of the primitives `jaxpr` runs, inside the calls of `CALLS` too."""
     names = set()
     for eqn in jaxpr.eqns:
-        names.add(eqn.primitive.name)
+        # A broadcast that only adds axes of size one is folded into a reshape on the tiles.
+        names.add("reshape" if _moves_unit_axes_only(eqn) else eqn.primitive.name)
         if eqn.primitive.name in CALLS:
             for value in eqn.params.values():
                 for sub in value if isinstance(value, tuple | list) else (value,):
@@ -404,16 +545,23 @@ def _primitives(jaxpr) -> set[str]:
     return names
 
 
-def field_runs_in_kernel(model: Any, args: Any, ts: Array, y0: Array) -> bool:
-    """Whether the member's vector field uses only `KERNEL_PRIMITIVES` (and calls)."""
-    _, _, jaxpr = _member_field(model, args, ts, y0)
+def runs_in_kernel(problem: Problem) -> bool:
+    """Whether the member's vector field (or stochastic step) uses only `KERNEL_PRIMITIVES`
+    (and calls)."""
+    model, ts, y0, args = problem.model, problem.ts, problem.y0, problem.args
+    if problem.key is None:
+        jaxpr = _member_field(model, args, ts, y0)[2]
+    else:
+        jaxpr = _member_sde_step(model, problem.solver, ts, y0, args)[2]
     return _primitives(jaxpr) <= KERNEL_PRIMITIVES | CALLS
 
 
 def with_lean_derivatives(solve: Any, lean_solve: Any, problem: Problem) -> Array:
     """`solve(problem)`, whose derivatives in both modes are those of `lean_solve(problem)`
     (the lean loop's, taken through its own rules): the kernel has no transpose."""
-    arrays, static = eqx.partition(problem, eqx.is_inexact_array)
+    # Every array an input, keys and integers too (their tangents are symbolic zeros): a
+    # custom derivative must not close over the values a `jax.vmap` batches.
+    arrays, static = eqx.partition(problem, eqx.is_array)
 
     @jax.custom_jvp
     def ys(arrays):
@@ -435,24 +583,29 @@ def with_lean_derivatives(solve: Any, lean_solve: Any, problem: Problem) -> Arra
 
 
 class KernelIntegrator(AbstractIntegrator):
-    """A `jax.vmap` batch of fixed-step explicit Runge–Kutta solves as one Pallas kernel,
-    each member's state in registers for all steps (`kernel_solve`).
+    """A `jax.vmap` batch of fixed-step explicit Runge–Kutta solves, or of fixed-step
+    stochastic solves, as one Pallas kernel, each member's state in registers for all steps
+    (`kernel_solve`, `kernel_sde_solve`).
 
     `integrator="auto"` takes it on a TPU for a fixed-step solve whose step count is known
-    when traced, with a state of up to `STATE_LIMIT` components and a vector field of
-    `KERNEL_PRIMITIVES`; elsewhere the lean loop. With `adjoint=None` its derivatives are
-    the lean loop's (forward and reverse mode); with `adjoint="forward"` forward mode runs
-    in the kernel too, on the state and its tangents."""
+    when traced, with a state of up to `STATE_LIMIT` components and a vector field (or
+    stochastic step) of `KERNEL_PRIMITIVES`; elsewhere the lean loop (or the stochastic
+    one). With `adjoint=None` its derivatives are those loops' (forward and reverse mode);
+    with `adjoint="forward"` forward mode of an ODE solve runs in the kernel too, on the
+    state and its tangents."""
 
     name = "kernel"
-    runs = "explicit Runge-Kutta solvers ('tsit5', 'rk4', ...) at fixed steps"
+    runs = (
+        "explicit Runge-Kutta solvers ('tsit5', 'rk4', ...) and stochastic ones "
+        "('euler_maruyama', 'milstein', 'sra1', ...) at fixed steps"
+    )
     adaptive_steps = False
     events_advice = ": pass integrator='lean'"
     adjoints = (None, "forward")
     counts_steps_when_traced = True
 
     def accepts_solver(self, solver: Any) -> bool:
-        return is_lean_solver(solver)
+        return is_lean_solver(solver) or isinstance(solver, AbstractSDESolver)
 
     def auto_may_choose_here(self) -> bool:
         return on_tpu()
@@ -462,7 +615,7 @@ class KernelIntegrator(AbstractIntegrator):
             problem is not None
             and self.auto_may_choose_here()
             and _unfit(problem) is None
-            and field_runs_in_kernel(problem.model, problem.args, problem.ts, problem.y0)
+            and runs_in_kernel(problem)
         )
 
     def solve(self, problem: Problem) -> Solution:
@@ -470,7 +623,7 @@ class KernelIntegrator(AbstractIntegrator):
         if reason is not None:
             raise ValueError(reason)
         steps = problem.known_steps_per_interval
-        if problem.adjoint is None:
+        if problem.adjoint is None or problem.key is not None:
             ys = with_lean_derivatives(_kernel_ys, _lean_ys, problem)
         else:
             ys = _kernel_ys(problem)
@@ -494,23 +647,34 @@ def on_tpu() -> bool:
 def _unfit(problem: Problem) -> str | None:
     """Why the kernel cannot take `problem`'s step counts or state, or `None`."""
     y0 = problem.y0
+    loop = "'lean'" if problem.key is None else "'sde'"
     if problem.known_steps_per_interval is None:
         return (
             "simlab's kernel integrator needs the same number of fixed steps in every save "
             "interval, known when the solve is traced: pass ts and dt0 as concrete values "
             "(not traced under jax.jit) with ts on a grid of equal intervals, or pass "
-            "integrator='lean'."
+            f"integrator={loop}."
         )
     if not jnp.issubdtype(y0.dtype, jnp.floating) or y0.size > STATE_LIMIT:
         return (
             f"simlab's kernel integrator runs real floating-point states of up to "
             f"{STATE_LIMIT} components; got {y0.dtype} of shape {y0.shape}. Pass "
-            "integrator='lean'."
+            f"integrator={loop}."
         )
     return None
 
 
 def _kernel_ys(problem: Problem) -> Array:
+    if problem.key is not None:
+        return kernel_sde_solve(
+            problem.model,
+            problem.solver,
+            problem.ts,
+            problem.y0,
+            problem.args,
+            problem.key,
+            problem.known_steps_per_interval,
+        )
     return kernel_solve(
         problem.model,
         problem.solver.tableau,
@@ -522,4 +686,5 @@ def _kernel_ys(problem: Problem) -> Array:
 
 
 def _lean_ys(problem: Problem) -> Array:
-    return LeanIntegrator().solve(problem).ys
+    loop = LeanIntegrator() if problem.key is None else SDEIntegrator()
+    return loop.solve(problem).ys

@@ -19,18 +19,19 @@ from ._solvers import SOLVERS, solver_name
 from ._stiff_integrator import StiffIntegrator
 from ._symplectic import SymplecticIntegrator
 
-# Exclusive integrators first (their solvers run nowhere else), then the kernel, which
-# `"auto"` takes only on a TPU and where it fits (`KernelIntegrator.chosen_by_auto`), then
-# the lean loop, which runs explicit Runge–Kutta methods fastest elsewhere, then Diffrax,
-# which runs everything else.
+# The kernel first, which `"auto"` takes only on a TPU and where it fits
+# (`KernelIntegrator.chosen_by_auto`), for explicit Runge–Kutta and fixed-step stochastic
+# solvers; then exclusive integrators (their solvers run nowhere else), then the lean loop,
+# which runs explicit Runge–Kutta methods fastest elsewhere, then Diffrax, which runs
+# everything else.
 INTEGRATORS: list[AbstractIntegrator] = [
+    KernelIntegrator(),
     StiffIntegrator(),
     SDEIntegrator(),
     AdaptiveSDEIntegrator(),
     SymplecticIntegrator(),
     ExponentialIntegrator(),
     ImexIntegrator(),
-    KernelIntegrator(),
     LeanIntegrator(),
     DiffraxIntegrator(),
 ]

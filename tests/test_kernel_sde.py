@@ -1,0 +1,143 @@
+"""Fixed-step stochastic solves in the kernel integrator (`integrator="kernel"` with a key),
+in the Pallas interpreter on a CPU.
+
+The kernel hashes every member's normals from its key as the stochastic loop
+(`integrator="sde"`) draws them, so the two follow the same Brownian path and agree to
+roundoff at every save time; a path depends on its key alone, batched or not. The tests
+marked `accelerator` hold in float32 too (see tests/test_accelerator.py).
+"""
+
+from typing import ClassVar
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import simlab
+
+FLOAT = jnp.asarray(1.0).dtype  # float64 with x64 on, float32 on an accelerator run
+AGREEMENT = 1e-12 if FLOAT == jnp.float64 else 1e-5
+# Three steps a save interval: in float32 a hash serves two steps, so pairs straddle saves.
+TS = np.linspace(0.0, 0.6, 6)
+DT = 0.04
+MEMBERS = 5  # padded to a whole block
+
+CASES = {
+    "euler_maruyama": simlab.models.GeometricBrownianMotion(mu=0.5, sigma=0.8),
+    "milstein": simlab.models.GeometricBrownianMotion(mu=0.5, sigma=0.8),
+    # Additive noise on three components, with the space-time Lévy area.
+    "sra1": simlab.models.StochasticLorenz(sigma=10.0, rho=28.0, beta=8 / 3, noise_strength=2.0),
+}
+
+
+def _y0(solver):
+    return jnp.ones(3 if solver == "sra1" else 1, FLOAT)
+
+
+def _solve(solver, integrator, model=None):
+    model = CASES[solver] if model is None else model
+
+    def solve(key, y0):
+        return simlab.simulate(
+            model, y0, TS.astype(FLOAT), key=key, solver=solver, adaptive=False, dt0=DT,
+            integrator=integrator,
+        )  # fmt: skip
+
+    return solve
+
+
+def _members(solver):
+    keys = jax.random.split(jax.random.key(7), MEMBERS)
+    y0 = _y0(solver)[None, :] * jnp.linspace(0.5, 1.5, MEMBERS, dtype=FLOAT)[:, None]
+    return keys, y0
+
+
+def _assert_agree(kernel, lean):
+    scale = jnp.maximum(jnp.max(jnp.abs(lean), axis=-1, keepdims=True), 1.0)
+    np.testing.assert_array_less(jnp.abs(kernel - lean) / scale, AGREEMENT)
+
+
+@pytest.mark.accelerator
+@pytest.mark.parametrize("solver", sorted(CASES))
+def test_a_batch_follows_the_stochastic_loops_paths(solver):
+    members = _members(solver)
+    kernel = jax.jit(jax.vmap(_solve(solver, "kernel")))(*members)
+    lean = jax.jit(jax.vmap(_solve(solver, "sde")))(*members)
+    assert kernel.integrator == "kernel" and lean.integrator == "sde"
+    assert kernel.ys.shape == lean.ys.shape == (MEMBERS, len(TS), _y0(solver).size)
+    _assert_agree(kernel.ys, lean.ys)
+    assert bool(jnp.all(kernel.succeeded))
+
+
+class _PureNoise(simlab.models.AbstractSDEModel):
+    additive: ClassVar[bool] = True
+    state_names: ClassVar[tuple[str, ...]] = ("W",)
+
+    def drift(self, t, y, args):
+        return jnp.zeros_like(y)
+
+    def diffusion(self, t, y, args):
+        return jnp.ones_like(y)
+
+
+@pytest.mark.accelerator
+def test_the_kernel_runs_on_the_keys_brownian_path():
+    # Pure noise, dy = dW: Euler–Maruyama sums the increments, so the solve is W itself.
+    model = _PureNoise()
+    keys, _ = _members("euler_maruyama")
+    ys = jax.vmap(_solve("euler_maruyama", "kernel", model))(keys, jnp.zeros((MEMBERS, 1), FLOAT))
+    for key, path in zip(keys, ys.ys, strict=True):
+        W = simlab.integrate.brownian_path(key, TS.astype(FLOAT), DT)
+        np.testing.assert_allclose(path[:, 0], W, rtol=0, atol=10 * AGREEMENT)
+
+
+@pytest.mark.accelerator
+def test_a_path_depends_on_its_key_alone_batched_or_not():
+    keys, y0 = _members("euler_maruyama")
+    solve = _solve("euler_maruyama", "kernel")
+    batch = jax.jit(jax.vmap(solve))(keys, y0).ys
+    for member in (0, MEMBERS - 1):
+        alone = jax.jit(solve)(keys[member], y0[member]).ys
+        np.testing.assert_array_equal(alone, batch[member])
+    reordered = jax.jit(jax.vmap(solve))(keys[::-1], y0[::-1]).ys
+    np.testing.assert_array_equal(reordered[::-1], batch)
+
+
+def test_gradients_are_the_stochastic_loops():
+    # A kernel has no transpose: derivatives in both modes are the stochastic loop's.
+    keys, y0 = _members("euler_maruyama")
+
+    def mean_end(sigma, integrator):
+        model = simlab.models.GeometricBrownianMotion(mu=0.5, sigma=sigma)
+        ends = jax.vmap(_solve("euler_maruyama", integrator, model))(keys, y0).ys[:, -1, 0]
+        return jnp.mean(ends)
+
+    sigma = jnp.asarray(0.8, FLOAT)
+    for derivative in (jax.grad, jax.jacfwd):
+        kernel = derivative(mean_end)(sigma, "kernel")
+        np.testing.assert_allclose(kernel, derivative(mean_end)(sigma, "sde"), rtol=1e-12)
+    step = 1e-6
+    central = (mean_end(sigma + step, "kernel") - mean_end(sigma - step, "kernel")) / (2 * step)
+    np.testing.assert_allclose(jax.grad(mean_end)(sigma, "kernel"), central, rtol=1e-6)
+
+
+@pytest.mark.accelerator
+def test_auto_takes_the_kernel_for_stochastic_solves_on_a_tpu_only(monkeypatch):
+    # The choice is made when the solve is traced: `jax.eval_shape` runs nothing.
+    def integrator(model, y0, solver="euler_maruyama"):
+        def solve():
+            key = jax.random.key(0)
+            return simlab.simulate(model, y0, TS, key=key, solver=solver, adaptive=False, dt0=DT)
+
+        return jax.eval_shape(solve).integrator
+
+    ou = simlab.models.OrnsteinUhlenbeck(theta=1.5, mu=0.3, sigma=0.4)
+    y0 = jnp.ones(1, FLOAT)
+    assert integrator(ou, y0) == ("kernel" if jax.default_backend() == "tpu" else "sde")
+    monkeypatch.setattr(simlab.integrate._kernel, "on_tpu", lambda: True)
+    assert integrator(ou, y0) == "kernel"
+    assert integrator(CASES["milstein"], y0, "milstein") == "kernel"
+    # General noise multiplies a matrix by the increments: a product Mosaic does not take.
+    sir = simlab.models.StochasticSIR(beta=0.3, gamma=0.1, population=1000.0)
+    assert integrator(sir, jnp.asarray([990.0, 10.0, 0.0], FLOAT)) == "sde"
