@@ -23,20 +23,29 @@ TS = np.linspace(0.0, 0.6, 6)
 DT = 0.04
 MEMBERS = 5  # padded to a whole block
 
+GBM = simlab.models.GeometricBrownianMotion(mu=0.5, sigma=0.8)
+# name: (model, solver, initial state)
 CASES = {
-    "euler_maruyama": simlab.models.GeometricBrownianMotion(mu=0.5, sigma=0.8),
-    "milstein": simlab.models.GeometricBrownianMotion(mu=0.5, sigma=0.8),
+    "euler_maruyama": (GBM, "euler_maruyama", [1.0]),
+    "milstein": (GBM, "milstein", [1.0]),
     # Additive noise on three components, with the space-time Lévy area.
-    "sra1": simlab.models.StochasticLorenz(sigma=10.0, rho=28.0, beta=8 / 3, noise_strength=2.0),
+    "sra1": (
+        simlab.models.StochasticLorenz(sigma=10.0, rho=28.0, beta=8 / 3, noise_strength=2.0),
+        "sra1",
+        [1.0, 1.0, 1.0],
+    ),
+    # General noise: a (state, noise) matrix times the increments.
+    "general": (
+        simlab.models.StochasticSIR(beta=0.3, gamma=0.1, population=1000.0),
+        "euler_maruyama",
+        [990.0, 10.0, 0.0],
+    ),
 }
 
 
-def _y0(solver):
-    return jnp.ones(3 if solver == "sra1" else 1, FLOAT)
-
-
-def _solve(solver, integrator, model=None):
-    model = CASES[solver] if model is None else model
+def _solve(case, integrator, model=None):
+    default_model, solver, _ = CASES[case]
+    model = default_model if model is None else model
 
     def solve(key, y0):
         return simlab.simulate(
@@ -47,10 +56,10 @@ def _solve(solver, integrator, model=None):
     return solve
 
 
-def _members(solver):
+def _members(case):
     keys = jax.random.split(jax.random.key(7), MEMBERS)
-    y0 = _y0(solver)[None, :] * jnp.linspace(0.5, 1.5, MEMBERS, dtype=FLOAT)[:, None]
-    return keys, y0
+    y0 = jnp.asarray(CASES[case][2], FLOAT)
+    return keys, y0[None, :] * jnp.linspace(0.5, 1.5, MEMBERS, dtype=FLOAT)[:, None]
 
 
 def _assert_agree(kernel, lean):
@@ -59,13 +68,13 @@ def _assert_agree(kernel, lean):
 
 
 @pytest.mark.accelerator
-@pytest.mark.parametrize("solver", sorted(CASES))
-def test_a_batch_follows_the_stochastic_loops_paths(solver):
-    members = _members(solver)
-    kernel = jax.jit(jax.vmap(_solve(solver, "kernel")))(*members)
-    lean = jax.jit(jax.vmap(_solve(solver, "sde")))(*members)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_batch_follows_the_stochastic_loops_paths(case):
+    members = _members(case)
+    kernel = jax.jit(jax.vmap(_solve(case, "kernel")))(*members)
+    lean = jax.jit(jax.vmap(_solve(case, "sde")))(*members)
     assert kernel.integrator == "kernel" and lean.integrator == "sde"
-    assert kernel.ys.shape == lean.ys.shape == (MEMBERS, len(TS), _y0(solver).size)
+    assert kernel.ys.shape == lean.ys.shape == (MEMBERS, len(TS), len(CASES[case][2]))
     _assert_agree(kernel.ys, lean.ys)
     assert bool(jnp.all(kernel.succeeded))
 
@@ -79,6 +88,11 @@ class _PureNoise(simlab.models.AbstractSDEModel):
 
     def diffusion(self, t, y, args):
         return jnp.ones_like(y)
+
+
+class _Expm1Drift(_PureNoise):
+    def drift(self, t, y, args):
+        return -jnp.expm1(y)
 
 
 @pytest.mark.accelerator
@@ -137,7 +151,8 @@ def test_auto_takes_the_kernel_for_stochastic_solves_on_a_tpu_only(monkeypatch):
     assert integrator(ou, y0) == ("kernel" if jax.default_backend() == "tpu" else "sde")
     monkeypatch.setattr(simlab.integrate._kernel, "on_tpu", lambda: True)
     assert integrator(ou, y0) == "kernel"
-    assert integrator(CASES["milstein"], y0, "milstein") == "kernel"
-    # General noise multiplies a matrix by the increments: a product Mosaic does not take.
-    sir = simlab.models.StochasticSIR(beta=0.3, gamma=0.1, population=1000.0)
-    assert integrator(sir, jnp.asarray([990.0, 10.0, 0.0], FLOAT)) == "sde"
+    assert integrator(GBM, y0, "milstein") == "kernel"
+    sir, _, sir_y0 = CASES["general"]
+    assert integrator(sir, jnp.asarray(sir_y0, FLOAT)) == "kernel"  # a matrix product
+    # A drift with a primitive Mosaic does not lower (expm1) keeps the stochastic loop.
+    assert integrator(_Expm1Drift(), y0) == "sde"

@@ -1,18 +1,17 @@
 """Brownian increments drawn from JAX keys inside the step loop, and the path they make.
 
 Every normal of a path is hashed from the path's two key words (`path_words`) and a
-counter: Threefry-2x32 of the words on the counter `(group, index)` gives 64 random bits,
-the normals of noise component `index` (`index + size` for the Lévy area `H`) at two
-consecutive steps in float32 (steps `2 group` and `2 group + 1`), at one step in float64
-(`hashed_bits`). A normal thus depends only on the key, its step number (counted across
-the save intervals) and its component, never on how members are batched, chunked or
-spread over devices, nor on how many steps are drawn at once: the lean loop draws blocks
-of `steps_per_block` steps (step `n` takes row `n % steps_per_block`), the kernel
-integrator two steps at a time, and they draw the same bits. A whole block is turned into
-normals in one operation: a conversion step by step, fused into each step's arithmetic,
-rounds differently alone and under `vmap`, and a path must not depend on its batch in its
-last bits. No path is stored unless asked for (`brownian_path`). Adaptive steps draw from
-a virtual Brownian tree built from the key instead (`brownian_tree`).
+counter: Threefry-2x32 of the words on `(step, index)` gives the random bits of the normal
+of noise component `index` (`index + size` for the Lévy area `H`) at step number `step`,
+counted across the save intervals (`hashed_bits`). A normal thus depends only on the key,
+its step and its component, never on how members are batched, chunked or spread over
+devices, nor on how many steps are drawn at once: the lean loop draws blocks of
+`steps_per_block` steps (step `n` takes row `n % steps_per_block`), the kernel integrator
+one step at a time, and they draw the same bits. A whole block is turned into normals in
+one operation: a conversion step by step, fused into each step's arithmetic, rounds
+differently alone and under `vmap`, and a path must not depend on its batch in its last
+bits. No path is stored unless asked for (`brownian_path`). Adaptive steps draw from a
+virtual Brownian tree built from the key instead (`brownian_tree`).
 """
 
 import functools
@@ -78,20 +77,14 @@ def checked_key(key: Any) -> Array:
 
 def steps_per_block(noise_shape: tuple[int, ...]) -> int:
     """How many steps' normals the lean loop draws at once: `VALUES_PER_BLOCK` values'
-    worth, an even number of steps (a float32 hash serves two), at least two (a large noise
-    needs no blocking: its own size spreads a block's cost)."""
-    return max(2, VALUES_PER_BLOCK // math.prod(noise_shape) // 2 * 2)
+    worth, at least one step (a large noise needs no blocking: its own size spreads a
+    block's cost)."""
+    return max(1, VALUES_PER_BLOCK // math.prod(noise_shape))
 
 
 def bits_dtype(dtype: Any) -> Any:
     """The unsigned integer type as wide as the float type `dtype`."""
     return jnp.dtype(f"uint{jnp.finfo(dtype).bits}")
-
-
-def steps_per_hash(dtype: Any) -> int:
-    """How many steps' normals of a component one hash's 64 bits make: two in float32 (or
-    narrower), one in float64."""
-    return 1 if jnp.finfo(dtype).bits == 64 else 2
 
 
 def path_words(key: Array) -> Array:
@@ -123,22 +116,20 @@ def _threefry_batched(axis_size, in_batched, *operands):
 
 
 def hashed_bits(
-    words: Any, group: Any, index: Any, dtype: Any, *, hash: Any = batchable_threefry
-) -> list[Array]:
-    """The random bits of the normals of noise component `index` at the steps of `group`
-    (`steps_per_hash(dtype)` consecutive steps from `group * steps_per_hash(dtype)`), one
-    array of `dtype`'s width per step: Threefry-2x32 of the path's `words` (a pair) on the
-    counter `(group, index)`, all broadcast together. Elementwise, so it runs on a kernel's
-    tiles of members (with `hash=threefry`) as on the lean loop's blocks."""
-    operands = [jnp.asarray(x).astype(jnp.uint32) for x in (*words, group, index)]
+    words: Any, step: Any, index: Any, dtype: Any, *, hash: Any = batchable_threefry
+) -> Array:
+    """The random bits, as wide as `dtype`, of the normal of noise component `index` at step
+    number `step`: Threefry-2x32 of the path's `words` (a pair) on the counter `(step,
+    index)`, all broadcast together; its first word (float32 and narrower: its top bits),
+    or both (float64). Elementwise, so it runs on a kernel's tiles of members (with
+    `hash=threefry`) as on the lean loop's blocks."""
+    operands = [jnp.asarray(x).astype(jnp.uint32) for x in (*words, step, index)]
     shape = jnp.broadcast_shapes(*(x.shape for x in operands))
     first, second = hash(*(jnp.broadcast_to(x, shape) for x in operands))
     width = jnp.finfo(dtype).bits
     if width == 64:
-        wide = jnp.uint64
-        return [(first.astype(wide) << np.uint64(32)) | second.astype(wide)]
-    shift = np.uint32(32 - width)
-    return [(bits >> shift).astype(bits_dtype(dtype)) for bits in (first, second)]
+        return (first.astype(jnp.uint64) << np.uint64(32)) | second.astype(jnp.uint64)
+    return (first >> np.uint32(32 - width)).astype(bits_dtype(dtype))
 
 
 def block_draws(
@@ -146,16 +137,14 @@ def block_draws(
 ) -> BlockDraws:
     """The standard normals of block number `block` (traced or not) of a path with key
     `words` (`path_words`), of float type `dtype`, as their bits; `H`'s only if `area`."""
-    per_block, per_hash = steps_per_block(noise_shape), steps_per_hash(dtype)
-    size = math.prod(noise_shape)
-    groups = per_block // per_hash
-    first_group = jnp.asarray(block).astype(jnp.uint32) * np.uint32(groups)
-    group = first_group + np.arange(groups, dtype=np.uint32)[:, None]
+    per_block, size = steps_per_block(noise_shape), math.prod(noise_shape)
+    first_step = jnp.asarray(block).astype(jnp.uint32) * np.uint32(per_block)
+    step = first_step + np.arange(per_block, dtype=np.uint32)[:, None]
 
     def normals_bits(first_index):
         index = first_index + np.arange(size)[None, :]
-        steps = jnp.stack(hashed_bits((words[0], words[1]), group, index, dtype), axis=1)
-        normals = standard_normal(steps.reshape(per_block, *noise_shape), dtype)
+        bits = hashed_bits((words[0], words[1]), step, index, dtype)
+        normals = standard_normal(bits.reshape(per_block, *noise_shape), dtype)
         return lax.bitcast_convert_type(normals, bits_dtype(dtype))
 
     return BlockDraws(normals_bits(0), normals_bits(size) if area else None)

@@ -32,16 +32,14 @@ traced program before the solve.
 
 import functools as ft
 import math
-from typing import Any, NamedTuple
+from typing import Any
 
 import equinox as eqx
 import jax
 import jax.lax as lax
 import jax.numpy as jnp
-import numpy as np
 from jax.custom_derivatives import SymbolicZero
 from jax.experimental import pallas as pl
-from jax.extend.core import Literal
 from jaxtyping import Array
 
 from .._results import RESULTS
@@ -49,11 +47,9 @@ from ..kernels._pallas import Launch
 from ..kernels._tiling import TPU_TILING
 from ._brownian import (
     Increment,
-    bits_dtype,
     hashed_bits,
     path_words,
     standard_normal,
-    steps_per_hash,
     threefry,
 )
 from ._closures import with_closed_over_tracers_held
@@ -61,6 +57,7 @@ from ._interface import AbstractIntegrator, Problem, Solution
 from ._lean import LeanIntegrator, _field, _weighted_sum
 from ._sde import AbstractSDESolver, SDEIntegrator, noise_shape
 from ._solvers import is_lean_solver
+from ._tiles import CALLS, STRUCTURAL, on_tiles, primitives
 
 STATE_LIMIT = 64  # state components up to which a member's state stays in registers
 INTERPRETED_SUBLANES = 1  # rows of 128 members per program in the Pallas interpreter
@@ -91,87 +88,6 @@ def _step(field, tableau, t, y, f0, h):
     return y1, stages[-1] if tableau.fsal else field(t + h, y1)
 
 
-class _Reshaped(NamedTuple):
-    """`source` with axes of size one inserted, removed or moved: `shape`."""
-
-    source: Array
-    shape: tuple[int, ...]
-
-
-def _moves_unit_axes_only(eqn) -> bool:
-    """Whether `eqn` reshapes its operand by axes of size one alone (a squeeze, an
-    expand_dims, or a transpose that keeps the other axes in their order)."""
-    if eqn.primitive.name not in ("transpose", "squeeze", "reshape", "broadcast_in_dim"):
-        return False
-    (operand, *rest), (out,) = eqn.invars, eqn.outvars
-    shape = operand.aval.shape
-    if rest or eqn.params.get("dimensions") or math.prod(shape) != math.prod(out.aval.shape):
-        return False
-    if eqn.primitive.name == "transpose":
-        kept = [axis for axis in eqn.params["permutation"] if shape[axis] != 1]
-        return kept == sorted(kept)
-    return [n for n in shape if n != 1] == [n for n in out.aval.shape if n != 1]
-
-
-def _without_unit_axis_moves(jaxpr, consts, *args):
-    """`jax.core.eval_jaxpr(jaxpr, consts, *args)`, with every chain of moves of axes of
-    size one (`_moves_unit_axes_only`) made one reshape where its result is used.
-
-    Indexing a state component under `jax.vmap` over a tile takes a slice `(1, S, 128)`,
-    moves its unit axis behind the tile's and squeezes it: folded, Mosaic is handed one
-    reshape from `(1, S, 128)` to `(S, 128)` and never an array `(S, 128, 1)` with a lane
-    axis of one."""
-    env = dict(zip(jaxpr.constvars, consts, strict=True))
-    env.update(zip(jaxpr.invars, args, strict=True))
-
-    def read(var):
-        if isinstance(var, Literal):
-            return _held_literal(var.val)
-        value = env[var]
-        if isinstance(value, _Reshaped):
-            value = env[var] = value.source.reshape(value.shape)
-        return value
-
-    for eqn in jaxpr.eqns:
-        if _moves_unit_axes_only(eqn):
-            (operand,) = eqn.invars
-            given = None if isinstance(operand, Literal) else env[operand]
-            source = given.source if isinstance(given, _Reshaped) else read(operand)
-            env[eqn.outvars[0]] = _Reshaped(source, eqn.outvars[0].aval.shape)
-            continue
-        params = eqn.primitive.get_bind_params(eqn.params)
-        outs = eqn.primitive.bind(*map(read, eqn.invars), **params)
-        env.update(
-            zip(eqn.outvars, outs if eqn.primitive.multiple_results else [outs], strict=True)
-        )
-    return [read(var) for var in jaxpr.outvars]
-
-
-def _held_literal(value: Any) -> Any:
-    """A jaxpr's literal as a kernel may hold it: an array of one repeated value (a zero
-    tangent, say) built from that value, as a kernel captures no array constants."""
-    array = np.asarray(value)
-    if array.ndim == 0 or not np.all(array == array.flat[0]):
-        return value
-    return jnp.full(array.shape, array.flat[0], array.dtype)
-
-
-def _on_tiles(member: Any, *example: Any) -> Any:
-    """`member` of one member's values batched over tiles of members like `example`, as a
-    kernel runs it: traced once, with unit-axis moves folded (`_without_unit_axis_moves`)
-    and the constants the batching makes built in the kernel (`_held_literal`)."""
-    # Sublanes outer, lanes inner: the batched member keeps the tiles' axes in their order.
-    tiled = jax.vmap(jax.vmap(member, in_axes=-1, out_axes=-1), in_axes=-2, out_axes=-2)
-    traced = jax.make_jaxpr(tiled)(*example)
-    consts = [_held_literal(c) for c in traced.consts]
-
-    def run(*args):
-        (out,) = _without_unit_axis_moves(traced.jaxpr, consts, *jax.tree.leaves(args))
-        return out
-
-    return run
-
-
 def _kernel(*refs, ensemble: _Ensemble, num_saves: int):
     """One program: the members of one block through every step. `refs` are the save
     times `(num_saves, S, 128)`, the initial state `(n, S, 128)`, the leaves
@@ -179,7 +95,7 @@ def _kernel(*refs, ensemble: _Ensemble, num_saves: int):
     ts_ref, y0_ref, *leaf_refs, ys_ref = refs
     leaves = [ref[...] for ref in leaf_refs]
     y0 = y0_ref[...]
-    tiled = _on_tiles(ensemble.field, y0[0], y0, leaves)
+    tiled = on_tiles(ensemble.field, y0[0], y0, leaves)
 
     def field(t, y):
         return tiled(t, y, leaves)
@@ -216,47 +132,35 @@ class _StochasticEnsemble(eqx.Module):
 def _stochastic_kernel(*refs, ensemble: _StochasticEnsemble, num_saves: int):
     """One program of stochastic solves: as `_kernel`, with each member's two key words
     `(2, S, 128)` after the initial state, its normals hashed from them at every step as the
-    lean loop draws them (`_brownian.hashed_bits`). A float32 hash gives two steps' normals:
-    the second waits in the carry."""
+    lean loop draws them (`_brownian.hashed_bits`)."""
     ts_ref, y0_ref, words_ref, *leaf_refs, ys_ref = refs
     leaves = [ref[...] for ref in leaf_refs]
     y0, words = y0_ref[...], (words_ref[0], words_ref[1])
-    dtype, per_hash = y0.dtype, steps_per_hash(y0.dtype)
-    normals_like = jnp.zeros((ensemble.draws, *y0.shape[1:]), dtype)
-    tiled = _on_tiles(ensemble.step, y0[0], y0, y0[0], normals_like, leaves)
+    dtype = y0.dtype
+    normals_like = jax.ShapeDtypeStruct((ensemble.draws, *y0.shape[1:]), dtype)
+    tiled = on_tiles(ensemble.step, y0[0], y0, y0[0], normals_like, leaves)
 
     def step_of(t, y, h, normals):
         return tiled(t, y, h, normals, leaves)
 
-    def bits_of(n, spare):
-        def hashed():
-            bits = [
-                hashed_bits(words, n // per_hash, index, dtype, hash=threefry)
-                for index in range(ensemble.draws)
-            ]
-            return jnp.stack([b[0] for b in bits]), jnp.stack([b[-1] for b in bits])
+    def normals_at(n):
+        bits = [hashed_bits(words, n, i, dtype, hash=threefry) for i in range(ensemble.draws)]
+        return standard_normal(jnp.stack(bits), dtype)
 
-        if per_hash == 1:
-            return hashed()[0], spare
-        return lax.cond(n % per_hash == 0, hashed, lambda: (spare, spare))
-
-    def interval(k, carry):
+    def interval(k, y):
         t_start, t_end = ts_ref[k], ts_ref[k + 1]
         h = (t_end - t_start) / ensemble.steps
 
-        def step(i, carry):
-            y, spare = carry
-            bits, spare = bits_of(k * ensemble.steps + i, spare)
+        def step(i, y):
             t = t_start + i.astype(h.dtype) * h
-            return step_of(t, y, h, standard_normal(bits, dtype)), spare
+            return step_of(t, y, h, normals_at(k * ensemble.steps + i))
 
-        carry = lax.fori_loop(0, ensemble.steps, step, carry)
-        ys_ref[k + 1] = carry[0]
-        return carry
+        y = lax.fori_loop(0, ensemble.steps, step, y)
+        ys_ref[k + 1] = y
+        return y
 
     ys_ref[0] = y0
-    spare = jnp.zeros(normals_like.shape, bits_dtype(dtype))
-    lax.fori_loop(0, num_saves - 1, interval, (y0, spare))
+    lax.fori_loop(0, num_saves - 1, interval, y0)
 
 
 AnyEnsemble = _Ensemble | _StochasticEnsemble
@@ -360,8 +264,6 @@ def _with_tangents(field: Any, size: int, moving: tuple[bool, ...], count: int) 
         for j in range(count):
             f_dot = linear(state[(1 + j) * size : (2 + j) * size], [x[j] for x in given])
             components += [f_dot[i] for i in range(size)]
-        # Stacked component by component: a concatenation, batched over the tile's axes,
-        # would move them in front and back again, a relayout of every tile at every stage.
         return jnp.stack(components)
 
     return field_and_tangents
@@ -452,7 +354,7 @@ def _member_program(function: Any, example: tuple, model_and_args: Any):
 
     def program_of_leaves(*inputs_and_leaves):
         *inputs, leaves = inputs_and_leaves
-        (out,) = _without_unit_axis_moves(traced.jaxpr, leaves[count:], *inputs, *leaves[:count])
+        (out,) = jax.core.eval_jaxpr(traced.jaxpr, leaves[count:], *inputs, *leaves[:count])
         return out
 
     return program_of_leaves, [*leaves, *map(jnp.asarray, traced.consts)], traced.jaxpr
@@ -513,36 +415,19 @@ def kernel_sde_solve(
     return ys.reshape(ts.shape[0], *y0.shape)
 
 
-# The primitives of vector fields that Mosaic compiles in the kernel on a TPU v5e, each
-# checked there on a field that uses it (`benchmarks/tpu_probes.py`, section `fields`, kept
-# in `benchmarks/results/tpu-fields.txt`), and the calls whose bodies are checked in turn.
-# `integrator="auto"` leaves the others to the lean loop: matrix products (Mosaic takes one
-# batch axis, the tiles have two), `expm1` and cumulative sums (not lowered), `==` and
-# broadcasts (`jnp.where(y == 0, 1.0, 0.0)` failed Mosaic's relayout), and concatenations
-# and gathers, which batched over the tiles move data between lanes (so also `jnp.array`
-# of components, where `jnp.stack` takes the kernel).
-KERNEL_PRIMITIVES = frozenset(
-    "abs add add_any and convert_element_type cos div erf exp floor gt integer_pow le log "
-    "log1p logistic lt max min mul neg pow reduce_max "
-    "reduce_min reduce_sum reshape rsqrt select_n sign sin slice sqrt squeeze stack sub "
-    "tanh".split()
+# The elementwise primitives that Mosaic compiles on tiles on a TPU v5e, each checked there
+# on a field that uses it (`benchmarks/tpu_probes.py`, section `fields`, kept in
+# `benchmarks/results/tpu-fields.txt`); with the primitives that only move, pick, combine
+# or sum elements (`_tiles.STRUCTURAL`), what `integrator="auto"` takes the kernel for.
+# The lean loop keeps the others: `expm1` is not lowered, for one.
+KERNEL_PRIMITIVES = (
+    frozenset(
+        "abs add add_any and convert_element_type cos div eq erf exp floor ge gt "
+        "integer_pow le log log1p logistic lt max min mul ne neg pow rsqrt select_n sign "
+        "sin sqrt square sub tanh".split()
+    )
+    | STRUCTURAL
 )
-CALLS = frozenset({"jit", "pjit", "cond", "custom_jvp_call", "custom_vjp_call"})
-
-
-def _primitives(jaxpr) -> set[str]:
-    """The names of the primitives `jaxpr` runs, inside the calls of `CALLS` too."""
-    names = set()
-    for eqn in jaxpr.eqns:
-        # A broadcast that only adds axes of size one is folded into a reshape on the tiles.
-        names.add("reshape" if _moves_unit_axes_only(eqn) else eqn.primitive.name)
-        if eqn.primitive.name in CALLS:
-            for value in eqn.params.values():
-                for sub in value if isinstance(value, tuple | list) else (value,):
-                    inner = getattr(sub, "jaxpr", sub)
-                    if hasattr(inner, "eqns"):
-                        names |= _primitives(inner)
-    return names
 
 
 def runs_in_kernel(problem: Problem) -> bool:
@@ -553,7 +438,7 @@ def runs_in_kernel(problem: Problem) -> bool:
         jaxpr = _member_field(model, args, ts, y0)[2]
     else:
         jaxpr = _member_sde_step(model, problem.solver, ts, y0, args)[2]
-    return _primitives(jaxpr) <= KERNEL_PRIMITIVES | CALLS
+    return primitives(jaxpr) <= KERNEL_PRIMITIVES | CALLS
 
 
 def with_lean_derivatives(solve: Any, lean_solve: Any, problem: Problem) -> Array:
