@@ -375,6 +375,9 @@ FIELDS = {
     "where on y > 0": lambda t, y, p: jnp.where(y > 0, -p * y, -2 * p * y),
     "where on (y > 0) & (y <= 2)": lambda t, y, p: jnp.where((y > 0) & (y <= 2), -p * y, -y),
     "where on y == 0": lambda t, y, p: -p * y + jnp.where(y == 0, 1.0, 0.0),
+    "where on (y != 0) & (y >= -1), square": lambda t, y, p: jnp.where(
+        (y != 0) & (y >= -1), -p * jnp.square(y) * y, -y
+    ),
     "erf, floor": lambda t, y, p: -p * jax.scipy.special.erf(y) + 0.01 * jnp.floor(y),
     "sum, mean, max over the state": lambda t, y, p: (
         -p * (y - jnp.mean(y)) + 0.01 * (jnp.sum(y) + jnp.max(y) - jnp.min(y))
