@@ -1,17 +1,19 @@
 """Brownian increments drawn from JAX keys inside the step loop, and the path they make.
 
 Every normal of a path is hashed from the path's two key words (`path_words`) and a
-counter: Threefry-2x32 of the words on `(step, index)` gives the random bits of the normal
-of noise component `index` (`index + size` for the Lévy area `H`) at step number `step`,
-counted across the save intervals (`hashed_bits`). A normal thus depends only on the key,
-its step and its component, never on how members are batched, chunked or spread over
-devices, nor on how many steps are drawn at once: the lean loop draws blocks of
-`steps_per_block` steps (step `n` takes row `n % steps_per_block`), the kernel integrator
-one step at a time, and they draw the same bits. A whole block is turned into normals in
-one operation: a conversion step by step, fused into each step's arithmetic, rounds
-differently alone and under `vmap`, and a path must not depend on its batch in its last
-bits. No path is stored unless asked for (`brownian_path`). Adaptive steps draw from a
-virtual Brownian tree built from the key instead (`brownian_tree`).
+counter: Threefry-2x32 of the words on `(step, pair)` gives the random bits of two normals
+in float32 (noise components `pair` and `pair + P`, of the `P = pairs(size, dtype)` hashes
+a step takes), of one in float64, at step number `step`, counted across the save
+intervals; the Lévy area `H` takes the hashes after the increments' (`hashed_bits`,
+`block_draws`). A normal thus depends only on the key, its step and its component, never
+on how members are batched, chunked or spread over devices, nor on how many steps are
+drawn at once: the lean loop draws blocks of `steps_per_block` steps (step `n` takes row
+`n % steps_per_block`), the kernel integrator one step at a time, and they draw the same
+bits. A whole block is turned into normals in one operation: a conversion step by step,
+fused into each step's arithmetic, rounds differently alone and under `vmap`, and a path
+must not depend on its batch in its last bits. No path is stored unless asked for
+(`brownian_path`). Adaptive steps draw from a virtual Brownian tree built from the key
+instead (`brownian_tree`).
 """
 
 import functools
@@ -94,8 +96,8 @@ def path_words(key: Array) -> Array:
 
 
 def threefry(*operands: Array) -> tuple[Array, Array]:
-    """Threefry-2x32 of key words and counters (`uint32` arrays of one shape, which the
-    primitive's lowering needs; a TPU kernel lowers it too)."""
+    """Threefry-2x32 of key words and counters (`uint32` arrays of one shape, or scalar key
+    words, which the primitive's lowering needs; a TPU kernel lowers it too)."""
     return tuple(threefry2x32_p.bind(*operands))
 
 
@@ -108,46 +110,75 @@ def batchable_threefry(*operands: Array) -> tuple[Array, Array]:
 
 @batchable_threefry.def_vmap
 def _threefry_batched(axis_size, in_batched, *operands):
-    operands = [
-        x if batched else jnp.broadcast_to(x, (axis_size, *x.shape))
-        for x, batched in zip(operands, in_batched, strict=True)
+    # Every operand to one shape, the batch's axis first, but for unbatched scalar key words.
+    shapes = [
+        x.shape[1:] if batched else x.shape for x, batched in zip(operands, in_batched, strict=True)
     ]
-    return batchable_threefry(*operands), (True, True)
+    shape = (axis_size, *jnp.broadcast_shapes(*shapes))
+
+    def widened(x, batched):
+        if not batched and x.ndim == 0:
+            return x
+        if batched:
+            x = x.reshape(axis_size, *(1,) * (len(shape) - x.ndim), *x.shape[1:])
+        return jnp.broadcast_to(x, shape)
+
+    return batchable_threefry(*map(widened, operands, in_batched)), (True, True)
+
+
+def normals_per_hash(dtype: Any) -> int:
+    """How many normals of float type `dtype` one hash's 64 bits make: two in float32 (or
+    narrower), one in float64."""
+    return 1 if jnp.finfo(dtype).bits == 64 else 2
+
+
+def pairs(size: int, dtype: Any) -> int:
+    """How many hashes a step's `size` normals of `dtype` take."""
+    return -(-size // normals_per_hash(dtype))
 
 
 def hashed_bits(
-    words: Any, step: Any, index: Any, dtype: Any, *, hash: Any = batchable_threefry
-) -> Array:
-    """The random bits, as wide as `dtype`, of the normal of noise component `index` at step
-    number `step`: Threefry-2x32 of the path's `words` (a pair) on the counter `(step,
-    index)`, all broadcast together; its first word (float32 and narrower: its top bits),
-    or both (float64). Elementwise, so it runs on a kernel's tiles of members (with
-    `hash=threefry`) as on the lean loop's blocks."""
-    operands = [jnp.asarray(x).astype(jnp.uint32) for x in (*words, step, index)]
+    words: Any, step: Any, pair: Any, dtype: Any, *, hash: Any = batchable_threefry
+) -> list[Array]:
+    """The random bits, as wide as `dtype`, of the normals that hash number `pair` of step
+    number `step` makes: Threefry-2x32 of the path's `words` (a pair) on the counter
+    `(step, pair)`, all broadcast together; both words (components `pair` and `pair + P`
+    of `P = pairs(size, dtype)`) in float32, one 64-bit value (component `pair`) in
+    float64. Elementwise, so it runs on a kernel's tiles of members (with `hash=threefry`)
+    as on the lean loop's blocks."""
+    operands = [jnp.asarray(x).astype(jnp.uint32) for x in (*words, step, pair)]
     shape = jnp.broadcast_shapes(*(x.shape for x in operands))
-    first, second = hash(*(jnp.broadcast_to(x, shape) for x in operands))
+    # Scalar key words stay scalars: the hash's key schedule is then computed once.
+    first, second = hash(
+        *(
+            x if i < 2 and x.ndim == 0 else jnp.broadcast_to(x, shape)
+            for i, x in enumerate(operands)
+        )
+    )
     width = jnp.finfo(dtype).bits
     if width == 64:
-        return (first.astype(jnp.uint64) << np.uint64(32)) | second.astype(jnp.uint64)
-    return (first >> np.uint32(32 - width)).astype(bits_dtype(dtype))
+        return [(first.astype(jnp.uint64) << np.uint64(32)) | second.astype(jnp.uint64)]
+    return [(bits >> np.uint32(32 - width)).astype(bits_dtype(dtype)) for bits in (first, second)]
 
 
 def block_draws(
     words: Array, block: Any, noise_shape: tuple[int, ...], dtype: Any, *, area: bool
 ) -> BlockDraws:
     """The standard normals of block number `block` (traced or not) of a path with key
-    `words` (`path_words`), of float type `dtype`, as their bits; `H`'s only if `area`."""
+    `words` (`path_words`), of float type `dtype`, as their bits; `H`'s only if `area`,
+    from the hashes after the increments' (`pairs`)."""
     per_block, size = steps_per_block(noise_shape), math.prod(noise_shape)
+    count = pairs(size, dtype)
     first_step = jnp.asarray(block).astype(jnp.uint32) * np.uint32(per_block)
-    step = first_step + np.arange(per_block, dtype=np.uint32)[:, None]
+    step = first_step + lax.broadcasted_iota(jnp.uint32, (per_block, 1), 0)
 
-    def normals_bits(first_index):
-        index = first_index + np.arange(size)[None, :]
-        bits = hashed_bits((words[0], words[1]), step, index, dtype)
-        normals = standard_normal(bits.reshape(per_block, *noise_shape), dtype)
-        return lax.bitcast_convert_type(normals, bits_dtype(dtype))
+    def normals_bits(first_pair):
+        pair = first_pair + lax.broadcasted_iota(jnp.uint32, (1, count), 1)
+        bits = jnp.concatenate(hashed_bits((words[0], words[1]), step, pair, dtype), axis=-1)
+        bits = bits[:, :size].reshape(per_block, *noise_shape)
+        return lax.bitcast_convert_type(standard_normal(bits, dtype), bits_dtype(dtype))
 
-    return BlockDraws(normals_bits(0), normals_bits(size) if area else None)
+    return BlockDraws(normals_bits(0), normals_bits(count) if area else None)
 
 
 def standard_normal(bits: Array, dtype: Any) -> Array:

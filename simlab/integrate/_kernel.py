@@ -48,6 +48,7 @@ from ..kernels._tiling import TPU_TILING
 from ._brownian import (
     Increment,
     hashed_bits,
+    pairs,
     path_words,
     standard_normal,
     threefry,
@@ -125,6 +126,7 @@ class _StochasticEnsemble(eqx.Module):
     step: Any
     steps: int
     draws: int
+    size: int  # the noise's: `draws` is twice that with the Lévy area
 
     def program(self, *refs, num_saves: int):
         return _stochastic_kernel(*refs, ensemble=self, num_saves=num_saves)
@@ -144,8 +146,14 @@ def _stochastic_kernel(*refs, ensemble: _StochasticEnsemble, num_saves: int):
     def step_of(t, y, h, normals):
         return tiled(t, y, h, normals, leaves)
 
+    count = pairs(ensemble.size, dtype)
+
     def normals_at(n):
-        bits = [hashed_bits(words, n, i, dtype, hash=threefry) for i in range(ensemble.draws)]
+        bits = []
+        for first in (0, count)[: ensemble.draws // ensemble.size]:  # dW's, then H's
+            hashed = [hashed_bits(words, n, first + p, dtype, hash=threefry) for p in range(count)]
+            words_first = [word for word_of in zip(*hashed, strict=True) for word in word_of]
+            bits += words_first[: ensemble.size]  # word 0 of every hash, then word 1
         return standard_normal(jnp.stack(bits), dtype)
 
     def interval(k, y):
@@ -423,7 +431,7 @@ def kernel_sde_solve(
     `jax.vmap`) in `steps` fixed steps of `solver` per save interval, on the Brownian path
     the lean loop draws from `key`."""
     step, leaves, _, draws = _member_sde_step(model, solver, ts, y0, args)
-    ensemble = _StochasticEnsemble(step, steps, draws)
+    ensemble = _StochasticEnsemble(step, steps, draws, math.prod(noise_shape(model, y0, args)))
     ys = _one_member(ensemble, [ts, y0.reshape(-1), path_words(key), *leaves])
     return ys.reshape(ts.shape[0], *y0.shape)
 
