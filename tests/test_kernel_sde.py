@@ -156,3 +156,23 @@ def test_auto_takes_the_kernel_for_stochastic_solves_on_a_tpu_only(monkeypatch):
     assert integrator(sir, jnp.asarray(sir_y0, FLOAT)) == "kernel"  # a matrix product
     # A drift with a primitive Mosaic does not lower (expm1) keeps the stochastic loop.
     assert integrator(_Expm1Drift(), y0) == "sde"
+
+
+def test_expectation_reaches_the_kernel_on_a_tpu(monkeypatch):
+    # Their save times stay concrete, so "auto" may count the steps and take the kernel.
+    monkeypatch.setattr(simlab.integrate._kernel, "on_tpu", lambda: True)
+    ran = []
+
+    def end(trajectory):
+        ran.append(trajectory.integrator)
+        return trajectory.ys[-1, 0]
+
+    model, solver, y0 = CASES["euler_maruyama"]
+    options = dict(solver=solver, dt0=DT, observable=end)
+    estimate = simlab.expectation(
+        model, jnp.asarray(y0, FLOAT), TS, key=jax.random.key(3), paths=64, **options
+    )
+    assert set(ran) == {"kernel"}
+    # Geometric Brownian motion's mean is y0 exp(mu t), within the estimate's error.
+    exact = y0[0] * np.exp(0.5 * TS[-1])
+    assert abs(float(estimate.mean) - exact) < 5 * float(estimate.standard_error)
