@@ -73,7 +73,7 @@ def test_every_python_block_of_the_page_runs(page, tmp_path):
             env={**os.environ, "MPLBACKEND": "Agg", "PYTHONPATH": str(ROOT)},
             capture_output=True,
             text=True,
-            timeout=900,
+            timeout=1800 if page.stem in SLOW_PAGES else 900,
             check=False,
         )
         last = [line for line in completed.stdout.splitlines() if line.startswith("--- block")]
