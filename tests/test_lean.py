@@ -147,16 +147,23 @@ def test_vmapped_members_equal_separate_solves(adaptive):
         assert int(batch.stats["num_steps"][0]) < int(batch.stats["num_steps"][3])
 
 
-def test_a_tpus_dense_saves_equal_the_scattered_ones(monkeypatch):
+@pytest.mark.parametrize(
+    "ts, tolerance, max_steps",
+    [(TS, 1e-8, 150), (jnp.linspace(0.0, 1.0, 61), 1e-6, 100)],
+    ids=["steps between saves", "a save every step"],
+)
+def test_a_tpus_dense_saves_equal_the_scattered_ones(monkeypatch, ts, tolerance, max_steps):
     """A TPU writes a members-last batch's saves by selects over the save times instead of
-    a scatter (`_scatters_are_slow`): the same states, bit for bit, and the same steps,
-    including a member that runs out of steps (its unreached save times hold inf)."""
+    a scatter (`_scatters_are_slow`), holding each landed state until a member lands again:
+    the same states, bit for bit, and the same steps, including a member that runs out of
+    steps (its unreached save times hold inf). With 60 save intervals, two members land on
+    every step (60 steps), so held states are written at almost every step."""
     rhos = jnp.array([5.0, 14.0, 28.0, 99.0])
     y0s = LORENZ_Y0[None] * jnp.arange(1.0, 5.0)[:, None]
 
     def one(rho, y0):
         return simlab.simulate(
-            lorenz(rho), y0, TS, rtol=1e-8, atol=1e-8, max_steps=150, throw=False
+            lorenz(rho), y0, ts, rtol=tolerance, atol=tolerance, max_steps=max_steps, throw=False
         )
 
     scattered = jax.jit(jax.vmap(one))(rhos, y0s)
