@@ -182,13 +182,15 @@ def compiled_chunk(arrays, values, statics: ChunkStatics):
     `values` is the chunk's table of swept values, one row per member, or its columns
     (`member_columns`): a tuple of 1-D arrays, one per swept name, which each member reads
     as a tuple of its values (no table is built on the device). Returns `(outputs,
-    status)`, each output flattened member by member to one axis (`host_outputs` gives
-    back the shapes), and the status codes.
+    status)`: each output flattened to one axis with the members last, shard by shard
+    (`host_outputs` gives back the shapes), and the status codes.
 
     The columns and the flat outputs are what an accelerator transfers fastest: a TPU lays
     an array out in tiles of 128 along its last axis, so a table of one column, or an
     output of two values a member, would be held and moved padded 128 or 64 times over;
-    1-D arrays are not padded so.
+    1-D arrays are not padded so. The members go last because a batched solve holds them
+    there: flattening member by member instead interleaves the components, a padded
+    transpose (65,536 adaptive Van der Pol solves took 8% longer so on a TPU).
 
     A plain `jax.jit`: a call returns as soon as the chunk is dispatched, so the caller's
     own work overlaps the chunk's (`equinox.filter_jit` waits for the result)."""
@@ -208,7 +210,9 @@ def compiled_chunk(arrays, values, statics: ChunkStatics):
         )
         group_size = member_group_size(statics.mesh, stochastic=key_data is not None)
         outputs, status = vmapped_in_groups(member, values, group_size)
-        return {name: value.reshape(-1) for name, value in outputs.items()}, status
+        return {
+            name: jnp.moveaxis(value, 0, -1).reshape(-1) for name, value in outputs.items()
+        }, status
 
     sharded = shard_map_over_members(
         run_shard,
@@ -226,11 +230,20 @@ def member_columns(rows: np.ndarray) -> tuple[np.ndarray, ...]:
 
 
 def host_outputs(
-    outputs: Mapping[str, np.ndarray], specs: Mapping[str, VariableSpec], num_members: int
+    outputs: Mapping[str, np.ndarray],
+    specs: Mapping[str, VariableSpec],
+    num_members: int,
+    num_shards: int = 1,
 ) -> dict[str, np.ndarray]:
-    """`compiled_chunk`'s flat outputs for `num_members` members, copied to the host, in
-    their shapes: each `(num_members, *spec.shape)` (a view, not a copy)."""
-    return {name: value.reshape(num_members, *specs[name].shape) for name, value in outputs.items()}
+    """`compiled_chunk`'s flat outputs for `num_members` members on `num_shards` devices,
+    copied to the host, in their shapes: each `(num_members, *spec.shape)` (from one
+    device a view, not a copy)."""
+
+    def members_first(value: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+        shards = value.reshape(num_shards, *shape, num_members // num_shards)
+        return np.moveaxis(shards, -1, 1).reshape(num_members, *shape)
+
+    return {name: members_first(value, specs[name].shape) for name, value in outputs.items()}
 
 
 def member_group_size(mesh: Mesh, *, stochastic: bool) -> int | None:

@@ -358,7 +358,7 @@ def _started_chunks(arrays, statics, members, layout: StoreLayout, finished):
 
     def copied_back(index: int, begin: int, end: int, running):
         outputs, status = gather_to_host(running)
-        outputs = host_outputs(outputs, layout.variables, layout.chunk_size)
+        outputs = host_outputs(outputs, layout.variables, layout.chunk_size, statics.mesh.size)
         outputs = {name: value[: end - begin] for name, value in outputs.items()}
         return index, begin, end, outputs, status[: end - begin]
 
