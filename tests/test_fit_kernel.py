@@ -72,6 +72,7 @@ def test_a_fixed_step_fit_in_the_kernel_recovers_the_parameters_as_the_lean_loop
     _assert_same_fit(kernel, _fit(observations, "lean"))
 
 
+@pytest.mark.slow  # tens of seconds in Pallas' interpreter
 def test_auto_takes_the_kernel_for_a_multi_start_fit_on_a_tpu_only(
     observations, integrators, monkeypatch
 ):

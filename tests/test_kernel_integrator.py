@@ -167,6 +167,7 @@ def test_refuses_adaptive_steps_events_and_adjoints(options, message):
 
 
 @pytest.mark.accelerator
+@pytest.mark.slow  # tens of seconds in Pallas' interpreter
 def test_forward_sensitivities_equal_lean_and_central_differences():
     # d ys / d (sigma, rho, y0) for three members in one launch: the kernel steps the state
     # and its tangent together, the derivatives of the lean loop's same steps.
