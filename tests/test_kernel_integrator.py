@@ -156,12 +156,11 @@ def _kernel_solve(y0=Y0, ts=TS, **options):
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        (dict(adaptive=True, dt0=None), "fixed steps only: pass adaptive=False"),
         (dict(event=simlab.Event(lambda t, y, args: y[0] - 5.0)), "does not locate events"),
         (dict(adjoint="backsolve"), "pass adjoint=None or 'forward'"),
     ],
 )
-def test_refuses_adaptive_steps_events_and_adjoints(options, message):
+def test_refuses_events_and_adjoints(options, message):
     with pytest.raises(ValueError, match=message):
         _kernel_solve(**options)
 

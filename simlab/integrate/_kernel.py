@@ -55,9 +55,10 @@ from ._brownian import (
 )
 from ._closures import with_closed_over_tracers_held
 from ._interface import AbstractIntegrator, Problem, Solution
-from ._lean import LeanIntegrator, _field, _weighted_sum
+from ._kernel_adaptive import AdaptiveEnsemble, first_step, split_outcome
+from ._lean import LeanIntegrator, _field, _status, _weighted_sum
 from ._sde import AbstractSDESolver, SDEIntegrator, noise_shape
-from ._solvers import is_lean_solver
+from ._solvers import error_order, is_lean_solver
 from ._tiles import CALLS, STRUCTURAL, on_tiles, primitives
 
 STATE_LIMIT = 64  # state components up to which a member's state stays in registers
@@ -72,6 +73,9 @@ class _Ensemble(eqx.Module):
     field: Any
     tableau: Any
     steps: int
+
+    def saved_components(self, size: int) -> int:
+        return size
 
     def program(self, *refs, num_saves: int):
         return _kernel(*refs, ensemble=self, num_saves=num_saves)
@@ -128,6 +132,9 @@ class _StochasticEnsemble(eqx.Module):
     draws: int
     size: int  # the noise's: `draws` is twice that with the Lévy area
 
+    def saved_components(self, size: int) -> int:
+        return size
+
     def program(self, *refs, num_saves: int):
         return _stochastic_kernel(*refs, ensemble=self, num_saves=num_saves)
 
@@ -172,7 +179,7 @@ def _stochastic_kernel(*refs, ensemble: _StochasticEnsemble, num_saves: int):
     lax.fori_loop(0, num_saves - 1, interval, y0)
 
 
-AnyEnsemble = _Ensemble | _StochasticEnsemble
+AnyEnsemble = _Ensemble | _StochasticEnsemble | AdaptiveEnsemble
 
 
 def _tpu_sublanes(state_size: int, num_members: int) -> int:
@@ -190,7 +197,7 @@ def _tpu_sublanes(state_size: int, num_members: int) -> int:
 def _launch(ensemble: AnyEnsemble, inputs: list[Array], *, platform: str) -> Array:
     """The kernel over `inputs` (save times, flat initial state, leaves), each with the
     members along its last axis, as laid out for `platform`; the saved states
-    `(num_saves, n, members)`."""
+    `(num_saves, n, members)` (with what else the ensemble saves after the `n` components)."""
     interpret = Launch(block_shape=None, interpret=None).target(platform) != "tpu"
     lanes = TPU_TILING[1]
     num_members = inputs[0].shape[-1]
@@ -203,7 +210,7 @@ def _launch(ensemble: AnyEnsemble, inputs: list[Array], *, platform: str) -> Arr
         )
         for x in inputs
     ]
-    num_saves, n = inputs[0].shape[0], inputs[1].shape[0]
+    num_saves, n = inputs[0].shape[0], ensemble.saved_components(inputs[1].shape[0])
 
     def spec(shape):
         zeros = (0,) * len(shape)
@@ -436,6 +443,28 @@ def kernel_sde_solve(
     return ys.reshape(ts.shape[0], *y0.shape)
 
 
+def adaptive_kernel_solve(
+    model: Any,
+    solver: Any,
+    ts: Array,
+    y0: Array,
+    args: Any,
+    dt0: Array | None,
+    rtol: Array,
+    atol: Array,
+    max_steps: int,
+) -> tuple[Array, dict[str, Array]]:
+    """The states at `ts` of one adaptive solve (a member of a batch under `jax.vmap`), the
+    lean loop's steps taken in the kernel, and its outcome (`_kernel_adaptive.OUTCOME`)."""
+    field, leaves, _ = _member_field(model, args, ts, y0)
+    ensemble = AdaptiveEnsemble(field, solver.tableau, error_order(solver), max_steps)
+    h0 = first_step(model, args, solver, ts, y0, dt0, rtol, atol)
+    controls = jnp.stack([h0, rtol, atol]).astype(ts.dtype)
+    out = _one_member(ensemble, [ts, y0.reshape(-1), controls, *leaves])
+    ys, outcome = split_outcome(out, y0.size)
+    return ys.reshape(ts.shape[0], *y0.shape), outcome
+
+
 # The elementwise primitives that Mosaic compiles on tiles on a TPU v5e, each checked there
 # on a field that uses it (`benchmarks/tpu_probes.py`, section `fields`, kept in
 # `benchmarks/results/tpu-fields.txt`); with the primitives that only move, pick, combine
@@ -462,19 +491,23 @@ def runs_in_kernel(problem: Problem) -> bool:
     return primitives(jaxpr) <= KERNEL_PRIMITIVES | CALLS
 
 
-def with_lean_derivatives(solve: Any, lean_solve: Any, problem: Problem) -> Array:
-    """`solve(problem)`, whose derivatives in both modes are those of `lean_solve(problem)`
-    (the lean loop's, taken through its own rules): the kernel has no transpose."""
+def with_lean_derivatives(solve: Any, lean_solve: Any, problem: Problem) -> tuple[Array, Any]:
+    """`solve(problem)`, the states and what else the kernel reports (`(ys, extras)`), the
+    states' derivatives in both modes those of `lean_solve(problem)` (the lean loop's,
+    taken through its own rules): the kernel has no transpose. `extras` have none."""
     # Every array an input, keys and integers too (their tangents are symbolic zeros): a
     # custom derivative must not close over the values a `jax.vmap` batches.
     arrays, static = eqx.partition(problem, eqx.is_array)
+    if problem.adaptive and problem.adjoint is None:
+        # The lean loop differentiates these in reverse mode alone (`_lean._solve_reverse`).
+        return _with_lean_vjp(solve, lean_solve, arrays, static)
 
     @jax.custom_jvp
-    def ys(arrays):
+    def outputs(arrays):
         return solve(eqx.combine(arrays, static))
 
-    @ft.partial(ys.defjvp, symbolic_zeros=True)
-    def ys_jvp(primals, tangents):
+    @ft.partial(outputs.defjvp, symbolic_zeros=True)
+    def outputs_jvp(primals, tangents):
         (arrays,), (tangents,) = primals, tangents
         moving = jax.tree.map(lambda t: not isinstance(t, SymbolicZero), tangents)
         moved, fixed = eqx.partition(arrays, moving)
@@ -483,9 +516,31 @@ def with_lean_derivatives(solve: Any, lean_solve: Any, problem: Problem) -> Arra
         def lean_ys(moved):
             return lean_solve(eqx.combine(moved, fixed, static))
 
-        return jax.jvp(lean_ys, (moved,), (given,))
+        _, ys_dot = jax.jvp(lean_ys, (moved,), (given,))
+        ys, extras = outputs(arrays)
+        return (ys, extras), (ys_dot, jax.tree.map(jnp.zeros_like, extras))
 
-    return ys(arrays)
+    return outputs(arrays)
+
+
+def _with_lean_vjp(solve: Any, lean_solve: Any, arrays: Any, static: Any) -> tuple[Array, Any]:
+    """`with_lean_derivatives` in reverse mode: the states' cotangents go through the lean
+    loop's own reverse-mode rule."""
+
+    @jax.custom_vjp
+    def outputs(arrays):
+        return solve(eqx.combine(arrays, static))
+
+    def outputs_fwd(arrays):
+        _, lean_vjp = jax.vjp(lambda arrays: lean_solve(eqx.combine(arrays, static)), arrays)
+        return outputs(arrays), lean_vjp
+
+    def outputs_bwd(lean_vjp, cotangents):
+        ys_cotangent, _ = cotangents
+        return lean_vjp(ys_cotangent)
+
+    outputs.defvjp(outputs_fwd, outputs_bwd)
+    return outputs(arrays)
 
 
 class KernelIntegrator(AbstractIntegrator):
@@ -505,7 +560,6 @@ class KernelIntegrator(AbstractIntegrator):
         "explicit Runge-Kutta solvers ('tsit5', 'rk4', ...) and stochastic ones "
         "('euler_maruyama', 'milstein', 'sra1', ...) at fixed steps"
     )
-    adaptive_steps = False
     events_advice = ": pass integrator='lean'"
     adjoints = (None, "forward")
     counts_steps_when_traced = True
@@ -520,6 +574,7 @@ class KernelIntegrator(AbstractIntegrator):
         return (
             problem is not None
             and self.auto_may_choose_here()
+            and not problem.adaptive  # the lean loop, until a chip measures the kernel faster
             and _unfit(problem) is None
             and runs_in_kernel(problem)
         )
@@ -528,11 +583,13 @@ class KernelIntegrator(AbstractIntegrator):
         reason = _unfit(problem)
         if reason is not None:
             raise ValueError(reason)
+        if problem.adaptive:
+            return _adaptive_solution(problem)
         steps = problem.known_steps_per_interval
         if problem.adjoint is None or problem.key is not None:
-            ys = with_lean_derivatives(_kernel_ys, _lean_ys, problem)
+            ys, _ = with_lean_derivatives(_kernel_outputs, _lean_ys, problem)
         else:
-            ys = _kernel_ys(problem)
+            ys, _ = _kernel_outputs(problem)
         finite = jnp.all(jnp.isfinite(ys))
         status = RESULTS.where(finite, RESULTS.successful, RESULTS.nonfinite_state)
         total = jnp.asarray(steps * (problem.ts.shape[0] - 1))
@@ -554,7 +611,9 @@ def _unfit(problem: Problem) -> str | None:
     """Why the kernel cannot take `problem`'s step counts or state, or `None`."""
     y0 = problem.y0
     loop = "'lean'" if problem.key is None else "'sde'"
-    if problem.known_steps_per_interval is None:
+    if problem.adaptive and _unfit_adaptive(problem) is not None:
+        return _unfit_adaptive(problem)
+    if not problem.adaptive and problem.known_steps_per_interval is None:
         return (
             "simlab's kernel integrator needs the same number of fixed steps in every save "
             "interval, known when the solve is traced: pass ts and dt0 as concrete values "
@@ -568,6 +627,49 @@ def _unfit(problem: Problem) -> str | None:
             f"integrator={loop}."
         )
     return None
+
+
+def _adaptive_solution(problem: Problem) -> Solution:
+    """An adaptive solve in the kernel: its states, status and step counts."""
+    ys, outcome = with_lean_derivatives(_kernel_outputs, _lean_ys, problem)
+    num_steps = outcome["num_steps"].astype(jnp.int32)
+    num_rejected = outcome["num_rejected"].astype(jnp.int32)
+    stats = {
+        "num_steps": num_steps,
+        "num_accepted_steps": num_steps - num_rejected,
+        "num_rejected_steps": num_rejected,
+        "max_steps": jnp.asarray(problem.max_steps),
+    }
+    return Solution(ys, _status(outcome["finished"] > 0, outcome["nonfinite_time"]), stats)
+
+
+def _unfit_adaptive(problem: Problem) -> str | None:
+    """Why the kernel cannot take `problem`'s adaptive steps, or `None`."""
+    # Steps are counted in the state's floating point type, exactly up to here.
+    exact = 2 ** (jnp.finfo(problem.y0.dtype).nmant + 1)
+    if problem.max_steps > exact:
+        return (
+            f"simlab's kernel integrator counts up to {exact} steps in {problem.y0.dtype}; "
+            f"got max_steps={problem.max_steps}: pass fewer, or integrator='lean'."
+        )
+    return None
+
+
+def _kernel_outputs(problem: Problem) -> tuple[Array, dict[str, Array]]:
+    """The kernel's states at the save times and, for adaptive steps, its outcome."""
+    if problem.adaptive:
+        return adaptive_kernel_solve(
+            problem.model,
+            problem.solver,
+            problem.ts,
+            problem.y0,
+            problem.args,
+            problem.dt0,
+            problem.rtol,
+            problem.atol,
+            problem.max_steps,
+        )
+    return _kernel_ys(problem), {}
 
 
 def _kernel_ys(problem: Problem) -> Array:
