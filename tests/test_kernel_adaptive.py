@@ -107,11 +107,29 @@ def test_gradients_are_the_lean_loops():
     central = (final_x("lean", mu + step) - final_x("lean", mu - step)) / (2 * step)
     np.testing.assert_allclose(kernel, central, rtol=1e-4)
 
+    # With adjoint="forward", forward mode: the lean loop's forward sensitivities.
+    def forward(integrator, mu):
+        solve = _van_der_pol(integrator, adjoint="forward")
+        return jax.jacfwd(lambda m: solve(m[None]).ys[0, -1])(mu)
 
-def test_auto_keeps_the_lean_loop_for_adaptive_steps_on_a_tpu(monkeypatch):
-    monkeypatch.setattr(kernel_module, "on_tpu", lambda: True)
+    np.testing.assert_allclose(forward("kernel", mu), forward("lean", mu), rtol=1e-12)
+    np.testing.assert_allclose(forward("kernel", mu)[0], central, rtol=1e-4)
+
+
+def test_auto_takes_the_kernel_for_adaptive_steps_on_a_tpu_only(monkeypatch):
     mus = jnp.linspace(0.1, 1.0, 4, dtype=FLOAT)
-    assert _van_der_pol("auto")(mus).integrator == "lean"
+    on_a_tpu = jax.default_backend() == "tpu"
+    assert _van_der_pol("auto")(mus).integrator == ("kernel" if on_a_tpu else "lean")
+    monkeypatch.setattr(kernel_module, "on_tpu", lambda: True)
+    jitted = jax.jit(lambda ts: jax.vmap(lambda mu: _member(mu, ts))(mus))
+    assert jitted(TS).integrator == "kernel"  # the save times may be traced
+
+
+def _member(mu, ts):
+    return simlab.simulate(
+        simlab.models.VanDerPol(mu=mu), jnp.array([2.0, 0.0], FLOAT), ts, solver="tsit5",
+        rtol=TOLERANCE, atol=TOLERANCE, throw=False,
+    )  # fmt: skip
 
 
 def test_refuses_more_steps_than_its_floating_point_type_counts():
