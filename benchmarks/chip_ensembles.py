@@ -62,26 +62,34 @@ def bare_adaptive_vdp(mus):
     return jax.vmap(one)(mus)
 
 
+def _vdp_trajectory(mu, saves: int, integrator: str):
+    return simlab.simulate(
+        simlab.models.VanDerPol(mu=mu),
+        jnp.array([2.0, 0.0], jnp.float32),
+        jnp.linspace(0.0, VDP_T1, saves, dtype=jnp.float32),
+        solver="heun",
+        rtol=VDP_RTOL,
+        atol=VDP_RTOL,
+        dt0=1e-3,
+        integrator=integrator,
+        max_steps=20_000,
+        throw=False,
+    )
+
+
 def simlab_adaptive_vdp(saves: int, integrator: str = "lean"):
     """jit(vmap(simulate)) of the same solve with `saves` save times: the states and steps."""
-    ts = jnp.linspace(0.0, VDP_T1, saves, dtype=jnp.float32)
 
     def one(mu):
-        trajectory = simlab.simulate(
-            simlab.models.VanDerPol(mu=mu),
-            jnp.array([2.0, 0.0], jnp.float32),
-            ts,
-            solver="heun",
-            rtol=VDP_RTOL,
-            atol=VDP_RTOL,
-            dt0=1e-3,
-            integrator=integrator,
-            max_steps=20_000,
-            throw=False,
-        )
+        trajectory = _vdp_trajectory(mu, saves, integrator)
         return trajectory.ys, trajectory.stats["num_steps"]
 
     return jax.jit(jax.vmap(one))
+
+
+def vdp_integrator_of_auto(mus) -> str:
+    """The integrator that `integrator="auto"` takes for a batch of these solves."""
+    return jax.eval_shape(jax.vmap(lambda mu: _vdp_trajectory(mu, 2, "auto")), mus).integrator
 
 
 @ft.partial(jax.jit, static_argnames="paths")
