@@ -145,10 +145,11 @@ def simulate(
       on split models as IMEX (linear part implicit, matrix-free), and everything else
       with `diffrax.diffeqsolve`; a name in `simlab.integrate.integrator_names()` forces
       one. The lean loop lands steps on every save time and takes `adjoint=None`,
-      `"forward"` or `"checkpoint"`. `"kernel"` runs a `jax.vmap` batch of fixed-step
-      explicit Runge–Kutta solves as one Pallas kernel (concrete `ts` and `dt0`;
-      derivatives the lean loop's, or with `adjoint="forward"` forward mode in the
-      kernel); `"auto"` takes it on a TPU where the vector field's primitives compile
+      `"forward"` or `"checkpoint"`. `"kernel"` runs a `jax.vmap` batch of explicit
+      Runge–Kutta solves as one Pallas kernel, adaptive (each member with the lean
+      loop's own steps) or at fixed steps (concrete `ts` and `dt0`); derivatives are the
+      lean loop's, or with `adjoint="forward"` and fixed steps forward mode in the
+      kernel; `"auto"` takes it on a TPU where the vector field's primitives compile
       there. See the performance page and `simlab.integrate`.
 
     - `event`: a [`simlab.Event`][]: the first time its condition crosses zero is found by
