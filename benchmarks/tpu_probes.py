@@ -1,7 +1,8 @@
 """Probes of where the time goes on a TPU: the measurements behind the kernels' tiles, the
 Laplacian's reads past the end of its array, the XLA Laplacian's form on a TPU, and what
 bounds the temporally blocked heat kernel and `pair_forces`, and which primitives of a vector
-field the kernel integrator compiles (`fields`, kept in `benchmarks/results/tpu-fields.txt`).
+field the kernel integrator compiles (`fields`, kept in `benchmarks/results/tpu-fields.txt`),
+and which adaptive loops inside a Pallas kernel compile, and at what speed (`adaptive_loops`).
 `benchmarks/tpu.sh --probes` runs it and keeps the output in
 `benchmarks/results/tpu-probes.txt`.
 
@@ -31,7 +32,17 @@ from simlab.integrate import _lean
 from simlab.kernels import _layouts, _pairs
 from simlab.kernels._pallas import extend_high
 
-SECTIONS = ("bandwidth", "laplacian", "heat", "forms", "burgers", "pairs", "saves", "fields")
+SECTIONS = (
+    "bandwidth",
+    "laplacian",
+    "heat",
+    "forms",
+    "burgers",
+    "pairs",
+    "saves",
+    "fields",
+    "adaptive_loops",
+)
 CLOCK_HZ = 1.5e9  # the TPU v5e's TensorCore clock, to count cycles
 VREG_CELLS = 8 * 128  # float32 values in one vector register
 
@@ -417,6 +428,132 @@ def fields(quick: bool):
         if kernel is not None:
             difference = float(jnp.max(jnp.abs(kernel.ys - lean) / (1 + jnp.abs(lean))))
             print(f"  {name:<32} auto takes {auto:<6}: compiles, against lean {difference:.1e}")
+
+
+# --- adaptive_loops: adaptive Heun attempts on Van der Pol members inside a Pallas kernel ---
+
+VDP_T1, VDP_RTOL = chip_ensembles.VDP_T1, chip_ensembles.VDP_RTOL
+
+
+def _vdp_tiles(mu, a, b):
+    return b, mu * (1 - a * a) * b - a
+
+
+def _vdp_attempt(mu, carry):
+    """One masked Heun–Euler attempt of every member of the tiles, as the bare loop's."""
+    t, a, b, fa, fb, h, n = carry
+    running = t < VDP_T1
+    h = jnp.minimum(h, VDP_T1 - t)
+    ga, gb = _vdp_tiles(mu, a + h * fa, b + h * fb)
+    a1, b1 = a + h / 2 * (fa + ga), b + h / 2 * (fb + gb)
+    sa = VDP_RTOL * (1 + jnp.maximum(jnp.abs(a), jnp.abs(a1)))
+    sb = VDP_RTOL * (1 + jnp.maximum(jnp.abs(b), jnp.abs(b1)))
+    norm = jnp.sqrt((((ga - fa) * h / 2 / sa) ** 2 + ((gb - fb) * h / 2 / sb) ** 2) / 2)
+    accept = (norm <= 1) & running
+    factor = jnp.clip(0.9 * lax.rsqrt(norm), 0.2, 10.0)
+    na, nb = _vdp_tiles(mu, a1, b1)
+    return (
+        jnp.where(accept, t + h, t),
+        jnp.where(accept, a1, a),
+        jnp.where(accept, b1, b),
+        jnp.where(accept, na, fa),
+        jnp.where(accept, nb, fb),
+        jnp.where(running, h * factor, h),
+        n + running.astype(jnp.int32),
+    )
+
+
+def _vdp_start(mu, splat: bool):
+    """The carry's first value: from constants (`splat`) or computed from the loaded `mu`."""
+    zero = jnp.zeros_like(mu) if splat else mu - mu
+    a, b = zero + 2.0, zero
+    fa, fb = _vdp_tiles(mu, a, b)
+    count = jnp.zeros(mu.shape, jnp.int32) if splat else zero.astype(jnp.int32)
+    return (zero, a, b, fa, fb, zero + 1e-3, count)
+
+
+ADAPTIVE_TESTS = {
+    "any": lambda t: jnp.any(t < VDP_T1),
+    "min": lambda t: jnp.min(t) < VDP_T1,
+    "max of where": lambda t: jnp.max(jnp.where(t < VDP_T1, 1.0, 0.0)) > 0.0,
+    "integer sum": lambda t: jnp.sum((t < VDP_T1).astype(jnp.int32)) > 0,
+}
+
+
+def _adaptive_program(test, attempts: int | None, splat: bool = False):
+    """A kernel of the members' attempts: a `while_loop` testing `test` after every
+    `attempts` of them, or (`test` None) a fixed loop of `attempts` masked ones."""
+
+    def kernel(mu_ref, a_ref, b_ref, n_ref):
+        mu = mu_ref[...]
+        start = _vdp_start(mu, splat)
+        if test is None:
+            final = lax.fori_loop(0, attempts, lambda _, c: _vdp_attempt(mu, c), start)
+        else:
+
+            def body(carry):
+                return lax.fori_loop(0, attempts, lambda _, c: _vdp_attempt(mu, c), carry)
+
+            final = lax.while_loop(lambda c: test(c[0]), body, start)
+        a_ref[...], b_ref[...], n_ref[...] = final[1], final[2], final[6]
+
+    return kernel
+
+
+def _adaptive_launch(kernel, members: int, rows: int, interpret: bool):
+    spec = pl.BlockSpec((rows, 128), lambda i: (i, 0))
+    shape = (members // 128, 128)
+    call = pl.pallas_call(
+        kernel,
+        grid=(members // (rows * 128),),
+        in_specs=[spec],
+        out_specs=[spec, spec, spec],
+        out_shape=[
+            jax.ShapeDtypeStruct(shape, jnp.float32),
+            jax.ShapeDtypeStruct(shape, jnp.float32),
+            jax.ShapeDtypeStruct(shape, jnp.int32),
+        ],
+        interpret=interpret,
+    )
+    return jax.jit(lambda mus: call(mus.reshape(shape)))
+
+
+def adaptive_loops(quick: bool):
+    """Adaptive steps inside a kernel: 2^16 Van der Pol members (mu in [0.1, 10], Heun
+    2(1), rtol 1e-4, to t = 10, the bare loop's problem) a block of rows x 128 a program,
+    each member masked once done, the program looping while any of its members is not:
+    the loop's test after every attempt or every eight, by each reduction; a fixed loop of
+    the most attempts; and the carry started from constants, which Mosaic cannot compile."""
+    members = 4096 if quick else 2**16
+    mus = chip_ensembles.vdp_mus(members)
+    bare_s = median_seconds(chip_ensembles.bare_adaptive_vdp, mus, repeats=5)
+    bare_end, bare_attempts = chip_ensembles.bare_adaptive_vdp(mus)
+    most = int(jnp.max(bare_attempts))
+    print(f"  bare vmapped while_loop {bare_s * 1e3:.2f} ms, attempts at most {most}")
+    variants = {f"while on {name}, a test an attempt": (test, 1, 8, False)
+                for name, test in ADAPTIVE_TESTS.items()}  # fmt: skip
+    for rows in (8, 16, 32):
+        variants[f"while on min, a test every 8, {rows} rows"] = (
+            ADAPTIVE_TESTS["min"],
+            8,
+            rows,
+            False,
+        )
+    variants[f"fixed loop of {most} masked attempts"] = (None, most, 8, False)
+    variants["the same, carry from constants"] = (None, most, 8, True)
+    for label, (test, attempts, rows, splat) in variants.items():
+        run = _adaptive_launch(_adaptive_program(test, attempts, splat), members, rows, quick)
+
+        def measure(run=run, label=label):
+            a, b, n = jax.block_until_ready(run(mus))
+            seconds = median_seconds(run, mus, repeats=5)
+            end = jnp.stack([a.reshape(-1), b.reshape(-1)], axis=1)
+            error = float(jnp.max(jnp.abs(end - bare_end) / (1 + jnp.abs(bare_end))))
+            same = bool(jnp.all(n.reshape(-1) == bare_attempts))
+            print(f"  {label:<42} {seconds * 1e3:7.2f} ms  bare/this {bare_s / seconds:5.2f}  "
+                  f"|end - bare| {error:.1e}  the bare loop's attempts: {same}")  # fmt: skip
+
+        attempt(label, measure)
 
 
 def main() -> int:
