@@ -509,3 +509,39 @@ def test_default_chunk_size_fits_the_memory_budget():
     assert size * bytes_per_member <= MEMORY_BUDGET_BYTES
     scalar = {"final": VariableSpec((), np.dtype("float64"), ())}
     assert default_chunk_size(scalar, num_times=2, state_size=1, itemsize=8) == MAX_CHUNK_SIZE
+
+
+def test_default_chunks_are_as_few_as_fit_and_of_about_one_size():
+    from simlab._sweep._execute import balanced_chunk_size
+
+    # 2**18 members, at most 252,297 a chunk: two of 131,072, not a full one and a padded
+    # one of 9,847 members (which cost as much as the full one on an accelerator).
+    assert balanced_chunk_size(2**18, 252_297, 1) == 2**17
+    for members in (1, 7, 9, 10, 1000, 8193, 2**16 + 1):
+        for largest in (1, 3, 4, 8, 8192):
+            for devices in (1, 2, 4):
+                size = balanced_chunk_size(members, largest, devices)
+                chunks = -(-members // size)
+                assert size % devices == 0 and size <= -(-largest // devices) * devices
+                assert chunks <= -(-members // largest)  # no more chunks than needed
+                assert chunks * size - members < chunks * devices  # padding: rounding only
+
+
+def test_a_default_sweep_splits_its_members_into_equal_chunks(monkeypatch):
+    monkeypatch.setattr(_execute, "MAX_CHUNK_SIZE", 16)  # the widest default chunk here
+    rates = np.linspace(0.1, 1.8, 18)
+    result = simlab.sweep(
+        Riccati(rate=1.0),
+        {"rate": rates},
+        jnp.array([0.5]),
+        jnp.array([0.0, 1.0]),
+        rtol=1e-8,
+        atol=1e-8,
+        observable=final_state,
+        progress=False,
+    )
+    devices = jax.device_count()
+    assert result.stats["num_chunks"] == 2  # of 9 each (rounded to the devices), not 16 and 2
+    assert result.stats["chunk_size"] == -(-9 // devices) * devices
+    # y' = rate y², y(0) = 1/2: y(1) = 1 / (2 - rate)
+    np.testing.assert_allclose(result.observables["final_state"][:, 0], 1 / (2 - rates), rtol=1e-6)

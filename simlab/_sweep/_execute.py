@@ -335,13 +335,41 @@ _cached_member_shapes = ft.lru_cache(maxsize=64)(_traced_member_shapes)
 
 
 def default_chunk_size(
-    specs: dict, num_times: int, state_size: int, itemsize: int, largest: int = MAX_CHUNK_SIZE
+    specs: dict,
+    num_times: int,
+    state_size: int,
+    itemsize: int,
+    largest: int = MAX_CHUNK_SIZE,
+    budget: int = MEMORY_BUDGET_BYTES,
 ) -> int:
-    """As many members as fit the memory budget (outputs plus the solver's saved states),
-    at most `largest`."""
+    """As many members as fit `budget` bytes (outputs plus the solver's saved states), at
+    most `largest`."""
     output_bytes = sum(math.prod(s.shape) * s.dtype.itemsize for s in specs.values())
     working_bytes = 2 * num_times * state_size * itemsize + 1024
-    return max(1, min(largest, MEMORY_BUDGET_BYTES // (output_bytes + working_bytes)))
+    return max(1, min(largest, budget // (output_bytes + working_bytes)))
+
+
+def balanced_chunk_size(num_members: int, largest: int, multiple: int) -> int:
+    """The members per chunk for `num_members` in as few chunks of at most `largest` as
+    can hold them, all about equal, as a multiple of `multiple` (the device count).
+
+    A chunk costs as long as its slowest member on an accelerator, padding included: on a
+    TPU v5e, 2**18 adaptive Van der Pol members in a chunk of 252,297 and one of 9,847
+    padded to as many took 21.6 ms, twice as long as one vmapped solve (10.8 ms)."""
+    num_chunks = -(-num_members // max(1, largest))
+    size = -(-num_members // num_chunks)
+    return -(-size // multiple) * multiple
+
+
+def chunk_memory_budget(mesh: Mesh) -> int:
+    """The bytes a chunk's outputs and working copies may take on `mesh`:
+    `MEMORY_BUDGET_BYTES`, or on an accelerator a sixteenth of its devices' memory if that
+    is more (the members' outputs are gathered to the host whatever the chunk size)."""
+    device = mesh.devices.flat[0]
+    if device.platform == "cpu":
+        return MEMORY_BUDGET_BYTES
+    limit = (device.memory_stats() or {}).get("bytes_limit", 0)
+    return max(MEMORY_BUDGET_BYTES, limit // 16 * mesh.size)
 
 
 def largest_chunk_size(mesh: Mesh) -> int:

@@ -46,6 +46,8 @@ from ..parallel import gather_to_host, member_mesh, replicate, shard_rows
 from ..parallel._mesh import MEMBER_AXIS
 from ._execute import (
     TRAJECTORY,
+    balanced_chunk_size,
+    chunk_memory_budget,
     chunk_program,
     compiled_chunk,
     default_chunk_size,
@@ -131,8 +133,9 @@ def sweep(
       version, whose jaxprs, hence digests, may differ.
     - `num_samples`: how many points `mode="samples"` draws.
     - `chunk_size`: members per chunk (rounded up to a multiple of the number of devices);
-      `None` sizes chunks to a memory budget of 256 MiB, at most 8192 members on a CPU
-      and 2**18 per device on an accelerator.
+      `None` sizes chunks to a memory budget (256 MiB, or on an accelerator a sixteenth
+      of its memory if more), at most 8192 members on a CPU and 2**18 per device on an
+      accelerator, and splits the members into chunks of about equal size.
     - `mesh`: a one-axis mesh (see [`simlab.parallel.member_mesh`][]) whose axis is named
       `"members"`; `None` uses every device of every process.
     - `store`: a folder path; results are written there chunk by chunk (a zarr store that
@@ -449,10 +452,15 @@ def _checked_mesh(mesh: Mesh | None) -> Mesh:
 def _chunk_size(chunk_size, members: Members | PathMembers, specs, y0, ts, mesh: Mesh) -> int:
     """The members per chunk: given or sized to memory, a multiple of the device count."""
     if chunk_size is None:
-        chunk_size = default_chunk_size(
-            specs, ts.shape[0], y0.size, y0.dtype.itemsize, largest_chunk_size(mesh)
+        largest = default_chunk_size(
+            specs,
+            ts.shape[0],
+            y0.size,
+            y0.dtype.itemsize,
+            largest_chunk_size(mesh),
+            chunk_memory_budget(mesh),
         )
-        chunk_size = min(chunk_size, members.num_members)
+        return balanced_chunk_size(members.num_members, largest, mesh.size)
     return -(-chunk_size // mesh.size) * mesh.size
 
 

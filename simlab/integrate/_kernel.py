@@ -604,6 +604,7 @@ class KernelIntegrator(AbstractIntegrator):
         return Solution(ys, status, stats)
 
 
+@ft.cache  # asked at every solve and sweep; `jax.default_backend()` takes about 30 µs
 def on_tpu() -> bool:
     """Whether programs run on a TPU by default, where `"auto"` may take the kernel."""
     return jax.default_backend() == "tpu"
