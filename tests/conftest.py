@@ -152,8 +152,8 @@ LONG_TESTS = {
     "test_fit_profiles.py::test_profile_intervals_cover_the_truth_95_percent_of_the_time[poisson]",
     "test_fit.py::test_data_parallel_over_four_devices_equals_one_device",
     "test_fit_multistart.py::test_gathering_unfinished_starts_changes_no_start",
-    "test_events.py::test_event_time_gradient_matches_finite_differences[reverse-diffrax]",
-    "test_events.py::test_event_time_gradient_matches_finite_differences[forward-diffrax]",
+    "test_events.py::test_event_time_gradient_matches_finite_differences[diffrax-reverse]",
+    "test_events.py::test_event_time_gradient_matches_finite_differences[diffrax-forward]",
     "test_experiment_analysis.py::test_continuation_finds_the_brusselator_hopf_point",
     "test_lowering.py::test_a_vmapped_adaptive_ensemble_exports",
     "test_sde.py::"
@@ -173,12 +173,21 @@ LONG_TESTS = {
     "test_fit_multistart.py::test_sharded_multi_start_equals_unsharded",
     "test_hybrid.py::test_per_sample_gradients_average_to_the_batch_gradient",
     "test_hamiltonian_fit.py::test_planet_masses_from_their_perturbed_orbits",
-    "test_events.py::test_event_time_gradient_matches_finite_differences[reverse-lean]",
+    "test_events.py::test_event_time_gradient_matches_finite_differences[lean-reverse]",
     "test_flow.py::test_gradients_wrt_viscosity_and_forcing_amplitude_match_central_differences",
     "test_lean.py::test_sensitivities_give_the_derivatives_of_the_loop_in_both_modes[True]",
     "test_walled_flow.py::test_cavity_matches_ghia_at_re_1000",
     "test_petab.py::test_gradient_matches_central_differences",
     "test_sde_adaptive.py::test_reverse_mode_gradient_equals_forward_mode_and_the_exact_derivative",
+    # The fast suite keeps the Rodas5P case of each, and Radau5's exact gradient from rest.
+    "test_stiff.py::test_fixed_steps_gradients_against_the_exact_derivative[radau5]",
+    "test_stiff.py::test_fixed_steps_land_on_uneven_save_times[radau5]",
+    # Statuses are checked against each integrator's own cases in the fast suite.
+    "test_lean.py::test_status_codes_match_diffrax",
+    # The fast suite keeps the profiles of a linear model, which are exact parabolas.
+    "test_fit_profiles.py::test_profile_intervals_cover_the_truth_95_percent_of_the_time[gaussian]",
+    # The fast suite keeps the ring's forces, bit for bit, and one device's gradients.
+    "test_pairs.py::test_gradients_flow_through_the_ring",
     # Half a minute of compiling each; the fast suite checks vmapped Rodas5P gradients on
     # test_integrators.py's closure case.
     "test_stiff.py::test_vmapped_gradients_are_each_members_own[radau5]",
@@ -187,10 +196,17 @@ LONG_TESTS = {
 
 
 def pytest_collection_modifyitems(config, items):
+    collected = set()
     for item in items:
         local_id = item.nodeid.removeprefix("tests/")
+        collected.add(local_id)
         if item.path.name in LONG_FILES or local_id in LONG_TESTS:
             item.add_marker(pytest.mark.slow)
+    # A renamed test or parameter would silently move a long case back into `make test`.
+    files = {local_id.split("::")[0] for local_id in collected}
+    stale = sorted(t for t in LONG_TESTS if t.split("::")[0] in files and t not in collected)
+    if stale:
+        raise pytest.UsageError(f"LONG_TESTS in tests/conftest.py names no collected test: {stale}")
     # The documentation pages are the longest tests (each runs a whole tutorial in a fresh
     # interpreter): started first, they do not leave one worker finishing alone.
     items.sort(key=lambda item: item.path.stem != "test_docs")
