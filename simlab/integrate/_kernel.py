@@ -57,8 +57,8 @@ from ._brownian import (
 )
 from ._closures import with_closed_over_tracers_held
 from ._interface import AbstractIntegrator, Problem, Solution
-from ._kernel_adaptive import AdaptiveEnsemble, first_step, split_outcome
-from ._lean import LeanIntegrator, _field, _status, _weighted_sum
+from ._kernel_adaptive import AdaptiveEnsemble, first_step, runge_kutta_on_tiles, split_outcome
+from ._lean import LeanIntegrator, _field, _status
 from ._sde import AbstractSDESolver, SDEIntegrator, noise_shape
 from ._solvers import error_order, is_lean_solver
 from ._tiles import CALLS, STRUCTURAL, on_tiles, primitives
@@ -84,16 +84,10 @@ class _Ensemble(eqx.Module):
 
 
 def _step(field, tableau, t, y, f0, h):
-    """One explicit Runge–Kutta step on tiles: the new state and f there (the next step's
-    first stage; a first-same-as-last tableau has it as its last stage). The lean loop's
+    """One explicit Runge–Kutta step on tiles: the new state and f there. The lean loop's
     step (`_lean._runge_kutta_step`) also estimates the error and stores stage states for
     XLA:CPU, neither of which a fixed step in registers needs."""
-    h_state = h[None]  # a tile of steps, broadcast over the state's components
-    stages = [f0]
-    for c, a_row in zip(tableau.c, tableau.a_lower, strict=True):
-        stages.append(field(t + float(c) * h, y + h_state * _weighted_sum(a_row, stages)))
-    y1 = y + h_state * _weighted_sum(tableau.b_sol, stages)
-    return y1, stages[-1] if tableau.fsal else field(t + h, y1)
+    return runge_kutta_on_tiles(field, tableau, t, y, f0, h)[:2]
 
 
 def _kernel(*refs, ensemble: _Ensemble, num_saves: int):
@@ -614,8 +608,9 @@ def _unfit(problem: Problem) -> str | None:
     """Why the kernel cannot take `problem`'s step counts or state, or `None`."""
     y0 = problem.y0
     loop = "'lean'" if problem.key is None else "'sde'"
-    if problem.adaptive and _unfit_adaptive(problem) is not None:
-        return _unfit_adaptive(problem)
+    adaptive_reason = _unfit_adaptive(problem) if problem.adaptive else None
+    if adaptive_reason is not None:
+        return adaptive_reason
     if not problem.adaptive and problem.known_steps_per_interval is None:
         return (
             "simlab's kernel integrator needs the same number of fixed steps in every save "

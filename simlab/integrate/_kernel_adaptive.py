@@ -22,7 +22,7 @@ import jax.lax as lax
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from ._lean import FACTOR_MAX, FACTOR_MIN, SAFETY, _field, _initial_step, _power, _weighted_sum
+from ._lean import _field, _initial_step, _weighted_sum, next_step_size
 from ._solvers import error_order
 from ._tiles import on_tiles
 
@@ -58,15 +58,22 @@ class AdaptiveEnsemble(eqx.Module):
         return _adaptive_kernel(*refs, ensemble=self, num_saves=num_saves)
 
 
-def _stages(field, tableau, t, y, f0, h):
-    """The new state, its error estimate and f at the end, on tiles (`h` a tile of steps)."""
-    h_state = h[None]
+def runge_kutta_on_tiles(field, tableau, t, y, f0, h):
+    """One explicit Runge–Kutta step on tiles (`h` a tile of steps): the new state, f
+    there (the next step's first stage; a first-same-as-last tableau has it as its last
+    stage) and the stages."""
+    h_state = h[None]  # broadcast over the state's components
     stages = [f0]
     for c, a_row in zip(tableau.c, tableau.a_lower, strict=True):
         stages.append(field(t + float(c) * h, y + h_state * _weighted_sum(a_row, stages)))
     y1 = y + h_state * _weighted_sum(tableau.b_sol, stages)
-    f1 = stages[-1] if tableau.fsal else field(t + h, y1)
-    return y1, h_state * _weighted_sum(tableau.b_error, stages), f1
+    return y1, stages[-1] if tableau.fsal else field(t + h, y1), stages
+
+
+def _stages(field, tableau, t, y, f0, h):
+    """The new state, its error estimate and f at the end, on tiles."""
+    y1, f1, stages = runge_kutta_on_tiles(field, tableau, t, y, f0, h)
+    return y1, h[None] * _weighted_sum(tableau.b_error, stages), f1
 
 
 def _adaptive_kernel(*refs, ensemble: AdaptiveEnsemble, num_saves: int):
@@ -85,7 +92,6 @@ def _adaptive_kernel(*refs, ensemble: AdaptiveEnsemble, num_saves: int):
 
     ts = [ts_ref[k] for k in range(num_saves)]
     h0, rtol, atol = controls_ref[0], controls_ref[1], controls_ref[2]
-    info = jnp.finfo(y0.dtype)
     out_ref[0, :size] = y0
     for k in range(1, num_saves):
         out_ref[k, :size] = jnp.full(y0.shape, jnp.inf, y0.dtype)
@@ -103,15 +109,9 @@ def _adaptive_kernel(*refs, ensemble: AdaptiveEnsemble, num_saves: int):
         squared_error = sum(components[1:], components[0]) / size
         accept = running & (squared_error < 1)
         finite = jnp.isfinite(squared_error) | ~running
-        bounded = jnp.clip(squared_error, info.tiny, info.max)
-        factor = jnp.where(
-            finite, SAFETY * _power(bounded, -0.5 / ensemble.error_order), FACTOR_MIN
+        h_next = next_step_size(
+            squared_error, accept, finite, ensemble.error_order, h, h_step, clipped
         )
-        factor = jnp.clip(
-            factor, jnp.where(accept, 1.0, FACTOR_MIN), jnp.where(accept, FACTOR_MAX, SAFETY)
-        )
-        h_next = h_step * factor
-        h_next = jnp.where(accept & clipped, jnp.maximum(h_next, h), h_next)
         t_next = jnp.where(accept, jnp.where(clipped, target, t + h_step), t)
         landed = accept & (t_next >= target)
         # Every save row, every attempt, in VMEM: 65,536 Van der Pol members took 4.27 ms

@@ -226,6 +226,22 @@ def _rms(x: Array) -> Array:
     return jnp.sqrt(_mean_square(x))
 
 
+def next_step_size(squared_error, accept, finite, error_order, h, h_step, clipped) -> Array:
+    """The I-controller: the step to try after an attempt of `h_step` (`h` before it was
+    `clipped` to a save time) whose scaled error's mean square is `squared_error`, and
+    which was accepted or not, its error `finite` or not."""
+    # Clipping first keeps the power in range; the factor is clipped to [0.2, 10] anyway.
+    info = jnp.finfo(squared_error.dtype)
+    bounded_error = jnp.clip(squared_error, info.tiny, info.max)
+    factor = jnp.where(finite, SAFETY * _power(bounded_error, -0.5 / error_order), FACTOR_MIN)
+    factor = jnp.clip(
+        factor, jnp.where(accept, 1.0, FACTOR_MIN), jnp.where(accept, FACTOR_MAX, SAFETY)
+    )
+    h_next = h_step * factor
+    # A step shortened to hit a save time says little about the step size to use next.
+    return jnp.where(accept & clipped, jnp.maximum(h_next, h), h_next)
+
+
 def _power(x: Array, exponent: float) -> Array:
     """`x ** exponent` for positive normal `x`, to a relative error below 1e-5.
 
@@ -351,16 +367,7 @@ def _solve_adaptive(
         # A non-finite candidate (a blow-up) is rejected like a too-large error.
         accept = running & (squared_error < 1)
         finite = jnp.isfinite(squared_error) | ~running
-        # Clipping first keeps the power in range; the factor is clipped to [0.2, 10] anyway.
-        info = jnp.finfo(squared_error.dtype)
-        bounded_error = jnp.clip(squared_error, info.tiny, info.max)
-        factor = jnp.where(finite, SAFETY * _power(bounded_error, -0.5 / error_order), FACTOR_MIN)
-        factor = jnp.clip(
-            factor, jnp.where(accept, 1.0, FACTOR_MIN), jnp.where(accept, FACTOR_MAX, SAFETY)
-        )
-        h_next = h_step * factor
-        # A step shortened to hit a save time says little about the step size to use next.
-        h_next = jnp.where(accept & clipped, jnp.maximum(h_next, h), h_next)
+        h_next = next_step_size(squared_error, accept, finite, error_order, h, h_step, clipped)
         if tracker is not None:
             event, value_fn = tracker
             bracket = advance_bracket(event, value_fn, bracket, accept, t, y, h_step, y1)
@@ -466,7 +473,8 @@ def _hold_landings(saved, held, held_row, rows, y, spare):
     der Pol members with 11 save times took 1.35 times as long as with 2 on a TPU. So a
     landed state is held (one row per member) and the held states are written together,
     only when a member lands again while its previous state still waits. That happens
-    about once in as many steps as the quickest member takes between two save times."""
+    about once in as many steps as the quickest member takes between two save times: 11
+    save times then took 1.16-1.17 times as long as 2 (`tpu.txt`)."""
     landed = rows != spare
     must_write = jnp.any(landed & (held_row != spare))
     saved, held_row = lax.cond(
