@@ -219,3 +219,31 @@ def test_bad_order_is_refused():
         simlab.models.StochasticHeat(
             diffusivity=1.0, noise_strength=1.0, grid=periodic_grid(32), order=3
         )
+
+
+@pytest.mark.parametrize("noise_shape", [(16, 32), (7, 9)])  # hashes in rows of 128, or not
+def test_a_steps_normals_are_hashed_component_by_component(noise_shape):
+    """Block by block, the loop draws what the counter definition gives each component:
+    in float32, component i < P of step s is the first word of the hash of (s, i) and
+    component P + i its second (P hashes a step); in float64, one hash per component."""
+    from simlab.integrate._brownian import (
+        block_draws,
+        hashed_bits,
+        normals_per_hash,
+        pairs,
+        standard_normal,
+    )
+
+    dtype = jnp.asarray(1.0).dtype
+    words = jnp.array([12345, 678], jnp.uint32)
+    size = int(np.prod(noise_shape))
+    count = pairs(size, dtype)
+    component = jnp.arange(size, dtype=jnp.uint32)
+    for step in (0, 5):
+        first, *second = hashed_bits(words, step, component % count, dtype)
+        bits = jnp.where(component < count, first, second[0]) if second else first
+        expected = standard_normal(bits, dtype).reshape(noise_shape)
+        draws = block_draws(words, step, noise_shape, dtype, area=False)
+        drawn = jax.lax.bitcast_convert_type(draws.dW[0], dtype)
+        assert normals_per_hash(dtype) == len(second) + 1
+        np.testing.assert_array_equal(drawn, expected)

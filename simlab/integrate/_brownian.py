@@ -31,6 +31,7 @@ from jaxtyping import Array
 from ._loops import fixed_steps_per_interval
 
 VALUES_PER_BLOCK = 32  # normals the lean loop draws at once per kind: more gain little
+LANES = 128  # the width of an accelerator's vector registers and memory tiles
 # The virtual Brownian tree of adaptive steps resolves the path down to this fraction of
 # the span (about 1e-6: 20 levels of bridges an evaluation), far below any step taken.
 TREE_RESOLUTION = 2.0**-20
@@ -169,13 +170,19 @@ def block_draws(
     from the hashes after the increments' (`pairs`)."""
     per_block, size = steps_per_block(noise_shape), math.prod(noise_shape)
     count = pairs(size, dtype)
+    # The hashes of a step as rows of 128 where they fill them: an accelerator lays out the
+    # last two axes in tiles of (8, 128), so a step's hashes in one row of `count` would
+    # fill one eighth of every tile (the bits are the same either way).
+    lanes = LANES if count % LANES == 0 else count
+    counters = (per_block, count // lanes, lanes)
     first_step = jnp.asarray(block).astype(jnp.uint32) * np.uint32(per_block)
-    step = first_step + lax.broadcasted_iota(jnp.uint32, (per_block, 1), 0)
+    step = first_step + lax.broadcasted_iota(jnp.uint32, (per_block, 1, 1), 0)
 
     def normals_bits(first_pair):
-        pair = first_pair + lax.broadcasted_iota(jnp.uint32, (1, count), 1)
-        bits = jnp.concatenate(hashed_bits((words[0], words[1]), step, pair, dtype), axis=-1)
-        bits = bits[:, :size].reshape(per_block, *noise_shape)
+        pair = first_pair + lanes * lax.broadcasted_iota(jnp.uint32, counters, 1)
+        pair = pair + lax.broadcasted_iota(jnp.uint32, counters, 2)
+        bits = jnp.concatenate(hashed_bits((words[0], words[1]), step, pair, dtype), axis=1)
+        bits = bits.reshape(per_block, -1)[:, :size].reshape(per_block, *noise_shape)
         return lax.bitcast_convert_type(standard_normal(bits, dtype), bits_dtype(dtype))
 
     return BlockDraws(normals_bits(0), normals_bits(count) if area else None)
