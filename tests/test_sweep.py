@@ -527,6 +527,35 @@ def test_default_chunks_are_as_few_as_fit_and_of_about_one_size():
                 assert chunks * size - members < chunks * devices  # padding: rounding only
 
 
+class _Accelerator:
+    """A device as `chunk_memory_budget` reads one: its platform and its runtime's memory."""
+
+    platform = "tpu"
+
+    def __init__(self, bytes_limit):
+        self.bytes_limit = bytes_limit
+
+    def memory_stats(self):
+        return {"bytes_limit": self.bytes_limit}
+
+
+def test_an_accelerators_chunks_may_take_a_sixteenth_of_its_memory():
+    from types import SimpleNamespace
+
+    from simlab._sweep._execute import MEMORY_BUDGET_BYTES, chunk_memory_budget
+
+    def mesh(*devices):
+        return SimpleNamespace(devices=np.array(devices, dtype=object), size=len(devices))
+
+    big, small = _Accelerator(16 * 2**30), _Accelerator(2**30)
+    with without_type_checks():  # the meshes stand in for `jax.sharding.Mesh`es
+        assert chunk_memory_budget(mesh(big)) == 2**30
+        assert chunk_memory_budget(mesh(big, _Accelerator(16 * 2**30))) == 2 * 2**30
+        assert chunk_memory_budget(mesh(small)) == MEMORY_BUDGET_BYTES  # never below a CPU's
+    cpu = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("members",))
+    assert chunk_memory_budget(cpu) == MEMORY_BUDGET_BYTES
+
+
 def test_a_default_sweep_splits_its_members_into_equal_chunks(monkeypatch):
     monkeypatch.setattr(_execute, "MAX_CHUNK_SIZE", 16)  # the widest default chunk here
     rates = np.linspace(0.1, 1.8, 18)

@@ -368,8 +368,13 @@ def chunk_memory_budget(mesh: Mesh) -> int:
     device = mesh.devices.flat[0]
     if device.platform == "cpu":
         return MEMORY_BUDGET_BYTES
-    limit = (device.memory_stats() or {}).get("bytes_limit", 0)
-    return max(MEMORY_BUDGET_BYTES, limit // 16 * mesh.size)
+    return max(MEMORY_BUDGET_BYTES, _memory_limit(device) // 16 * mesh.size)
+
+
+@ft.cache  # a device's memory does not change, and asking its runtime costs every sweep
+def _memory_limit(device) -> int:
+    """The bytes `device` can hold (0 where its runtime does not say)."""
+    return (device.memory_stats() or {}).get("bytes_limit", 0)
 
 
 def largest_chunk_size(mesh: Mesh) -> int:
