@@ -114,8 +114,10 @@ def _adaptive_kernel(*refs, ensemble: AdaptiveEnsemble, num_saves: int):
         )
         t_next = jnp.where(accept, jnp.where(clipped, target, t + h_step), t)
         landed = accept & (t_next >= target)
-        # Every save row, every attempt, in VMEM: 65,536 Van der Pol members took 4.27 ms
-        # with 11 save times against 3.50 ms with 2 on a TPU (`tpu-adaptive-kernel.txt`).
+        # Every save row, every attempt, in VMEM: 65,536 Van der Pol members took 4.12 ms
+        # with 11 save times against 3.48 ms with 2 on a TPU (`tpu.txt`). Holding landed
+        # states and writing them under a `lax.cond` when a member lands again took 5.07
+        # and 4.95 ms (`tpu-adaptive-kernel.txt`).
         for k in range(1, num_saves):
             here = (landed & (index == k))[None]
             out_ref[k, :size] = jnp.where(here, y1, out_ref[k, :size])
