@@ -16,12 +16,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --no-deps petabtests==0.0.1
 	touch $(STAMP)
 
+# A test file's tests run in one worker (`--dist loadscope`), so its module fixtures and the
+# programs its tests share are built once, not once per worker.
 test: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --durations=15 -m "not slow"
+	$(BIN)/python -m pytest -n 2 --dist loadscope --durations=15 -m "not slow"
 
 # The long cases `make test` leaves out (marked `slow`).
 slow: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --durations=15 -m slow
+	$(BIN)/python -m pytest -n 2 --dist loadscope --durations=15 -m slow
 
 demo: $(STAMP)
 	$(BIN)/python -m simlab.demo

@@ -188,6 +188,12 @@ LONG_TESTS = {
     "test_fit_profiles.py::test_profile_intervals_cover_the_truth_95_percent_of_the_time[gaussian]",
     # The fast suite keeps the ring's forces, bit for bit, and one device's gradients.
     "test_pairs.py::test_gradients_flow_through_the_ring",
+    # The fast suite keeps the lean loop's case, the other models' gradients, and the
+    # warnings a posterior's sampler gives.
+    "test_events.py::test_vmapped_members_stop_at_their_own_events[diffrax]",
+    "test_petab_gradients.py::"
+    "test_gradient_matches_central_differences_of_a_tight_solve[Crauste-slower-pathogen]",
+    "test_faults_fits.py::test_a_posterior_clear_of_nan_samples_without_a_warning",
     # Half a minute of compiling each; the fast suite checks vmapped Rodas5P gradients on
     # test_integrators.py's closure case.
     "test_stiff.py::test_vmapped_gradients_are_each_members_own[radau5]",
