@@ -153,6 +153,26 @@ def test_integrator_names_follow_registering_and_unregistering():
         simlab.SolveOptions(integrator=name)
 
 
+class CountingMidpointIntegrator(MidpointIntegrator):
+    """The midpoint integrator, declaring that it needs its step count when traced."""
+
+    counts_steps_when_traced = True
+
+
+def test_whether_an_integrator_counts_its_steps_follows_registering_and_unregistering():
+    from simlab.integrate._registry import counts_steps_when_traced
+
+    name = MidpointIntegrator.name
+    assert not counts_steps_when_traced(name)  # the answer is asked (and kept) first
+    for integrator, counts in ((MidpointIntegrator(), False), (CountingMidpointIntegrator(), True)):
+        simlab.integrate.register_integrator(integrator)
+        try:
+            assert counts_steps_when_traced(name) is counts
+        finally:
+            simlab.integrate.unregister_integrator(name)
+    assert not counts_steps_when_traced(name)
+
+
 def test_heat_to_steady_state_picks_the_stiff_default_and_says_why():
     # 64 cells on [0, 1) with D = 1: the 3-point Laplacian's fastest mode decays at
     # 4 D / h^2 = 16384 per unit time, so Tsit5 would need ~1e5 steps to reach t = 20
