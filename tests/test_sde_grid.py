@@ -221,7 +221,7 @@ def test_bad_order_is_refused():
         )
 
 
-@pytest.mark.parametrize("noise_shape", [(16, 32), (7, 9)])  # hashes in rows of 128, or not
+@pytest.mark.parametrize("noise_shape", [(16, 32), (7, 9), ()])  # rows of 128, or one row
 def test_a_steps_normals_are_hashed_component_by_component(noise_shape):
     """Block by block, the loop draws what the counter definition gives each component:
     in float32, component i < P of step s is the first word of the hash of (s, i) and
@@ -232,6 +232,7 @@ def test_a_steps_normals_are_hashed_component_by_component(noise_shape):
         normals_per_hash,
         pairs,
         standard_normal,
+        steps_per_block,
     )
 
     dtype = jnp.asarray(1.0).dtype
@@ -239,11 +240,25 @@ def test_a_steps_normals_are_hashed_component_by_component(noise_shape):
     size = int(np.prod(noise_shape))
     count = pairs(size, dtype)
     component = jnp.arange(size, dtype=jnp.uint32)
-    for step in (0, 5):
+    for block in (0, 5):
+        step = block * steps_per_block(noise_shape)  # the block's first step
         first, *second = hashed_bits(words, step, component % count, dtype)
         bits = jnp.where(component < count, first, second[0]) if second else first
         expected = standard_normal(bits, dtype).reshape(noise_shape)
-        draws = block_draws(words, step, noise_shape, dtype, area=False)
+        draws = block_draws(words, block, noise_shape, dtype, area=False)
         drawn = jax.lax.bitcast_convert_type(draws.dW[0], dtype)
         assert normals_per_hash(dtype) == len(second) + 1
         np.testing.assert_array_equal(drawn, expected)
+
+
+@pytest.mark.parametrize("noise_shape", [(), (3,), (7, 9)])
+def test_a_step_of_fewer_than_128_hashes_draws_them_as_one_row(noise_shape):
+    """Fewer hashes than a row of 128 stay one row a step, with no axis of one: a vmapped
+    path's draws would otherwise pad every hash to an accelerator tile of its own."""
+    from simlab.integrate._brownian import block_draws
+
+    words = jnp.array([12345, 678], jnp.uint32)
+    jaxpr = jax.make_jaxpr(lambda w: block_draws(w, 3, noise_shape, jnp.float32, area=True))
+    shapes = [v.aval.shape for eqn in jaxpr(words).eqns for v in eqn.outvars]
+    assert max(len(shape) for shape in shapes) <= max(2, 1 + len(noise_shape))
+

@@ -172,20 +172,32 @@ def block_draws(
     count = pairs(size, dtype)
     # The hashes of a step as rows of 128 where they fill them: an accelerator lays out the
     # last two axes in tiles of (8, 128), so a step's hashes in one row of `count` would
-    # fill one eighth of every tile (the bits are the same either way).
-    lanes = LANES if count % LANES == 0 else count
-    counters = (per_block, count // lanes, lanes)
+    # fill one eighth of every tile (the bits are the same either way). A step of fewer
+    # hashes keeps its one row: a vmapped path's (steps, count, 1) would pad every hash to a
+    # tile of its own (10**6 Ornstein-Uhlenbeck paths took 1.5 times as long on a TPU v5e).
+    counters = (per_block, count // LANES, LANES) if count % LANES == 0 else (per_block, count)
     first_step = jnp.asarray(block).astype(jnp.uint32) * np.uint32(per_block)
-    step = first_step + lax.broadcasted_iota(jnp.uint32, (per_block, 1, 1), 0)
+    step = first_step + lax.broadcasted_iota(
+        jnp.uint32, (per_block,) + (1,) * (len(counters) - 1), 0
+    )
 
     def normals_bits(first_pair):
-        pair = first_pair + lanes * lax.broadcasted_iota(jnp.uint32, counters, 1)
-        pair = pair + lax.broadcasted_iota(jnp.uint32, counters, 2)
+        pair = first_pair + index_within_step(counters)
         bits = jnp.concatenate(hashed_bits((words[0], words[1]), step, pair, dtype), axis=1)
         bits = bits.reshape(per_block, -1)[:, :size].reshape(per_block, *noise_shape)
         return lax.bitcast_convert_type(standard_normal(bits, dtype), bits_dtype(dtype))
 
     return BlockDraws(normals_bits(0), normals_bits(count) if area else None)
+
+
+def index_within_step(counters: tuple[int, ...]) -> Array:
+    """Each counter's row-major index within its step (every axis of `counters` but the
+    first, the steps), as `uint32`."""
+    index, stride = np.uint32(0), 1
+    for axis in reversed(range(1, len(counters))):
+        index = index + np.uint32(stride) * lax.broadcasted_iota(jnp.uint32, counters, axis)
+        stride *= counters[axis]
+    return index
 
 
 def standard_normal(bits: Array, dtype: Any) -> Array:
