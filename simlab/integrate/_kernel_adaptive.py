@@ -6,8 +6,8 @@ kernel does (`_kernel`), and each member keeps its own time, step size, save slo
 counts, with the lean loop's rules (`_lean._solve_adaptive`): the same error norm and
 I-controller, steps clipped to land on every save time, a non-finite candidate rejected.
 A program attempts steps in rounds of `ATTEMPTS_A_ROUND`, masked per member, until none of
-its members is unfinished; a member's state is written to its save row on the step that
-lands there.
+its members is unfinished; a member that lands on its next save time waits for the end of
+the round, where its state is written to its save row.
 
 The loop carry starts from loaded or computed tiles, never from constants: Mosaic lays a
 constant-filled carry out replicated and cannot relayout the loop body's result back to
@@ -15,6 +15,7 @@ that ("Invalid relayout: Non-singleton logical dimension is replicated in destin
 not in source").
 """
 
+import functools
 from typing import Any, NamedTuple
 
 import equinox as eqx
@@ -96,11 +97,11 @@ def _adaptive_kernel(*refs, ensemble: AdaptiveEnsemble, num_saves: int):
     for k in range(1, num_saves):
         out_ref[k, :size] = jnp.full(y0.shape, jnp.inf, y0.dtype)
 
-    def attempt(_, carry: _Carry) -> _Carry:
-        t, y, f, h, slot, num_steps, num_rejected, nonfinite_at = carry
-        running = (slot < num_saves) & (num_steps < ensemble.max_steps)
-        index = jnp.minimum(slot, num_saves - 1)
-        target = sum(jnp.where(index == k, ts[k], 0) for k in range(1, num_saves))
+    def attempt(slot: Array, target: Array, _, carry: _Carry) -> _Carry:
+        # A member that landed on its save time this round waits for the round's end,
+        # where its state is written (its steps are the same, only later).
+        running = (carry.slot == slot) & (slot < num_saves) & (carry.num_steps < ensemble.max_steps)
+        t, y, f, h = carry.t, carry.y, carry.f, carry.h
         clipped = h >= target - t
         h_step = jnp.where(clipped, target - t, h)
         y1, error, f1 = _stages(field, ensemble.tableau, t, y, f, h_step)
@@ -114,22 +115,15 @@ def _adaptive_kernel(*refs, ensemble: AdaptiveEnsemble, num_saves: int):
         )
         t_next = jnp.where(accept, jnp.where(clipped, target, t + h_step), t)
         landed = accept & (t_next >= target)
-        # Every save row, every attempt, in VMEM: 65,536 Van der Pol members took 4.12 ms
-        # with 11 save times against 3.48 ms with 2 on a TPU (`tpu.txt`). Holding landed
-        # states and writing them under a `lax.cond` when a member lands again took 5.07
-        # and 4.95 ms (`tpu-adaptive-kernel.txt`).
-        for k in range(1, num_saves):
-            here = (landed & (index == k))[None]
-            out_ref[k, :size] = jnp.where(here, y1, out_ref[k, :size])
         return _Carry(
             t=t_next,
             y=jnp.where(accept[None], y1, y),
             f=jnp.where(accept[None], f1, f),
             h=jnp.where(running, h_next, h),
-            slot=slot + landed.astype(slot.dtype),
-            num_steps=num_steps + running.astype(slot.dtype),
-            num_rejected=num_rejected + (running & ~accept).astype(slot.dtype),
-            nonfinite_at=jnp.where(finite, nonfinite_at, t_next),
+            slot=carry.slot + landed.astype(slot.dtype),
+            num_steps=carry.num_steps + running.astype(slot.dtype),
+            num_rejected=carry.num_rejected + (running & ~accept).astype(slot.dtype),
+            nonfinite_at=jnp.where(finite, carry.nonfinite_at, t_next),
         )
 
     def unfinished(carry: _Carry):
@@ -137,7 +131,20 @@ def _adaptive_kernel(*refs, ensemble: AdaptiveEnsemble, num_saves: int):
         return jnp.max(jnp.where(running, 1.0, 0.0)) > 0
 
     def round_of_attempts(carry: _Carry) -> _Carry:
-        return lax.fori_loop(0, ATTEMPTS_A_ROUND, attempt, carry)
+        # The save time and the save rows once a round, not every attempt: writing every
+        # row on every attempt cost 65,536 Van der Pol members 4.12 ms with 11 save times
+        # against 3.48 ms with 2 on a TPU v5e (`tpu.txt` at 32afc29); holding landed
+        # states and writing them under a `lax.cond` 5.07 and 4.95 ms
+        # (`tpu-adaptive-kernel.txt`).
+        index = jnp.minimum(carry.slot, num_saves - 1)
+        target = sum(jnp.where(index == k, ts[k], 0) for k in range(1, num_saves))
+        attempts = functools.partial(attempt, carry.slot, target)
+        final = lax.fori_loop(0, ATTEMPTS_A_ROUND, attempts, carry)
+        landed = final.slot > carry.slot
+        for k in range(1, num_saves):
+            here = (landed & (index == k))[None]
+            out_ref[k, :size] = jnp.where(here, final.y, out_ref[k, :size])
+        return final
 
     zero = ts[0] - ts[0]  # a computed tile, not a constant (see the module's docstring)
     start = _Carry(ts[0], y0, field(ts[0], y0), h0, zero + 1, zero, zero, zero + jnp.nan)
