@@ -32,10 +32,9 @@ MEMORY_BUDGET_BYTES = 256 * 2**20
 MAX_CHUNK_SIZE = 8192
 # An accelerator's loop costs about as much per iteration at 8192 members as at 65,536,
 # and each chunk runs as many iterations as its slowest member: 65,536 adaptive Van der
-# Pol members in chunks of 8192 took 2.5 times as long as one vmapped solve on a TPU v5e,
-# and 2**20 in four chunks of 2**18 took 4 x 10.8 ms against 40.3 ms for one solve.
+# Pol members in chunks of 8192 took 2.5 times as long as one vmapped solve on a TPU v5e.
 # There a chunk is as wide as the memory budget allows, up to this many per device.
-MAX_ACCELERATOR_CHUNK_SIZE = 2**20
+MAX_ACCELERATOR_CHUNK_SIZE = 2**18
 # On a CPU a vmapped solve costs in proportion to its width for as long as its slowest
 # member runs, so a chunk's members run in groups of at most this many, one group after
 # another: a group of neighbouring members (which take similar steps in a grid) stops
