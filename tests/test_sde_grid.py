@@ -261,4 +261,3 @@ def test_a_step_of_fewer_than_128_hashes_draws_them_as_one_row(noise_shape):
     jaxpr = jax.make_jaxpr(lambda w: block_draws(w, 3, noise_shape, jnp.float32, area=True))
     shapes = [v.aval.shape for eqn in jaxpr(words).eqns for v in eqn.outvars]
     assert max(len(shape) for shape in shapes) <= max(2, 1 + len(noise_shape))
-
