@@ -194,6 +194,11 @@ LONG_TESTS = {
     "test_petab_gradients.py::"
     "test_gradient_matches_central_differences_of_a_tight_solve[Crauste-slower-pathogen]",
     "test_faults_fits.py::test_a_posterior_clear_of_nan_samples_without_a_warning",
+    # The fast suite keeps ETDRK4's float32 Gray-Scott solve against float64, Radau5's
+    # exact gradient from rest, and Rodas5P's vmap over parameters against a loop.
+    "test_mixed_precision.py::test_gray_scott_in_float32_follows_the_float64_solve[default]",
+    "test_stiff.py::test_a_solve_that_starts_at_rest_has_the_exact_gradient[None-rodas5p]",
+    "test_stiff.py::test_vmap_over_parameters_equals_a_loop[radau5]",
     # Half a minute of compiling each; the fast suite checks vmapped Rodas5P gradients on
     # test_integrators.py's closure case.
     "test_stiff.py::test_vmapped_gradients_are_each_members_own[radau5]",
