@@ -163,7 +163,7 @@ def test_whether_an_integrator_counts_its_steps_follows_registering_and_unregist
     from simlab.integrate._registry import counts_steps_when_traced
 
     name = MidpointIntegrator.name
-    assert not counts_steps_when_traced(name)  # the answer is asked (and kept) first
+    assert not counts_steps_when_traced(name)  # asked once before registering
     for integrator, counts in ((MidpointIntegrator(), False), (CountingMidpointIntegrator(), True)):
         simlab.integrate.register_integrator(integrator)
         try:

@@ -131,11 +131,11 @@ def _adaptive_kernel(*refs, ensemble: AdaptiveEnsemble, num_saves: int):
         return jnp.max(jnp.where(running, 1.0, 0.0)) > 0
 
     def round_of_attempts(carry: _Carry) -> _Carry:
-        # The save time and the save rows once a round, not every attempt: writing every
-        # row on every attempt cost 65,536 Van der Pol members 4.12 ms with 11 save times
-        # against 3.48 ms with 2 on a TPU v5e (`tpu.txt` at 32afc29); holding landed
-        # states and writing them under a `lax.cond` 5.07 and 4.95 ms
-        # (`tpu-adaptive-kernel.txt`).
+        # The save time and the save rows once a round, not every attempt: 65,536 Van der
+        # Pol members take 3.53 ms with 11 save times against 3.35 ms with 2 on a TPU v5e
+        # (`tpu.txt` at 03866a1). Writing every row on every attempt took 4.12 against
+        # 3.48 ms (at 32afc29), and holding landed states and writing them under a
+        # `lax.cond` 5.07 and 4.95 ms (`tpu-adaptive-kernel.txt`).
         index = jnp.minimum(carry.slot, num_saves - 1)
         target = sum(jnp.where(index == k, ts[k], 0) for k in range(1, num_saves))
         attempts = functools.partial(attempt, carry.slot, target)

@@ -78,9 +78,9 @@ def counts_steps_when_traced(name: str) -> bool:
     """Whether the integrator `simulate(integrator=name)` asks for needs its step count
     when the solve is traced (`AbstractIntegrator.counts_steps_when_traced`); for `"auto"`,
     whether one that `"auto"` may take on the default backend does."""
-    # Read off the classes: a method read off an Equinox module builds a bound method each
-    # time, which for every integrator cost about 0.25 ms a call, a quarter of what a small
-    # sweep adds to its solve (7 µs so).
+    # Read off the classes (7 µs): a method read off an Equinox module builds a bound
+    # method each time, which for every integrator cost about 0.25 ms a call, a quarter of
+    # what a small sweep adds to its solve.
     return any(
         kind.counts_steps_when_traced
         for integrator, kind in zip(INTEGRATORS, map(type, INTEGRATORS), strict=True)
