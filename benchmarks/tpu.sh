@@ -3,7 +3,7 @@
 # throughput beside the roofline model, tiles measured on the chip, impl="auto" against
 # "xla" and "pallas" in simulate, the stiff solvers in float32, the ensemble rows
 # (benchmarks/tpu_bench.py), then the accelerator tests (`pytest -m accelerator`) in
-# float32. The output is kept in benchmarks/results/tpu.txt.
+# float32, and the float64 stiff solves. The output is kept in benchmarks/results/tpu.txt.
 #
 # A TPU machine has JAX, NumPy, SciPy and pytest but not simlab's other dependencies, and
 # no network. Here, first: `benchmarks/tpu.sh --vendor` copies them from .venv into
@@ -40,6 +40,10 @@ status=0  # a failed check must not lose the output: keep it, then report the fa
     SIMLAB_TEST_X64=0 "$python" -m pytest -m accelerator -p no:xdist -p no:cacheprovider \
         -q -rfE --durations=5 $(grep -l "mark.accelerator" tests/test_*.py) < /dev/null \
         || status=$?
+    echo
+    echo "accelerator tests in float64 (a TPU's LU is float32 only; the stiff solvers eliminate):"
+    SIMLAB_TEST_X64=1 "$python" -m pytest -m accelerator -p no:xdist -p no:cacheprovider \
+        -q -rfE tests/test_stiff_lu.py < /dev/null || status=$?
     exit "$status"
 } 2>&1 | tee "$output.tmp"
 status=${PIPESTATUS[0]}  # the group's: it runs in a subshell of its own

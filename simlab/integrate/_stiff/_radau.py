@@ -11,12 +11,12 @@ import equinox.internal as eqxi
 import jax
 import jax.lax as lax
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
 import numpy as np
 from jaxtyping import Array
 
 from ..._results import RESULTS
 from ._loop import AbstractStiffSolver, Attempt, Tolerances, controller_factor, rms_norm
+from ._lu import lu_solve
 from ._rosenbrock import lu_or_status
 
 # Constants of RADAU5 (E. Hairer, G. Wanner, radau5.f, subroutine RADCOR): the nodes, the
@@ -198,8 +198,8 @@ class Radau5(AbstractStiffSolver):
             rhs1 = tf[0] - fac1 * mw[0]
             rhs2 = tf[1] - alphn * mw[1] + betan * mw[2]
             rhs3 = tf[2] - betan * mw[1] - alphn * mw[2]
-            dw1 = jsl.lu_solve(lu_real, rhs1)
-            dw23 = jsl.lu_solve(lu_complex, lax.complex(rhs2, rhs3))
+            dw1 = lu_solve(lu_real, rhs1)
+            dw23 = lu_solve(lu_complex, lax.complex(rhs2, rhs3))
             dw = jnp.stack([dw1, dw23.real, dw23.imag])
             newt = newt + 1
             dyno = jnp.sqrt(jnp.mean((dw / scale[None]) ** 2))
@@ -322,12 +322,12 @@ class Radau5(AbstractStiffSolver):
         RADAU5 for index 1 (it scales only declared index-2 and index-3 components)."""
         f2 = (jnp.asarray(DD, y.dtype) / h) @ z
         f2 = f2 if mass is None else mass @ f2
-        err_vec = jsl.lu_solve(lu_real, state.f0 + f2)
+        err_vec = lu_solve(lu_real, state.f0 + f2)
         err = rms_norm(err_vec, scale)
 
         def refine():
             f1 = vector_field(t, y + err_vec)
-            return rms_norm(jsl.lu_solve(lu_real, f1 + f2), scale)
+            return rms_norm(lu_solve(lu_real, f1 + f2), scale)
 
         err = jax.lax.cond(
             (err >= 1) & (state.first | state.rejected_last) & converged, refine, lambda: err

@@ -6,13 +6,13 @@ from typing import Any, ClassVar
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
 import lineax as lx
 import numpy as np
 from jaxtyping import Array
 
 from ..._results import RESULTS
 from ._loop import AbstractStiffSolver, Attempt, Tolerances, controller_factor, rms_norm
+from ._lu import lu_factor, lu_solve
 
 # Coefficients of Rodas5P in the W-transformed form (Hairer–Wanner, Solving ODEs II, IV.7:
 # stage increments k_i solve (M/(h*gamma) - J) k_i = f(t + c_i h, y + sum_j a_ij k_j)
@@ -94,7 +94,7 @@ class _RodasState(eqx.Module):
 
 def lu_or_status(matrix: Array) -> tuple[Any, Array]:
     """LU factors of `matrix` and whether they are usable (finite, no zero pivot)."""
-    lu, piv = jsl.lu_factor(matrix)
+    lu, piv = lu_factor(matrix)
     pivots = jnp.diagonal(lu)
     ok = jnp.all(jnp.isfinite(lu)) & jnp.all(pivots != 0)
     return (lu, piv), ok
@@ -225,7 +225,7 @@ class Rodas5P(AbstractStiffSolver):
             jac = jax.jacfwd(lambda z: vector_field(t, z))(y)
             identity = jnp.eye(y.shape[0], dtype=y.dtype)
             factors, ok = lu_or_status(inv * (identity if mass is None else mass) - jac)
-            return (lambda b: (jsl.lu_solve(factors, b), RESULTS.successful)), ok
+            return (lambda b: (lu_solve(factors, b), RESULTS.successful)), ok
         _, jvp_fn = jax.linearize(lambda z: vector_field(t, z), y)
 
         def apply(v):
