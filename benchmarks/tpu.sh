@@ -41,7 +41,7 @@ status=0  # a failed check must not lose the output: keep it, then report the fa
         -q -rfE --durations=5 $(grep -l "mark.accelerator" tests/test_*.py) < /dev/null \
         || status=$?
     echo
-    echo "accelerator tests in float64 (a TPU's LU is float32 only; the stiff solvers eliminate):"
+    echo "accelerator tests in float64 (a TPU's LU is float32 only: Rodas5P eliminates):"
     SIMLAB_TEST_X64=1 "$python" -m pytest -m accelerator -p no:xdist -p no:cacheprovider \
         -q -rfE tests/test_stiff_lu.py < /dev/null || status=$?
     exit "$status"
