@@ -109,6 +109,3 @@ def test_batch_size_is_a_device_multiple():
     assert _multistart.batch_size(1000, 24) == 144
     assert _multistart.batch_size(100, 4) == 100
     assert _multistart.batch_size(24, 8) == 24
-    # A problem's own limit (a PEtab problem's on a CPU: one start at a time).
-    assert _multistart.batch_size(100, 1, limit=1) == 1
-    assert _multistart.batch_size(100, 4, limit=1) == 4

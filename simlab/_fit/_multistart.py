@@ -164,18 +164,16 @@ def _advance_all(problem: FitProblem, stepper, carries: Carry, stop_step) -> Car
     return jax.vmap(lambda carry: advance(problem, stepper, carry, stop_step))(carries)
 
 
-def batch_size(num_starts: int, multiple: int, limit: int | None = None) -> int:
-    """The size of the batches unfinished starts are gathered into: `limit` (default
-    `BATCH_SIZE`) or all starts if fewer, a multiple of `multiple` (the number of devices)."""
-    return multiple * math.ceil(min(num_starts, limit or BATCH_SIZE) / multiple)
+def batch_size(num_starts: int, multiple: int) -> int:
+    """The size of the batches unfinished starts are gathered into: `BATCH_SIZE` or all
+    starts if fewer, a multiple of `multiple` (the number of devices)."""
+    return multiple * math.ceil(min(num_starts, BATCH_SIZE) / multiple)
 
 
 def _run_compacting(problem, stepper, max_steps: int, initial, devices) -> Carry:
     carries = _start_all(problem, stepper, max_steps, initial)
     sharding = None if devices is None else starts_sharding(devices)
-    size = batch_size(
-        carries.step.shape[0], 1 if devices is None else len(devices), problem.start_batch_limit
-    )
+    size = batch_size(carries.step.shape[0], 1 if devices is None else len(devices))
     while True:
         running = ~carries.done & (carries.result == RESULTS.successful)
         active = np.flatnonzero(np.asarray(running & (carries.step < max_steps)))

@@ -163,12 +163,6 @@ class FitProblem(eqx.Module):
             return ()
         return tuple(noise_parameters(self.noise))
 
-    @property
-    def start_batch_limit(self) -> int | None:
-        """The most starts of a multi-start fit run as one vmapped batch; `None`: the
-        multi-start's own limit."""
-        return None
-
     def transform(self, path: str) -> Transform:
         return bounds_of(self.model, path, self.bounds)
 

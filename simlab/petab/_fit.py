@@ -50,14 +50,6 @@ class PetabFitProblem(FitProblem):
     def noise_paths(self) -> tuple[str, ...]:
         return ()  # noise parameters are rows of the parameter table, fitted as such
 
-    @property
-    def start_batch_limit(self) -> int | None:
-        # On a CPU, vmapped Rodas5P solves cost every start as many steps as the slowest one
-        # takes, and batched LU factorisations gain nothing: one start at a time ran Boehm's
-        # gradient in 5.8 ms a start, against 16.7 ms in batches of 128, and 16 starts of its
-        # fit in 145 s against 281 s as one batch.
-        return 1 if jax.default_backend() == "cpu" else None
-
     def transform(self, path: str) -> Transform:
         (lower, upper), *_ = (b[1:] for b in self.bounds if b[0] == path)
         return Transform(lower=lower, upper=upper, closed=True)
