@@ -7,6 +7,8 @@ import re
 import equinox as eqx
 import jax
 import jaxtyping
+import numpy as np
+import scipy.integrate
 
 import simlab
 
@@ -14,6 +16,26 @@ LOTKA_VOLTERRA_PARAMETERS = dict(alpha=0.55, beta=0.028, gamma=0.84, delta=0.026
 LOTKA_VOLTERRA = simlab.models.LotkaVolterra(**LOTKA_VOLTERRA_PARAMETERS)
 
 GRAY_SCOTT_PARAMETERS = dict(feed_rate=0.035, kill_rate=0.065, diffusivity_u=0.2, diffusivity_v=0.1)
+
+
+def robertson_scipy_reference(ts) -> np.ndarray:
+    """Robertson's reaction (simlab.models.Robertson's default rates) from [1, 0, 0] at
+    `ts[0]`, by SciPy's Radau at rtol 1e-12: the states at `ts`, shape `(len(ts), 3)`."""
+
+    def rober(t, y):
+        return [
+            -0.04 * y[0] + 1e4 * y[1] * y[2],
+            0.04 * y[0] - 1e4 * y[1] * y[2] - 3e7 * y[1] ** 2,
+            3e7 * y[1] ** 2,
+        ]
+
+    ts = np.asarray(ts)
+    solution = scipy.integrate.solve_ivp(
+        rober, (ts[0], ts[-1]), [1.0, 0.0, 0.0], method="Radau", t_eval=ts,
+        rtol=1e-12, atol=1e-20,
+    )  # fmt: skip
+    assert solution.success
+    return solution.y.T
 
 
 def lorenz(rho: float = 28.0) -> simlab.models.Lorenz:

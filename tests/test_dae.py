@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import lineax as lx
 import numpy as np
 import pytest
-import scipy.integrate
+from helpers import robertson_scipy_reference
 
 import simlab
 from simlab import RESULTS, SimulationError
@@ -56,28 +56,12 @@ def test_transistor_amplifier_against_the_test_set_reference(solver):
     assert all(np.diff(digits) > 1), digits
 
 
-def _robertson_ode_reference(ts):
-    def rober(t, y):
-        return [
-            -0.04 * y[0] + 1e4 * y[1] * y[2],
-            0.04 * y[0] - 1e4 * y[1] * y[2] - 3e7 * y[1] ** 2,
-            3e7 * y[1] ** 2,
-        ]
-
-    solution = scipy.integrate.solve_ivp(
-        rober, (ts[0], ts[-1]), [1.0, 0.0, 0.0], method="Radau", t_eval=ts,
-        rtol=1e-12, atol=1e-20,
-    )  # fmt: skip
-    assert solution.success
-    return solution.y.T
-
-
 ROBERTSON_TIMES = np.array([0.0, 0.4, 4.0, 40.0, 400.0, 4e3, 4e4])
 
 
 @pytest.mark.parametrize("solver", sorted(SOLVERS))
 def test_robertson_dae_agrees_with_the_ode_solved_by_scipy(solver):
-    reference = _robertson_ode_reference(ROBERTSON_TIMES)
+    reference = robertson_scipy_reference(ROBERTSON_TIMES)
     trajectory = simlab.simulate(
         RobertsonDAE(),
         jnp.array([1.0, 0.0, 0.0]),

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import scipy.integrate
+from helpers import robertson_scipy_reference
 
 import simlab
 from simlab.integrate import Radau5, Rodas5P
@@ -84,14 +84,6 @@ def test_a_float64_rodas5p_solve_lowers_for_a_tpu_without_xlas_lu_decomposition(
     assert "LuDecomposition" not in set(re.findall(r"custom_call @(\w+)", exported.mlir_module()))
 
 
-def _robertson_rates(t, y, k1=0.04, k2=3e7, k3=1e4):
-    return [
-        -k1 * y[0] + k3 * y[1] * y[2],
-        k1 * y[0] - k2 * y[1] ** 2 - k3 * y[1] * y[2],
-        k2 * y[1] ** 2,
-    ]
-
-
 @pytest.mark.accelerator
 @needs_x64
 @pytest.mark.parametrize(
@@ -109,13 +101,5 @@ def test_a_float64_stiff_solve_agrees_with_scipy(solver):
     # On a TPU, Rodas5P runs the elimination; on a CPU, LAPACK.
     solve, ts = _robertson_solve(solver, 1e-10, 1e-12)
     ys = np.asarray(jax.jit(solve)(jnp.asarray([1.0, 0.0, 0.0])))
-    reference = scipy.integrate.solve_ivp(
-        _robertson_rates,
-        (0.0, float(ts[-1])),
-        [1.0, 0.0, 0.0],
-        method="Radau",
-        t_eval=np.asarray(ts),
-        rtol=1e-12,
-        atol=1e-14,
-    ).y.T
+    reference = robertson_scipy_reference(ts)
     np.testing.assert_allclose(ys, reference, rtol=1e-6, atol=1e-10)
