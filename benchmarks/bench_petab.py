@@ -52,7 +52,9 @@ skipped otherwise: a 100-start Boehm fit takes tens of minutes on two CPU cores)
 problem is also fitted from that many starts (`problem.fit(starts=N, key=jax.random.key(0),
 covariance=False)`): the fraction of starts ending within 1e-3 of the best known optimum
 (the log-likelihood at the nominal parameters, the collection's published estimates, or
-higher), and the wall time, compile included, per start that reached it.
+higher), and the wall time, compile included, per start that reached it. The same starts
+then run under the peers' local optimisers with simlab's gradient: SciPy's L-BFGS-B, and
+fides with BFGS updates and with the Fisher information from simlab's forward sensitivities.
 
 AMICI 1.0.1 (`pip install amici==1.0.1`, an sdist) builds here with gcc, cmake and the
 `swig` wheel it installs into the environment; compiling a model needs that `swig` on
@@ -63,6 +65,7 @@ it is not one of the project's dependencies.
 """
 
 import contextlib
+import functools
 import importlib.util
 import logging
 import math
@@ -73,6 +76,7 @@ import tempfile
 import time
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from _harness import Row, best_seconds
 
@@ -733,8 +737,8 @@ def _peer_fits(problem, initial: dict) -> dict[str, tuple[np.ndarray, float]]:
     """Each start's final log-likelihood, and the wall time of all starts, under the local
     optimisers that pyPESTO and PEtab.jl offer, with simlab's gradient and the parameter
     table's bounds kept as bounds: SciPy's L-BFGS-B (pyPESTO's default) and, where it is
-    installed, fides (the trust-region optimiser PEtab.jl recommends with gradients only; its
-    BFGS update)."""
+    installed, fides (the trust-region optimiser PEtab.jl recommends without an exact
+    Hessian), with its BFGS update and with the Fisher information as its Hessian."""
     value_and_gradient = jax.jit(jax.value_and_grad(lambda x: -problem.log_likelihood(x)))
 
     def negative_llh(x):
@@ -752,12 +756,64 @@ def _peer_fits(problem, initial: dict) -> dict[str, tuple[np.ndarray, float]]:
         )
     else:
         optimisers["fides (BFGS)"] = _fides_end
+        fisher = _fisher_information(problem)
+
+        def negative_llh_and_fisher(x):
+            value, gradient = negative_llh(x)
+            information = np.asarray(fisher(x))
+            if not np.all(np.isfinite(information)):  # a failed solve, as above
+                information = np.zeros_like(information)
+            return value, gradient, information
+
+        optimisers["fides (Fisher information)"] = functools.partial(
+            _fides_end, hessian_update=None, fun=negative_llh_and_fisher
+        )
     out = {}
     for peer, end in optimisers.items():
         start = time.perf_counter()
         ends = [-end(negative_llh, x0, bounds) for x0 in starts]
         out[peer] = (np.asarray(ends), time.perf_counter() - start)
     return out
+
+
+# The Fisher information of one measurement, per unit squared derivative over sigma^2: of its
+# (transformed) simulated value, and of its noise parameter, by noise distribution.
+FISHER_WEIGHTS = {"normal": (1.0, 2.0), "laplace": (1.0, 1.0)}
+TRANSFORMS = {"lin": lambda y: y, "log": jnp.log, "log10": jnp.log10}
+
+
+def _fisher_information(problem):
+    """The expected Fisher information of the parameters (on their scales), from the forward
+    sensitivities of every simulated value and noise parameter: the Hessian fides's papers
+    and PEtab.jl recommend where no exact Hessian is at hand (AMICI's and pyPESTO's FIM)."""
+    groups = problem._tables.groups
+
+    def transformed_and_sigma(x):
+        values = problem._values(x)
+        ys, constants, _ = problem._states(values, "forward")
+        pairs = problem._observe(values, ys, constants)
+        simulated = [
+            jnp.ravel(TRANSFORMS[group.observable.transformation](value))
+            for group, (value, _) in zip(groups, pairs, strict=True)
+        ]
+        sigma = [jnp.ravel(sigma) for _, sigma in pairs]
+        outputs = jnp.concatenate(simulated), jnp.concatenate(sigma)
+        return outputs, outputs
+
+    weights = np.concatenate(
+        [np.tile(FISHER_WEIGHTS[g.observable.distribution], (len(g.measured), 1)) for g in groups]
+    )
+    value_weight, sigma_weight = jnp.asarray(weights[:, 0]), jnp.asarray(weights[:, 1])
+
+    @jax.jit
+    def fisher(x):
+        (d_value, d_sigma), (_, sigma) = jax.jacfwd(transformed_and_sigma, has_aux=True)(x)
+        inverse_variance = 1.0 / sigma**2
+        return (d_value.T * (value_weight * inverse_variance)) @ d_value + (
+            d_sigma.T * (sigma_weight * inverse_variance)
+        ) @ d_sigma
+
+    return fisher
 
 
 def _lbfgsb_end(negative_llh, x0, bounds) -> float:
@@ -769,15 +825,17 @@ def _lbfgsb_end(negative_llh, x0, bounds) -> float:
     ).fun
 
 
-def _fides_end(negative_llh, x0, bounds) -> float:
+def _fides_end(negative_llh, x0, bounds, hessian_update="BFGS", fun=None) -> float:
+    """fides from `x0`: with its BFGS update of the gradients `negative_llh` returns, or
+    (`hessian_update=None`) with the Hessian `fun` returns beside the value and gradient."""
     import fides
 
     optimiser = fides.Optimizer(
-        negative_llh,
+        fun or negative_llh,
         lb=bounds[:, 0],
         ub=bounds[:, 1],
         verbose=logging.WARNING,
-        hessian_update=fides.BFGS(),
+        hessian_update=fides.BFGS() if hessian_update == "BFGS" else hessian_update,
         options={fides.Options.MAXITER: 2000},
     )
     return optimiser.minimize(x0)[0]
