@@ -809,8 +809,8 @@ def _fisher_information(problem):
     def fisher(x):
         (d_value, d_sigma), (_, sigma) = jax.jacfwd(transformed_and_sigma, has_aux=True)(x)
         inverse_variance = 1.0 / sigma**2
-        return (d_value.T * (value_weight * inverse_variance)) @ d_value + (
-            d_sigma.T * (sigma_weight * inverse_variance)
+        return (d_value.T * (value_weight * inverse_variance)[None, :]) @ d_value + (
+            d_sigma.T * (sigma_weight * inverse_variance)[None, :]
         ) @ d_sigma
 
     return fisher

@@ -5,6 +5,7 @@ from random starts against its published optimum."""
 
 import math
 import pathlib
+import sys
 
 import jax
 import numpy as np
@@ -84,6 +85,16 @@ def test_standard_errors_are_the_inverse_fisher_information(exact):
         assert float(result.stderr[name]) == pytest.approx(
             math.sqrt(covariance[index, index]), rel=1e-5
         )
+
+
+def test_the_benchmarks_fisher_information_is_the_closed_form(exact):
+    # fides's Hessian in benchmarks/bench_petab.py, from the forward sensitivities.
+    sys.path.insert(0, str(pathlib.Path(__file__).parent.parent / "benchmarks"))
+    from bench_petab import _fisher_information as sensitivity_fisher_information
+
+    problem, _ = exact
+    information = sensitivity_fisher_information(problem)(jax.numpy.asarray(TRUE_X))
+    np.testing.assert_allclose(np.asarray(information), _fisher_information(), rtol=1e-7)
 
 
 @pytest.mark.slow
