@@ -87,6 +87,28 @@ def test_standard_errors_are_the_inverse_fisher_information(exact):
         )
 
 
+def test_given_start_points_fit_as_the_same_points_drawn(exact):
+    problem, result = exact
+    points = np.stack([np.asarray(result.starts.initial[n]) for n in problem.parameter_ids], 1)
+    again = problem.fit(starts=points, rtol=1e-12, atol=1e-12, progress=False)
+    np.testing.assert_array_equal(np.asarray(again.starts.loss), np.asarray(result.starts.loss))
+    assert int(again.starts.best) == int(result.starts.best)
+
+
+@pytest.mark.parametrize(
+    ("points", "message"),
+    [
+        (np.zeros((3, 3)), r"shape \(starts, 2\).*got shape \(3, 3\)"),
+        (np.array([[0.0, 0.0], [0.0, 9.0]]), r"start 1 has 'k_out' = 9 .*outside its bounds"),
+        (np.array([[np.nan, 0.0]]), r"start 0 has 'k_in' = nan"),
+    ],
+)
+def test_start_points_of_the_wrong_shape_or_outside_the_bounds_are_refused(exact, points, message):
+    problem, _ = exact
+    with pytest.raises(ValueError, match=message):
+        problem.fit(starts=points, progress=False)
+
+
 def test_the_benchmarks_fisher_information_is_the_closed_form(exact):
     # fides's Hessian in benchmarks/bench_petab.py, from the forward sensitivities.
     sys.path.insert(0, str(pathlib.Path(__file__).parent.parent / "benchmarks"))

@@ -565,7 +565,7 @@ def fit_problem(
     stepper: AbstractStepper,
     max_steps: int,
     *,
-    starts: Integer | None = None,
+    starts: Integer | dict[str, Array] | None = None,
     key: Any = None,
     devices: Sequence[jax.Device] | None = None,
     progress: bool | None = None,
@@ -707,16 +707,21 @@ def _checked_settings(method, optimiser, max_steps, rtol, atol, checkpoint_every
     return method, OptimistixStepper(optimiser, float(rtol), float(atol)), max_steps
 
 
-def _multi_start(problem, stepper, max_steps, num_starts, key, devices, checkpoint, traced):
-    """Runs the fit from `num_starts` drawn points; the best start's carry and all starts."""
-    num_starts = as_count("starts", num_starts)
-    if key is None:
-        raise ValueError("starts= draws random starting points: pass key=jax.random.key(0).")
+def _multi_start(problem, stepper, max_steps, starts, key, devices, checkpoint, traced):
+    """Runs the fit from `starts` drawn points, or from the given points (a dict of each
+    fitted path's values, one per start); the best start's carry and all starts."""
     if checkpoint is not None:
         raise ValueError("checkpoint= is not supported with starts=; run without a checkpoint.")
-    if not problem.array_paths:
-        raise ValueError("starts= draws parameter values; name at least one array in params.")
-    initial = draw_starts(problem, key, num_starts)
+    if isinstance(starts, dict):
+        initial = {path: jnp.asarray(values) for path, values in starts.items()}
+        num_starts = len(next(iter(initial.values())))
+    else:
+        num_starts = as_count("starts", starts)
+        if key is None:
+            raise ValueError("starts= draws random starting points: pass key=jax.random.key(0).")
+        if not problem.array_paths:
+            raise ValueError("starts= draws parameter values; name at least one array in params.")
+        initial = draw_starts(problem, key, num_starts)
     if devices is not None:
         devices = list(devices)
         if num_starts % len(devices):

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import petab.v1 as petab
-from jaxtyping import Array
+from jaxtyping import Array, ArrayLike
 
 from .._fit._fit import FitResult, _checked_settings, fit_problem
 from .._fit._problem import FAILED_RESIDUAL, FitProblem, Layout, observe_identity
@@ -134,7 +134,7 @@ def scaled_bounds(problem) -> tuple[tuple[str, float, float], ...]:
 def fit_petab(
     problem,
     *,
-    starts: Integer | None = None,
+    starts: Integer | ArrayLike | None = None,
     key: Any = None,
     x0: Any = None,
     optimiser: Any = None,
@@ -156,6 +156,8 @@ def fit_petab(
         model = type(model)(**dict(zip(problem.parameter_ids, x0, strict=True)))
     bounds = scaled_bounds(problem)
     _check_inside(model, bounds)
+    if starts is not None and np.ndim(starts) > 0:
+        starts = _given_starts(problem, starts, bounds)
     fit = PetabFitProblem(
         model=model,
         experiments=(),
@@ -178,6 +180,31 @@ def fit_petab(
         throw=throw,
         covariance=covariance,
     )
+
+
+def _given_starts(problem, starts, bounds) -> dict[str, Array]:
+    """The rows of `starts` (one start each, on the parameter scales) as each parameter's
+    values, after checking their shape and that they lie within the bounds."""
+    points = np.asarray(starts, dtype=float)
+    count = len(problem.parameter_ids)
+    if points.ndim != 2 or points.shape[1] != count or points.shape[0] == 0:
+        raise ValueError(
+            f"PEtab: starts= takes a number of starts or an array of start points of shape "
+            f"(starts, {count}) (one column per parameter id, on its scale); got shape "
+            f"{points.shape}."
+        )
+    for column, (name, lower, upper) in enumerate(bounds):
+        outside = np.flatnonzero(~((points[:, column] >= lower) & (points[:, column] <= upper)))
+        if outside.size:
+            raise ValueError(
+                f"PEtab: start {int(outside[0])} has {name!r} = {points[outside[0], column]:g} on "
+                f"its scale, outside its bounds [{lower:g}, {upper:g}]."
+            )
+    dtype = problem.nominal.dtype
+    return {
+        name: jnp.asarray(points[:, column], dtype)
+        for column, name in enumerate(problem.parameter_ids)
+    }
 
 
 def _check_inside(model, bounds) -> None:

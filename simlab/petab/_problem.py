@@ -109,7 +109,7 @@ class PetabProblem(eqx.Module):
     def fit(
         self,
         *,
-        starts: int | None = None,
+        starts: int | Float[ArrayLike, "starts p"] | None = None,
         key: jax.Array | None = None,
         x0: Float[ArrayLike, " p"] | None = None,
         optimiser=None,
@@ -132,7 +132,10 @@ class PetabProblem(eqx.Module):
         - `starts`, `key`: run this many fits from points drawn by Latin hypercube sampling,
           uniform on each parameter's scale within its bounds (log-uniform in its linear
           value where a lin-scale lower bound is positive), as batched, compiled loops;
-          `result.starts` keeps every start. Without `starts`, one fit from `x0`.
+          `result.starts` keeps every start. Without `starts`, one fit from `x0`. Or
+          `starts` is an array of start points, shape `(starts, p)`, each row on the
+          parameter scales in the order of `parameter_ids` and within the bounds (another
+          tool's starts, say); `key` is then not needed.
         - `x0`: the start of a single fit, on the parameter scales (default: `nominal`),
           within the bounds.
         - `optimiser`: an `optimistix.AbstractMinimiser` (default BFGS at `rtol`, `atol`).
