@@ -1,6 +1,7 @@
 """The stiff solvers' LU factorisation: Gaussian elimination in elementwise operations (what
 a TPU runs in float64, where XLA's LU implements only float32) against LAPACK, and a
-float64 Rodas5P solve that lowers for a TPU without XLA's LU decomposition."""
+float64 Rodas5P solve (of an ODE, and of a DAE from its consistent initialisation) that lowers
+for a TPU without XLA's LU decomposition."""
 
 import re
 
@@ -13,7 +14,7 @@ from helpers import robertson_scipy_reference
 import simlab
 from simlab.integrate import Radau5, Rodas5P
 from simlab.integrate._stiff._lu import eliminate, lu_factor, lu_solve, substitute
-from simlab.models import Robertson
+from simlab.models import Robertson, RobertsonDAE
 
 needs_x64 = pytest.mark.skipif(
     not jax.config.jax_enable_x64, reason="a float64 check: SIMLAB_TEST_X64=1"
@@ -63,21 +64,23 @@ def test_a_singular_matrix_leaves_a_zero_pivot():
     assert float(jnp.min(jnp.abs(jnp.diagonal(lu)))) == 0.0
 
 
-def _robertson_solve(solver, rtol, atol):
+def _robertson_solve(solver, rtol, atol, model=Robertson()):
     ts = jnp.concatenate([jnp.zeros(1), jnp.logspace(-4, 4, 9)])  # from t = 0
 
     def solve(y0):
         # throw=False: a runtime check is a host callback, which a cross-lowering cannot hold
         options = dict(solver=solver(), rtol=rtol, atol=atol, throw=False)
-        return simlab.simulate(Robertson(), y0, ts, **options).ys
+        return simlab.simulate(model, y0, ts, **options).ys
 
     return solve, ts
 
 
 @needs_x64
-def test_a_float64_rodas5p_solve_lowers_for_a_tpu_without_xlas_lu_decomposition():
-    # The chip's compiler rejects XLA's LuDecomposition in float64 (only F32 and C64).
-    solve, _ = _robertson_solve(Rodas5P, 1e-8, 1e-10)
+@pytest.mark.parametrize("model", [Robertson(), RobertsonDAE()], ids=["ode", "dae"])
+def test_a_float64_rodas5p_solve_lowers_for_a_tpu_without_xlas_lu_decomposition(model):
+    # The chip's compiler rejects XLA's LuDecomposition in float64 (only F32 and C64); the
+    # DAE's consistent initialisation solves with the same elimination.
+    solve, _ = _robertson_solve(Rodas5P, 1e-8, 1e-10, model)
     exported = jax.export.export(jax.jit(solve), platforms=["tpu"])(
         jax.ShapeDtypeStruct((3,), jnp.float64)
     )
@@ -103,3 +106,14 @@ def test_a_float64_stiff_solve_agrees_with_scipy(solver):
     ys = np.asarray(jax.jit(solve)(jnp.asarray([1.0, 0.0, 0.0])))
     reference = robertson_scipy_reference(ts)
     np.testing.assert_allclose(ys, reference, rtol=1e-6, atol=1e-10)
+
+
+@pytest.mark.accelerator
+@needs_x64
+def test_a_float64_dae_solve_agrees_with_scipy():
+    # Robertson's reaction with its conservation law as the algebraic equation: Rodas5P
+    # with the mass matrix, from a consistent state found by Newton's method.
+    solve, ts = _robertson_solve(Rodas5P, 1e-9, 1e-14, RobertsonDAE())
+    ys = np.asarray(jax.jit(solve)(jnp.asarray([1.0, 0.0, 0.0])))
+    np.testing.assert_allclose(ys[1:], robertson_scipy_reference(ts)[1:], rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(ys.sum(axis=1), 1.0, atol=1e-12)

@@ -21,6 +21,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool
 
 from ..._results import RESULTS
+from ._lu import lu_factor, lu_solve
 
 # The algebraic block is taken as singular below this many roundoffs of its largest value.
 SINGULAR_ROUNDOFFS = 1e4
@@ -115,7 +116,7 @@ def _newton(vector_field, t0, y0, split: AlgebraicSplit, rtol, atol) -> Array:
         return jnp.where(split.algebraic, algebraic, differential)
 
     def newton_step(y):
-        return y - jnp.linalg.solve(jax.jacfwd(residual)(y), residual(y))
+        return y - lu_solve(lu_factor(jax.jacfwd(residual)(y)), residual(y))
 
     def running(carry):
         _, change, iterations = carry

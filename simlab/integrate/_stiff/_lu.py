@@ -6,7 +6,9 @@ LuDecomposition`. A real float64 step matrix is therefore factorised by platform
 (LAPACK on a CPU) everywhere but a TPU, and on a TPU by Gaussian elimination with partial
 pivoting written in elementwise operations, which a TPU runs in float64 (emulated: on a
 TPU v5e one float64 Robertson solve with Rodas5P took 740 ms, against 1.2 ms on a CPU core).
-Both return LAPACK's layout of the factors (`jax.scipy.linalg.lu_factor`'s). Complex128
+Both return LAPACK's layout of the factors (`jax.scipy.linalg.lu_factor`'s). Rodas5P's
+and Radau5's step matrices and the Newton steps of a DAE's consistent initialisation are
+factorised here. Complex128
 matrices (Radau5's complex pair) keep XLA's LU: a TPU has no complex128 arithmetic.
 """
 
