@@ -16,6 +16,7 @@ from simlab.integrate import Radau5, Rodas5P
 from simlab.integrate._stiff._lu import eliminate, lu_factor, lu_solve, substitute
 from simlab.models import Robertson, RobertsonDAE
 
+ROBERTSON = Robertson()
 needs_x64 = pytest.mark.skipif(
     not jax.config.jax_enable_x64, reason="a float64 check: SIMLAB_TEST_X64=1"
 )
@@ -64,7 +65,7 @@ def test_a_singular_matrix_leaves_a_zero_pivot():
     assert float(jnp.min(jnp.abs(jnp.diagonal(lu)))) == 0.0
 
 
-def _robertson_solve(solver, rtol, atol, model=Robertson()):
+def _robertson_solve(solver, rtol, atol, model=ROBERTSON):
     ts = jnp.concatenate([jnp.zeros(1), jnp.logspace(-4, 4, 9)])  # from t = 0
 
     def solve(y0):
@@ -76,7 +77,7 @@ def _robertson_solve(solver, rtol, atol, model=Robertson()):
 
 
 @needs_x64
-@pytest.mark.parametrize("model", [Robertson(), RobertsonDAE()], ids=["ode", "dae"])
+@pytest.mark.parametrize("model", [ROBERTSON, RobertsonDAE()], ids=["ode", "dae"])
 def test_a_float64_rodas5p_solve_lowers_for_a_tpu_without_xlas_lu_decomposition(model):
     # The chip's compiler rejects XLA's LuDecomposition in float64 (only F32 and C64); the
     # DAE's consistent initialisation solves with the same elimination.
