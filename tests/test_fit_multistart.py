@@ -109,3 +109,56 @@ def test_batch_size_is_a_device_multiple():
     assert _multistart.batch_size(1000, 24) == 144
     assert _multistart.batch_size(100, 4) == 100
     assert _multistart.batch_size(24, 8) == 24
+
+
+class Blowup(AbstractODEModel):
+    """y' = rate · y², y(0) = 1: y = 1 / (1 - rate · t) blows up at t = 1 / rate, so over
+    t ≤ 10 the model cannot be simulated for rate ≥ 0.1."""
+
+    rate: Float[Array, ""] = parameter(lower=0.0)
+    state_names: ClassVar[tuple[str, ...]] = ("y",)
+
+    def __call__(self, t, y, args):
+        return self.rate * y**2
+
+
+BLOWUP_TS = jnp.linspace(0.0, 10.0, 11)
+BLOWUP_BOUNDS = (1e-3, 1.0)  # log-uniform starts: a third of the decades blow up
+
+
+def blowup_fit(starts=8):
+    truth = 1.0 / (1.0 - 0.05 * BLOWUP_TS)
+    return simlab.fit(
+        Blowup(rate=0.01),
+        BLOWUP_TS,
+        truth[:, None],
+        y0=jnp.array([1.0]),
+        params=["rate"],
+        starts=starts,
+        bounds={"rate": BLOWUP_BOUNDS},
+        key=jr.key(0),
+        throw=False,
+    )
+
+
+def test_starts_that_cannot_be_simulated_are_drawn_again():
+    result = blowup_fit()
+    lower, upper = BLOWUP_BOUNDS
+    unit = np.clip(np.asarray(_multistart.latin_hypercube(jr.key(0), 8, 1))[:, 0], 1e-6, 1 - 1e-6)
+    first_draw = lower * (upper / lower) ** unit
+    blows_up = first_draw * BLOWUP_TS[-1] >= 1.0
+    # Latin hypercube strata put at least two of eight starts in the blow-up third.
+    assert np.sum(blows_up) >= 2
+    draws = np.asarray(result.starts.draws)
+    initial = np.asarray(result.starts.initial["rate"])
+    np.testing.assert_array_equal(draws > 1, blows_up)
+    np.testing.assert_allclose(initial[~blows_up], first_draw[~blows_up], rtol=1e-12)
+    assert f"{np.sum(blows_up)} drawn again" in repr(result)
+    assert np.all(initial * BLOWUP_TS[-1] < 1.0)  # every start now simulates...
+    # ... and so every start reaches the one minimum, rate = 0.05.
+    np.testing.assert_allclose(result.starts.params["rate"], 0.05, rtol=1e-5)
+    assert np.all(np.asarray(result.starts.converged))
+    # Under jax.jit (one vmapped loop) the same starts are drawn again the same way.
+    traced = jax.jit(lambda: blowup_fit().starts)()
+    np.testing.assert_array_equal(traced.draws, draws)
+    np.testing.assert_allclose(traced.initial["rate"], initial, rtol=1e-12)

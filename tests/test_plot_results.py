@@ -289,7 +289,7 @@ def test_starts_plot_is_the_waterfall_of_their_sorted_losses():
     loss = jnp.array([3.0, 1.0, 1.0, jnp.inf, 2.0])
     starts = simlab.Starts(
         initial={"a": jnp.arange(5.0)}, params={"a": jnp.arange(5.0)}, loss=loss,
-        converged=jnp.isfinite(loss), best=jnp.asarray(1),
+        converged=jnp.isfinite(loss), best=jnp.asarray(1), draws=jnp.ones(5, int),
     )  # fmt: skip
     (ax,) = _drawn(starts.plot()).axes
     sorted_losses, at_best = ax.lines

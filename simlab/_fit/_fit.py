@@ -220,7 +220,11 @@ class FitResult(eqx.Module):
         if not np.all(np.isnan(self.aic)):
             rows.append(("AIC, BIC", f"{display.array(self.aic)}, {display.array(self.bic)}"))
         if self.starts is not None:
-            rows.append(("starts", f"{np.size(self.starts.loss)}, best {int(self.starts.best)}"))
+            redrawn = int(np.sum(np.asarray(self.starts.draws) > 1))
+            again = f", {redrawn} drawn again (not simulable)" if redrawn else ""
+            rows.append(
+                ("starts", f"{np.size(self.starts.loss)}, best {int(self.starts.best)}{again}")
+            )
         return rows
 
     def profile(
@@ -715,6 +719,7 @@ def _multi_start(problem, stepper, max_steps, starts, key, devices, checkpoint, 
     if isinstance(starts, dict):
         initial = {path: jnp.asarray(values) for path, values in starts.items()}
         num_starts = len(next(iter(initial.values())))
+        key = None  # given starts are kept, not drawn again
     else:
         num_starts = as_count("starts", starts)
         if key is None:
@@ -730,7 +735,7 @@ def _multi_start(problem, stepper, max_steps, starts, key, devices, checkpoint, 
             )
         initial = jax.device_put(initial, starts_sharding(devices))
     carries, starts = run_starts(
-        problem, stepper, max_steps, initial, traced=traced, devices=devices
+        problem, stepper, max_steps, initial, key=key, traced=traced, devices=devices
     )
     return best_carry(carries, starts.best), starts
 

@@ -28,7 +28,7 @@ from .._identity import abstract_time_and_state, function_identity, model_identi
 from .._results import RESULTS
 from ..io import atomic_write
 from ..io._fingerprint import tree_digest
-from ._problem import FAILED_RESIDUAL, FitProblem
+from ._problem import FAILED_LOSS, FitProblem
 
 FORWARD_MODE_MAX_PARAMETERS = 16
 VALUE_INFOS = (
@@ -350,7 +350,7 @@ def run(problem, stepper, *, max_steps, traced, progress, checkpoint, checkpoint
         carry = load_checkpoint(checkpoint, expected, fingerprint)
     if carry is None:
         carry = start(problem, stepper, max_steps)
-        if not traced and float(carry.best_loss) >= 0.5 * FAILED_RESIDUAL**2:
+        if not traced and float(carry.best_loss) >= FAILED_LOSS:
             raise ValueError(_failed_start_message(problem))
     if traced:
         return advance(problem, stepper, carry, jnp.asarray(max_steps))

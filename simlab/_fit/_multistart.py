@@ -4,7 +4,9 @@ A nonlinear fit converges to the minimum whose basin holds its start. Starting f
 points drawn by Latin hypercube sampling (each parameter's range cut into $N$ equal strata,
 one point in each, strata paired at random) and keeping the best end point finds the
 global minimum when some start lies in its basin; how many starts ended there (the
-waterfall plot, [`simlab.plot.waterfall`][]) tells whether $N$ was enough.
+waterfall plot, [`simlab.plot.waterfall`][]) tells whether $N$ was enough. A drawn start
+at which the model cannot be simulated is drawn again (as pyPESTO's `startpoint_resample`
+does): its loss is flat there, so it could not move.
 """
 
 import math
@@ -15,14 +17,15 @@ import jax.numpy as jnp
 import jax.random as jr
 import jax.tree_util as jtu
 import numpy as np
+from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array
 
 from .._results import RESULTS
 from .._simulate import simulate
 from ..models._sde import AbstractSDEModel
-from ._loop import Carry, advance, run, start
-from ._problem import FitProblem, get_path
+from ._loop import Carry, advance, start
+from ._problem import FAILED_LOSS, FitProblem, get_path
 
 
 class Starts(eqx.Module):
@@ -36,6 +39,9 @@ class Starts(eqx.Module):
     - `converged`: whether each start met the optimiser's convergence test.
     - `best`: the index of the start the result reports (the lowest converged loss, else
       the lowest loss).
+    - `draws`: how many points each start was drawn from: more than one where the model
+      could not be simulated at the first (up to `1 + REDRAWS`; given starts are never
+      drawn again).
     """
 
     initial: dict[str, Array]
@@ -43,6 +49,7 @@ class Starts(eqx.Module):
     loss: Array
     converged: Array
     best: Array
+    draws: Array
 
     def plot(self, **kwargs):
         """The figure of the starts, as `simlab run` draws it: every start's final loss,
@@ -111,21 +118,28 @@ def draw_starts(problem: FitProblem, key, num_starts: int) -> dict[str, Array]:
 # rather than each holding up a batch of easy ones.
 CHUNK_STEPS = 25
 BATCH_SIZE = 128
+# How many times a drawn start at which the model cannot be simulated is drawn again.
+REDRAWS = 20
 
 
-def run_starts(problem: FitProblem, stepper, max_steps: int, initial, *, traced, devices=None):
+def run_starts(
+    problem: FitProblem, stepper, max_steps: int, initial, *, key=None, traced, devices=None
+):
     """All starts' final carries (batched) and their summary.
 
-    Concrete data: the starts run in chunks, and between chunks the unfinished ones are
-    gathered into batches of starts whose solves take similar numbers of steps, because a
-    vmapped loop costs as many steps for every start as its slowest start takes. Traced
-    data (a fit under `jax.jit` or `jax.vmap`): one vmapped loop.
+    With `key` (the starts were drawn with it), a start at which the loss cannot be
+    evaluated is drawn again first. Concrete data: the starts run in chunks, and between
+    chunks the unfinished ones are gathered into batches of starts whose solves take
+    similar numbers of steps, because a vmapped loop costs as many steps for every start as
+    its slowest start takes. Traced data (a fit under `jax.jit` or `jax.vmap`): one
+    vmapped loop.
     """
+    initial, carries, draws = _start_all(problem, stepper, max_steps, initial, key)
     if traced:
-        carries = _run_together(problem, stepper, max_steps, initial)
+        carries = _advance_together(problem, stepper, carries, max_steps)
     else:
-        carries = _run_compacting(problem, stepper, max_steps, initial, devices)
-    return carries, _summary(problem, initial, carries)
+        carries = _run_compacting(problem, stepper, max_steps, carries, devices)
+    return carries, _summary(problem, initial, carries, draws)
 
 
 def _started(problem: FitProblem, values: dict[str, Array]) -> FitProblem:
@@ -138,24 +152,47 @@ def _started(problem: FitProblem, values: dict[str, Array]) -> FitProblem:
 
 
 @eqx.filter_jit
-def _run_together(problem: FitProblem, stepper, max_steps: int, initial: dict[str, Array]):
-    def one(values):
-        return run(
-            _started(problem, values),
-            stepper,
-            max_steps=max_steps,
-            traced=True,
-            progress=False,
-            checkpoint=None,
-            checkpoint_every=1,
-        )
+def _start_all(problem: FitProblem, stepper, max_steps: int, initial: dict[str, Array], key):
+    """Every start's first carry, and how many points each was drawn from. With a `key`, a
+    start whose loss is `FAILED_LOSS` (a solve failed, or the likelihood is zero) is
+    replaced by the same start of `draw_starts` with `jr.fold_in(key, round)`, for up to
+    `REDRAWS` rounds. Round 0 evaluates `initial` as given, in the loop, so that `start` is
+    compiled once."""
+    num_starts = jnp.shape(next(iter(initial.values())))[0]
 
-    return jax.vmap(one)(initial)
+    def first_carries(values):
+        return jax.vmap(lambda v: start(_started(problem, v), stepper, max_steps))(values)
+
+    def keep_drawing(state):
+        round_, _, carries, _ = state
+        again = jnp.any(carries.best_loss >= FAILED_LOSS) & (round_ <= REDRAWS)
+        return (round_ == 0) | (again if key is not None else False)
+
+    def draw(state):
+        round_, values, carries, draws = state
+        if key is not None:
+            fresh = draw_starts(problem, jr.fold_in(key, round_), num_starts)
+            replace = (round_ > 0) & (carries.best_loss >= FAILED_LOSS)
+            values = {p: jnp.where(_along(replace, v), fresh[p], v) for p, v in values.items()}
+        drawn = (round_ == 0) | (carries.best_loss >= FAILED_LOSS)
+        return round_ + 1, values, first_carries(values), draws + drawn.astype(draws.dtype)
+
+    shapes = eqx.filter_eval_shape(first_carries, initial)
+    unset = jtu.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+    state = (jnp.asarray(0), initial, unset, jnp.zeros(num_starts, jnp.int32))
+    _, initial, carries, draws = lax.while_loop(keep_drawing, draw, state)
+    return initial, carries, draws
+
+
+def _along(mask: Array, leaf: Array) -> Array:
+    """`mask` (one value per start) broadcast against a batched leaf."""
+    return mask.reshape(mask.shape + (1,) * (leaf.ndim - 1))
 
 
 @eqx.filter_jit
-def _start_all(problem: FitProblem, stepper, max_steps: int, initial: dict[str, Array]):
-    return jax.vmap(lambda values: start(_started(problem, values), stepper, max_steps))(initial)
+def _advance_together(problem: FitProblem, stepper, carries: Carry, max_steps: int) -> Carry:
+    stop = jnp.asarray(max_steps)
+    return jax.vmap(lambda carry: advance(problem, stepper, carry, stop))(carries)
 
 
 @eqx.filter_jit
@@ -170,8 +207,7 @@ def batch_size(num_starts: int, multiple: int) -> int:
     return multiple * math.ceil(min(num_starts, BATCH_SIZE) / multiple)
 
 
-def _run_compacting(problem, stepper, max_steps: int, initial, devices) -> Carry:
-    carries = _start_all(problem, stepper, max_steps, initial)
+def _run_compacting(problem, stepper, max_steps: int, carries: Carry, devices) -> Carry:
     sharding = None if devices is None else starts_sharding(devices)
     size = batch_size(carries.step.shape[0], 1 if devices is None else len(devices))
     while True:
@@ -235,14 +271,16 @@ def starts_sharding(devices) -> NamedSharding:
 
 
 @eqx.filter_jit
-def _summary(problem: FitProblem, initial: dict[str, Array], carries: Carry) -> "Starts":
+def _summary(problem: FitProblem, initial: dict[str, Array], carries: Carry, draws) -> "Starts":
     ends = jax.vmap(lambda u: problem.build(u)[0])(carries.best_u)
     params = {p: get_path(ends, p) for p in problem.array_paths}
     converged = (carries.result == RESULTS.successful) & carries.done
     loss = jnp.where(jnp.isfinite(carries.best_loss), carries.best_loss, jnp.inf)
     best = jnp.argmin(jnp.where(converged, loss, jnp.inf))
     best = jnp.where(jnp.any(converged), best, jnp.argmin(loss))
-    return Starts(initial=initial, params=params, loss=loss, converged=converged, best=best)
+    return Starts(
+        initial=initial, params=params, loss=loss, converged=converged, best=best, draws=draws
+    )
 
 
 def best_carry(carries, index):

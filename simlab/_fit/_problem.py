@@ -25,6 +25,7 @@ from ._transition import path_log_likelihood
 # A member whose solve fails contributes this residual everywhere: large enough that any
 # optimiser rejects the trial point, finite so that the fit itself never turns NaN.
 FAILED_RESIDUAL = 1e8
+FAILED_LOSS = 0.5 * FAILED_RESIDUAL**2  # the least loss of a point where a solve failed
 GAUSSIAN = Gaussian()
 
 
@@ -253,7 +254,7 @@ class FitProblem(eqx.Module):
             nll = noise.negative_log_likelihood(
                 predicted, experiment.observations, noise_scale * experiment.noise_scale
             )
-            failed = 0.5 * FAILED_RESIDUAL**2 * experiment.observed.astype(total.dtype)
+            failed = FAILED_LOSS * experiment.observed.astype(total.dtype)
             total = total + jnp.sum(jnp.where(usable, nll, jnp.where(ok, 0.0, failed)))
             all_ok = all_ok & jnp.all(ok)
         return total, all_ok
@@ -285,7 +286,7 @@ class FitProblem(eqx.Module):
             )(paths)
             total = total - jnp.sum(log_likelihood)
         finite = jnp.isfinite(total)
-        return jnp.where(finite, total, 0.5 * FAILED_RESIDUAL**2), finite
+        return jnp.where(finite, total, FAILED_LOSS), finite
 
     def loss(self, u, adjoint) -> tuple[Array, Array]:
         r"""The objective the optimiser minimises at `u`: $\tfrac12\sum r^2$ for least-squares

@@ -312,6 +312,10 @@ def _waterfall(run: StoredRun, entry: dict):
         loss=jnp.asarray(arrays["fit_starts_loss"]),
         converged=jnp.asarray(arrays["fit_starts_converged"]),
         best=jnp.asarray(record["best"]),
+        # Runs stored before failing starts were drawn again drew each start once.
+        draws=jnp.asarray(
+            arrays.get("fit_starts_draws", np.ones(arrays["fit_starts_loss"].shape, int))
+        ),
     )
     ax = simlab.plot.waterfall(starts)
     _axis_labels(ax, entry)

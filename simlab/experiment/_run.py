@@ -271,12 +271,14 @@ def _store_starts(starts, arrays) -> dict[str, Any]:
     names = list(starts.params)
     arrays["fit_starts_loss"] = np.asarray(starts.loss)
     arrays["fit_starts_converged"] = np.asarray(starts.converged)
+    arrays["fit_starts_draws"] = np.asarray(starts.draws)
     arrays["fit_starts_initial"] = np.stack([np.asarray(starts.initial[n]) for n in names], -1)
     arrays["fit_starts_params"] = np.stack([np.asarray(starts.params[n]) for n in names], -1)
     return {
         "names": names,
         "num_starts": int(starts.loss.shape[0]),
         "num_converged": int(np.sum(starts.converged)),
+        "num_redrawn": int(np.sum(starts.draws > 1)),
         "best": int(starts.best),
         "best_loss": _number(starts.loss[starts.best]),
     }

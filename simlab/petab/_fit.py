@@ -15,15 +15,12 @@ import petab.v1 as petab
 from jaxtyping import Array, ArrayLike
 
 from .._fit._fit import FitResult, _checked_settings, fit_problem
-from .._fit._problem import FAILED_RESIDUAL, FitProblem, Layout, observe_identity
+from .._fit._problem import FAILED_LOSS, FitProblem, Layout, observe_identity
 from .._fit._transforms import Transform
 from .._misc import Integer
 from .._options import as_solve_options
 from ._derivative import value_and_gradient
 
-# The least a failed solve costs the optimiser: it rejects the trial point, and the loss of
-# the fit itself never turns NaN.
-FAILED_LOSS = 0.5 * FAILED_RESIDUAL**2
 MAX_STEPS = 2000
 """The default `max_steps` of `PetabProblem.fit`: BFGS steps per start. Starts from far
 inside a wide box (Boehm's log10 bounds span ten decades) first cross regions where the

@@ -132,10 +132,12 @@ class PetabProblem(eqx.Module):
         - `starts`, `key`: run this many fits from points drawn by Latin hypercube sampling,
           uniform on each parameter's scale within its bounds (log-uniform in its linear
           value where a lin-scale lower bound is positive), as batched, compiled loops;
-          `result.starts` keeps every start. Without `starts`, one fit from `x0`. Or
-          `starts` is an array of start points, shape `(starts, p)`, each row on the
-          parameter scales in the order of `parameter_ids` and within the bounds (another
-          tool's starts, say); `key` is then not needed.
+          `result.starts` keeps every start. A drawn point at which the model cannot be
+          simulated is drawn again (`result.starts.draws`): on Fujita's box, eight decades
+          either side of 1, 34 of 100 first draws (key 0) fail. Without `starts`, one fit
+          from `x0`. Or `starts` is an array of start points, shape `(starts, p)`, each row
+          on the parameter scales in the order of `parameter_ids` and within the bounds
+          (another tool's starts, say), kept as given; `key` is then not needed.
         - `x0`: the start of a single fit, on the parameter scales (default: `nominal`),
           within the bounds.
         - `optimiser`: an `optimistix.AbstractMinimiser` (default BFGS at `rtol`, `atol`).
