@@ -153,7 +153,7 @@ def test_starts_that_cannot_be_simulated_are_drawn_again():
     draws = np.asarray(result.starts.draws)
     initial = np.asarray(result.starts.initial["rate"])
     np.testing.assert_array_equal(draws > 1, blows_up)
-    np.testing.assert_allclose(initial[~blows_up], first_draw[~blows_up], rtol=1e-6)
+    np.testing.assert_allclose(initial[~blows_up], first_draw[~blows_up], rtol=1e-5)
     assert f"{np.sum(blows_up)} drawn again" in repr(result)
     assert np.all(initial * BLOWUP_TS[-1] < 1.0)  # every start now simulates...
     # ... and so the redrawn ones too reach the one minimum, rate = 0.05 (in float32 a
@@ -165,4 +165,4 @@ def test_starts_that_cannot_be_simulated_are_drawn_again():
     # Under jax.jit (one vmapped loop) the same starts are drawn again the same way.
     traced = jax.jit(lambda: blowup_fit().starts)()
     np.testing.assert_array_equal(traced.draws, draws)
-    np.testing.assert_allclose(traced.initial["rate"], initial, rtol=1e-6)
+    np.testing.assert_allclose(traced.initial["rate"], initial, rtol=1e-5)
