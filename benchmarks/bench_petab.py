@@ -81,7 +81,8 @@ import numpy as np
 from _harness import Row, best_seconds
 
 import simlab.petab
-from simlab.petab._fit import FAILED_LOSS, scaled_bounds
+from simlab._fit._problem import FAILED_LOSS
+from simlab.petab._fit import scaled_bounds
 
 RTOL, ATOL = 1e-8, 1e-10
 MAX_STEPS = 100_000

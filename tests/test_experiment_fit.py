@@ -102,6 +102,9 @@ def test_multi_start_is_stored(stored):
     assert record["names"] == ["alpha", "gamma"] and record["num_starts"] == 4
     assert arrays["fit_starts_loss"].shape == (4,)
     assert arrays["fit_starts_initial"].shape == arrays["fit_starts_params"].shape == (4, 2)
+    # Lotka-Volterra simulates anywhere in the bounds: no start is drawn again.
+    np.testing.assert_array_equal(arrays["fit_starts_draws"], np.ones(4))
+    assert record["num_redrawn"] == 0
     # The starts lie in the bounds; the reported fit is the best start.
     low, high = np.array([[0.2, 0.2]]), np.array([[1.5, 2.0]])
     assert np.all((arrays["fit_starts_initial"] > low) & (arrays["fit_starts_initial"] < high))

@@ -163,18 +163,21 @@ def _start_all(problem: FitProblem, stepper, max_steps: int, initial: dict[str, 
     def first_carries(values):
         return jax.vmap(lambda v: start(_started(problem, v), stepper, max_steps))(values)
 
+    def failing(carries):
+        return carries.best_loss >= FAILED_LOSS
+
     def keep_drawing(state):
         round_, _, carries, _ = state
-        again = jnp.any(carries.best_loss >= FAILED_LOSS) & (round_ <= REDRAWS)
+        again = jnp.any(failing(carries)) & (round_ <= REDRAWS)
         return (round_ == 0) | (again if key is not None else False)
 
     def draw(state):
         round_, values, carries, draws = state
         if key is not None:
             fresh = draw_starts(problem, jr.fold_in(key, round_), num_starts)
-            replace = (round_ > 0) & (carries.best_loss >= FAILED_LOSS)
+            replace = (round_ > 0) & failing(carries)
             values = {p: jnp.where(_along(replace, v), fresh[p], v) for p, v in values.items()}
-        drawn = (round_ == 0) | (carries.best_loss >= FAILED_LOSS)
+        drawn = (round_ == 0) | failing(carries)
         return round_ + 1, values, first_carries(values), draws + drawn.astype(draws.dtype)
 
     shapes = eqx.filter_eval_shape(first_carries, initial)
