@@ -28,6 +28,7 @@ from ._steady_state import (
     described,
     eigenvalue_kinds,
     residual,
+    root_defaults,
 )
 from .models._base import AbstractModel
 
@@ -151,10 +152,10 @@ def continuation(
     *,
     args: Any = None,
     solver: optx.AbstractRootFinder | None = None,
-    rtol: RealNumber = 1e-10,
-    atol: RealNumber = 1e-10,
+    rtol: RealNumber | None = None,
+    atol: RealNumber | None = None,
     max_steps: Integer = 256,
-    eigenvalue_tol: float = 1e-8,
+    eigenvalue_tol: float | None = None,
     refine: bool = True,
     oscillations: bool = True,
     oscillation_time: float | None = None,
@@ -204,7 +205,8 @@ def continuation(
       scale of the steps in the parameter: finely spaced values resolve the branch finely.
     - `y_guess`: the starting guess of the first root solve.
     - `args`, `solver`, `rtol`, `atol`, `max_steps`, `eigenvalue_tol`: as in
-      [`simlab.steady_state`][]; the solver also corrects each step.
+      [`simlab.steady_state`][] (their defaults by the precision of `y_guess`); the solver
+      also corrects each step.
     - `refine`: locate folds and Hopf points by bisection.
     - `oscillations`: simulate the oscillatory points for their envelope.
     - `oscillation_time`: the length of those simulations; `None` takes, for each point,
@@ -231,6 +233,7 @@ def continuation(
     y_guess = checked_y0(model, y_guess)
     max_steps = as_count("max_steps", max_steps)
     max_points = _checked_max_points(max_points, values.size)
+    rtol, atol, eigenvalue_tol = root_defaults(y_guess.dtype, rtol, atol, eigenvalue_tol)
     curve = _Curve(
         model=model,
         parameter=parameter,

@@ -10,6 +10,7 @@ import numpy as np
 import optimistix as optx
 from jaxtyping import Array, ArrayLike, Complex, Float
 
+from ._eigenvalues import eigenvalues as eigenvalues_of
 from ._misc import Integer, RealNumber, as_count
 from ._results import RESULTS
 from ._simulate import checked_y0
@@ -84,6 +85,23 @@ class SteadyState(eqx.Module):
         return np.asarray(STABILITY_LABELS)[codes] if codes.ndim else STABILITY_LABELS[codes]
 
 
+# The defaults of rtol, atol and eigenvalue_tol by the state's precision (bytes of its float).
+# Newton's method stops once its step is below atol + rtol |y| and the residual below atol,
+# which float32's roundoff allows only at looser values; a double eigenvalue is perturbed by
+# about the square root of the machine epsilon, relative to the largest.
+ROOT_DEFAULTS = {8: (1e-10, 1e-10, 1e-8), 4: (1e-5, 1e-4, 3e-4)}
+
+
+def root_defaults(dtype, rtol, atol, eigenvalue_tol) -> tuple:
+    """`(rtol, atol, eigenvalue_tol)`, each `None` replaced by its default for a state of
+    `dtype` (`ROOT_DEFAULTS`)."""
+    defaults = ROOT_DEFAULTS.get(jnp.finfo(dtype).bits // 8, ROOT_DEFAULTS[4])
+    given = (rtol, atol, eigenvalue_tol)
+    return tuple(
+        default if value is None else value for value, default in zip(given, defaults, strict=True)
+    )
+
+
 def default_root_solver(rtol: RealNumber, atol: RealNumber) -> optx.AbstractRootFinder:
     """Newton's method with an SVD linear solve, so that a singular Jacobian (a line of
     fixed points, as conservation laws make) still converges, to the nearest fixed point."""
@@ -99,10 +117,10 @@ def steady_state(
     *,
     args: Any = None,
     solver: optx.AbstractRootFinder | None = None,
-    rtol: RealNumber = 1e-10,
-    atol: RealNumber = 1e-10,
+    rtol: RealNumber | None = None,
+    atol: RealNumber | None = None,
     max_steps: Integer = 256,
-    eigenvalue_tol: float = 1e-8,
+    eigenvalue_tol: float | None = None,
 ) -> SteadyState:
     r"""Finds a fixed point $f(y^\ast) = 0$ of `model` near `y_guess`, and its stability.
 
@@ -132,9 +150,15 @@ def steady_state(
     - `args`: passed through to `model(t, y, args)`.
     - `solver`: an Optimistix root finder; `None` takes `optx.Newton(rtol, atol)` with an
       SVD linear solve (which copes with the singular Jacobian of a conservation law).
-    - `rtol`, `atol`: tolerances of the default solver.
+    - `rtol`, `atol`: tolerances of the default solver (default `1e-10` for a float64
+      state, `1e-5` and `1e-4` for a float32 one, as on an accelerator: Newton's method
+      stops once its step is below `atol + rtol |y|` and the residual below `atol`).
     - `max_steps`: the most iterations before the solve reports failure.
-    - `eigenvalue_tol`: the relative size below which a real or imaginary part counts as zero.
+    - `eigenvalue_tol`: the relative size below which a real or imaginary part counts as zero
+      (default `1e-8` in float64, `3e-4` in float32, about the square root of its epsilon).
+
+    It runs on every platform: on a TPU, which has no nonsymmetric eigensolver, the
+    Jacobian's eigenvalues are computed on the host.
 
     **Returns:** a [`simlab.SteadyState`][] with `.state`, `.eigenvalues`, `.stability`
     (`.label`), `.result`.
@@ -151,6 +175,7 @@ def steady_state(
     check_model(model)
     y_guess = checked_y0(model, y_guess)
     max_steps = as_count("max_steps", max_steps)
+    rtol, atol, eigenvalue_tol = root_defaults(y_guess.dtype, rtol, atol, eigenvalue_tol)
     if solver is None:
         solver = default_root_solver(rtol, atol)
     return _steady_state(model, y_guess, args, solver, max_steps, eigenvalue_tol)
@@ -175,7 +200,7 @@ def described(state, jacobian, result, num_steps, eigenvalue_tol, mass=None) -> 
     ended with `result`, from the Jacobian `(n, n)` there and the mass matrix (`None`:
     the identity)."""
     if mass is None:
-        eigenvalues = jnp.linalg.eigvals(jacobian)
+        eigenvalues = eigenvalues_of(jacobian)
     else:
         eigenvalues = pencil_eigenvalues(jacobian, mass)
     result = RESULTS.promote(result)
@@ -206,12 +231,12 @@ def pencil_eigenvalues(jacobian: Array, mass: Array) -> Array:
     Shift and invert: $\mu = 1 / (\lambda - \sigma)$ are the eigenvalues of
     $(J - \sigma M)^{-1} M$, and each algebraic direction gives $\mu = 0$ (to
     roundoff), that is $\lambda = \infty$. JAX has no generalised eigenvalue solver;
-    this needs only `eigvals` and one linear solve.
+    this needs only the eigenvalues of one matrix and one linear solve.
     """
     scale = jnp.linalg.norm(jacobian) / jnp.linalg.norm(mass)
     shift = PENCIL_SHIFT * jnp.where(scale > 0, scale, 1.0)
     inverted = jnp.linalg.solve(jacobian - shift * mass, mass)
-    mu = jnp.linalg.eigvals(inverted)
+    mu = eigenvalues_of(inverted)
     roundoff = 100 * mass.shape[0] * jnp.finfo(inverted.dtype).eps * jnp.linalg.norm(inverted)
     infinite = jnp.abs(mu) <= roundoff
     finite = shift.astype(mu.dtype) + 1 / jnp.where(infinite, 1, mu)

@@ -612,3 +612,46 @@ def test_heat_with_the_pallas_kernel_equals_xla():
     )
     assert float(jnp.max(jnp.abs(pallas[-1] - y0))) > 1e-2  # heat flowed
     _assert_close_in_the_default_dtype(pallas, xla)
+
+
+def test_a_fixed_point_its_stability_and_its_gradient():
+    # Lotka-Volterra's interior fixed point (gamma / delta, alpha / beta) is a centre with
+    # eigenvalues +-i sqrt(alpha gamma); a TPU has no nonsymmetric eigensolver, so there
+    # they come from the host, and the derivatives through them are simlab's own rule.
+    lv = dict(alpha=0.55, beta=0.028, gamma=0.84, delta=0.026)
+
+    def fixed_point(alpha, gamma):
+        model = simlab.models.LotkaVolterra(**{**lv, "alpha": alpha, "gamma": gamma})
+        return simlab.steady_state(model, _array([30.0, 20.0]))
+
+    point = jax.jit(fixed_point)(_array(lv["alpha"]), _array(lv["gamma"]))
+    assert bool(point.succeeded) and point.label == "hopf_pair"
+    expected = [lv["gamma"] / lv["delta"], lv["alpha"] / lv["beta"]]
+    np.testing.assert_allclose(point.state, expected, rtol=1e-5)
+    frequency = np.sqrt(lv["alpha"] * lv["gamma"])
+    np.testing.assert_allclose(np.sort(point.eigenvalues.imag), [-frequency, frequency], rtol=1e-5)
+    # d(state) / d(alpha, gamma) = [[0, 1 / delta], [1 / beta, 0]] (implicit differentiation).
+    jacobian = jax.jacrev(lambda a, g: fixed_point(a, g).state, argnums=(0, 1))(
+        _array(lv["alpha"]), _array(lv["gamma"])
+    )
+    exact = [[0.0, 1 / lv["delta"]], [1 / lv["beta"], 0.0]]
+    np.testing.assert_allclose(np.stack(jacobian, -1), exact, rtol=1e-4, atol=1e-4)
+    # The frequency's derivative goes through the eigenvalues: d sqrt(a g) / da = g / 2 sqrt(a g).
+    derivative = jax.grad(lambda a: jnp.max(fixed_point(a, _array(lv["gamma"])).eigenvalues.imag))(
+        _array(lv["alpha"])
+    )
+    assert float(derivative) == pytest.approx(lv["gamma"] / (2 * frequency), rel=1e-4)
+
+
+def test_the_brusselators_hopf_point_is_at_one_plus_a_squared():
+    # Its fixed point (a, b / a) loses stability to a complex pair at b = 1 + a**2.
+    model = simlab.models.Brusselator(a=1.0, b=1.0)
+    points = jax.vmap(
+        lambda b: simlab.steady_state(eqx.tree_at(lambda m: m.b, model, b), _array([1.0, 1.0]))
+    )(_array([1.5, 2.5]))
+    assert list(points.label) == ["stable", "oscillatory"]
+    branch = simlab.continuation(
+        model, "b", np.linspace(1.0, 3.0, 21), _array([1.0, 1.0]), oscillations=False
+    )
+    assert [point.kind for point in branch.bifurcations] == ["hopf"]
+    assert float(branch.bifurcations[0].value) == pytest.approx(2.0, abs=1e-4)

@@ -7,10 +7,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import with_dtype
 from jaxtyping import Array, Float
 
 import simlab
 import simlab.plot
+from simlab._eigenvalues import host_eigenvalues
 from simlab._steady_state import STABILITY_LABELS
 from simlab.models import AbstractODEModel, parameter
 
@@ -129,6 +131,65 @@ def test_steady_state_under_vmap():
     fixed_points = jax.vmap(state)(bs)
     np.testing.assert_allclose(fixed_points.state[:, 1], bs, rtol=1e-12)
     assert list(fixed_points.label) == ["stable"] * 2 + ["oscillatory"] * 3
+
+
+def _sorted(eigenvalues):
+    """Eigenvalues in one order (by real, then imaginary part), whatever order came out."""
+    values = np.asarray(eigenvalues)
+    return values[np.lexsort((values.imag, values.real))]
+
+
+def test_the_hosts_eigenvalues_and_their_derivatives_are_xlas():
+    # What a TPU computes (it has no nonsymmetric eigensolver) against XLA's eigvals on a
+    # CPU: the values, a directional derivative, a gradient, and a vmapped batch.
+    matrix, direction = jax.random.normal(jax.random.key(0), (2, 5, 5), jnp.float64)
+    np.testing.assert_allclose(
+        _sorted(host_eigenvalues(matrix)), _sorted(jnp.linalg.eigvals(matrix)), rtol=1e-12
+    )
+    (values, tangent), (xla_values, xla_tangent) = (
+        jax.jvp(eigenvalues, (matrix,), (direction,))
+        for eigenvalues in (host_eigenvalues, jnp.linalg.eigvals)
+    )
+    order, xla_order = (np.lexsort((np.imag(v), np.real(v))) for v in (values, xla_values))
+    np.testing.assert_allclose(
+        np.asarray(tangent)[order], np.asarray(xla_tangent)[xla_order], rtol=1e-10, atol=1e-12
+    )
+    gradients = [
+        jax.grad(lambda m, f=eigenvalues: jnp.sum(jnp.real(f(m)) ** 2))(matrix)
+        for eigenvalues in (host_eigenvalues, jnp.linalg.eigvals)
+    ]
+    np.testing.assert_allclose(gradients[0], gradients[1], rtol=1e-10, atol=1e-12)
+    batch = jax.random.normal(jax.random.key(1), (3, 4, 4), jnp.float64)
+    for one, values in zip(batch, jax.vmap(host_eigenvalues)(batch), strict=True):
+        np.testing.assert_allclose(_sorted(values), _sorted(jnp.linalg.eigvals(one)), rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("model", "guess", "expected", "label"),
+    [
+        (
+            simlab.models.LotkaVolterra(**LV),
+            [30.0, 20.0],
+            [0.84 / 0.026, 0.55 / 0.028],
+            "hopf_pair",
+        ),
+        (simlab.models.Brusselator(a=1.0, b=2.5), [1.2, 2.0], [1.0, 2.5], "oscillatory"),
+        (
+            simlab.models.SIR(beta=0.3, gamma=0.1, population=1000.0),
+            [990, 10, 0],
+            [990, 0, 0],
+            "unstable",
+        ),
+    ],
+    ids=["centre", "focus", "disease-free"],
+)
+def test_a_float32_state_meets_the_default_tolerances(model, guess, expected, label):
+    # An accelerator's precision: float64's 1e-10 would run Newton's method into roundoff
+    # until max_steps, and its eigenvalue_tol would read a centre's roundoff as a focus.
+    point = simlab.steady_state(with_dtype(model, jnp.float32), jnp.asarray(guess, jnp.float32))
+    assert bool(point.succeeded) and point.state.dtype == jnp.float32
+    np.testing.assert_allclose(point.state, expected, rtol=1e-5, atol=1e-4)
+    assert point.label == label
 
 
 @pytest.fixture(scope="module")
