@@ -655,3 +655,22 @@ def test_the_brusselators_hopf_point_is_at_one_plus_a_squared():
     )
     assert [point.kind for point in branch.bifurcations] == ["hopf"]
     assert float(branch.bifurcations[0].value) == pytest.approx(2.0, abs=1e-4)
+
+
+def test_a_circuits_operating_point_and_the_eigenvalues_of_its_pencil():
+    # A DAE (Kirchhoff's law is algebraic): the eigenvalues solve J v = lambda M v, found by
+    # shift and invert, one infinite for the algebraic direction. The RLC circuit's DC point
+    # holds the source voltage on the capacitor; its pair is -R / 2L +- i sqrt(1/LC - (R/2L)^2).
+    circuit = simlab.models.RLCCircuit(
+        resistance=1.0, inductance=0.5, capacitance=0.25, voltage=2.0
+    )
+    point = jax.jit(simlab.steady_state)(circuit, _array([1.0, 0.1, 0.1]))
+    assert bool(point.succeeded) and point.label == "stable"
+    np.testing.assert_allclose(point.state, [2.0, 0.0, 0.0], atol=1e-5)
+    eigenvalues = np.asarray(point.eigenvalues)
+    finite = np.sort_complex(eigenvalues[np.isfinite(eigenvalues)])
+    decay, frequency = 1.0, np.sqrt(8.0 - 1.0)
+    np.testing.assert_allclose(
+        finite, [-decay - 1j * frequency, -decay + 1j * frequency], rtol=1e-5
+    )
+    assert np.sum(~np.isfinite(eigenvalues)) == 1
