@@ -204,6 +204,27 @@ def test_forward_sensitivities_equal_lean_and_central_differences():
         np.testing.assert_allclose(kernel[0][0, ..., 1], central, rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.accelerator
+def test_a_quasi_newton_fit_through_the_kernel_recovers_rho_as_the_lean_loop_does():
+    # BFGS takes its gradient as jax.jacfwd of the jax.linearize'd loss: forward mode through
+    # the kernel's own forward mode, which recursed without end. The fit materialises the
+    # gradient by one jax.jacfwd (all directions in one launch) instead.
+    data = _lorenz("lean")(10.0, 28.0, Y0).ys
+
+    def fitted(integrator):
+        options = dict(solver="tsit5", adaptive=False, dt0=DT, integrator=integrator)
+        return simlab.fit(
+            simlab.models.Lorenz(sigma=10.0, rho=25.0, beta=8 / 3), TS, data, y0=Y0,
+            params=["rho"], method="quasi_newton", simulate_options=options, covariance=False,
+        )  # fmt: skip
+
+    kernel, lean = fitted("kernel"), fitted("lean")
+    assert bool(kernel.converged)
+    tolerance = 1e-7 if FLOAT == jnp.float64 else 1e-4
+    assert float(kernel.params["rho"]) == pytest.approx(28.0, rel=tolerance)
+    assert float(kernel.params["rho"]) == pytest.approx(float(lean.params["rho"]), rel=tolerance)
+
+
 def test_a_sweep_runs_the_kernel_with_its_save_times_concrete(monkeypatch):
     # A sweep's chunks would trace the save times; for the kernel they stay concrete.
     def swept(integrator, **options):

@@ -171,7 +171,8 @@ class OptimistixStepper(AbstractStepper):
         if isinstance(self.solver, optx.AbstractLeastSquaresSolver):
             residuals = with_materialised_jacobian(lambda u: problem.residuals(u, "forward")[0])
             return lambda u, args: (residuals(u), None)
-        return lambda u, args: (problem.loss(u, "forward")[0], None)
+        loss = with_materialised_jacobian(lambda u: problem.loss(u, "forward")[0])
+        return lambda u, args: (loss(u), None)
 
     def _call(self, objective, u):
         # Optimistix solvers expect a closure-converted function, as `optx.least_squares`
@@ -228,13 +229,17 @@ def natural_scalars(problem: FitProblem, u) -> Array:
 
 
 def with_materialised_jacobian(fn):
-    r"""`fn` (of a pytree `u`, returning a vector) whose Jacobian-vector products reuse one
-    Jacobian $J$, computed in full by `jax.jacfwd` (one solve carrying a tangent per scalar).
+    r"""`fn` (of a pytree `u`, returning a vector or a scalar) whose Jacobian-vector products
+    reuse one Jacobian $J$ (a gradient, for a scalar), computed in full by `jax.jacfwd` (one
+    solve carrying a tangent per scalar).
 
     Gauss–Newton-type solvers linearise the residuals once per step and then apply the
     linearisation several times (a QR of the damped system, a predicted reduction). Through
     a simulation's `while_loop`, each application of `jax.linearize`'s function replays the
     whole solve; with $J$ materialised here every application is a matrix product.
+    Quasi-Newton minimisers take the gradient as `jax.jacfwd` of the linearised loss, which
+    is forward mode through forward mode: the kernel integrator's forward sensitivities
+    have no rule for that, and here they are asked once, by `jax.jacfwd`, as for $J$.
     """
 
     @jax.custom_jvp
