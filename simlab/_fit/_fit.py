@@ -55,6 +55,10 @@ Z_95 = 1.959963984540054
 INTERVAL_DIGITS = 4
 MAX_INITIAL_STATE_ROWS = 24  # more fitted initial values (a field) show as one array
 DEFAULT_MAX_STEPS = {"least_squares": 200, "quasi_newton": 500, "gradient": 2000}
+# The default `(rtol, atol)` by the precision the fit computes in (bytes of the default
+# float). A float32 step or loss changes by no less than its roundoff, about 1e-7 of it:
+# float64's rtol of 1e-8 would stop a float32 fit only where a step comes out exactly zero.
+FIT_TOLERANCES = {8: (1e-8, 1e-12), 4: (1e-5, 1e-8)}
 # Built once, so that every default gradient fit reuses one compiled loop.
 DEFAULT_GRADIENT_OPTIMISER = optax.adam(1e-2)
 
@@ -370,8 +374,8 @@ def fit(
     method: str | None = None,
     optimiser: Any = None,
     max_steps: Integer | None = None,
-    rtol: RealNumber = 1e-8,
-    atol: RealNumber = 1e-12,
+    rtol: RealNumber | None = None,
+    atol: RealNumber | None = None,
     simulate_options: SolveOptions | dict[str, Any] | None = None,
     devices: Sequence[jax.Device] | None = None,
     progress: bool | None = None,
@@ -455,7 +459,8 @@ def fit(
       quasi-Newton, 2000 for gradient descent).
     - `rtol`, `atol`: convergence tolerances (of the default Levenberg–Marquardt solver;
       for gradient descent, the least relative/absolute improvement of the best loss
-      that resets its 50-step patience).
+      that resets its 50-step patience). Default `1e-8` and `1e-12` in float64, `1e-5`
+      and `1e-8` in float32 (an accelerator's precision), whose roundoff is about `1e-7`.
     - `simulate_options`: the solve settings, a [`simlab.SolveOptions`][] or a dict of
       [`simlab.simulate`][] keywords (`solver`, `rtol`, `atol`, `max_steps`, `dt0`, ...);
       `fit` chooses the adjoint itself. With fixed steps (`adaptive=False` and a `dt0`)
@@ -679,6 +684,9 @@ def _checked_settings(method, optimiser, max_steps, rtol, atol, checkpoint_every
             f"method='least_squares' needs Gaussian or log-normal noise; for "
             f"{type(noise).__name__} use method='quasi_newton' (the default) or 'gradient'."
         )
+    default_rtol, default_atol = FIT_TOLERANCES[jnp.finfo(jnp.result_type(float)).bits // 8]
+    rtol = default_rtol if rtol is None else rtol
+    atol = default_atol if atol is None else atol
     for name, value in (("rtol", rtol), ("atol", atol)):
         if not is_real_number(value) or not value >= 0:
             raise ValueError(f"{name} must be a non-negative number; got {value!r}.")
