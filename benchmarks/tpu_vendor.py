@@ -38,6 +38,7 @@ DISTRIBUTIONS = (
     "pyyaml",
     "pygments",
     "beartype",
+    "blackjax",
 )
 
 

@@ -254,6 +254,46 @@ def test_a_fit_recovers_the_rate_and_initial_value_of_a_decay_from_noiseless_dat
     np.testing.assert_allclose(result.y0, [2.0], rtol=1e-4)
 
 
+class Drift(AbstractODEModel):
+    """dx/dt = slope: x(t) = x(0) + slope t, linear in the slope."""
+
+    slope: Float[Array, ""] = parameter()
+    state_names: ClassVar[tuple[str, ...]] = ("x",)
+
+    def __call__(self, t, y, args):
+        return jnp.broadcast_to(self.slope, y.shape)
+
+
+def test_a_posterior_matches_the_conjugate_closed_form():
+    # A line observed with Gaussian noise of known sd, a Gaussian prior on its slope: the
+    # posterior is the conjugate Gaussian. NUTS (BlackJAX) draws it, chains vmapped.
+    import blackjax  # slow to import, as in simlab.sample: only this test needs it
+
+    ts = jnp.linspace(0.0, 2.0, 10, dtype=FLOAT)
+    sigma, prior_sd = 0.3, 0.5
+    observations = 1.0 + 0.7 * ts + sigma * jax.random.normal(jax.random.key(0), ts.shape, FLOAT)
+    result = simlab.fit(
+        Drift(slope=0.1), ts, observations[:, None], y0=_array([1.0]), params=["slope"],
+        noise_scale=sigma, simulate_options=dict(solver="rk4", adaptive=False, dt0=0.25),
+    )  # fmt: skip
+    prior = jax.tree_util.Partial(jax.scipy.stats.norm.logpdf, loc=0.0, scale=prior_sd)
+    posterior = simlab.sample(
+        result, priors={"slope": prior}, num_samples=1000, num_warmup=300, num_chains=4,
+        key=jax.random.key(1),
+    )  # fmt: skip
+    t, y = np.asarray(ts, np.float64), np.asarray(observations, np.float64)
+    precision = 1 / prior_sd**2 + np.sum(t**2) / sigma**2
+    mean, sd = np.sum(t * (y - 1.0)) / sigma**2 / precision, precision**-0.5
+    chains = posterior.samples["slope"]
+    ess = float(blackjax.diagnostics.effective_sample_size(chains))
+    assert chains.shape == (4, 1000) and ess > 400
+    assert int(jnp.sum(posterior.divergent)) == 0
+    # Monte Carlo error of the mean is sd / sqrt(ESS); of the sd about sd / sqrt(2 ESS).
+    draws = np.asarray(chains, np.float64)
+    assert abs(draws.mean() - mean) < 4 * sd / np.sqrt(ess)
+    assert abs(draws.std() - sd) < 4 * sd / np.sqrt(2 * ess)
+
+
 # --- stochastic paths -----------------------------------------------------------------------
 
 
@@ -303,6 +343,26 @@ def _gbm_strong_error(keys):
         return jnp.abs(path.ys[-1, 0] - jnp.exp((0.5 - 0.32) * GBM_TS[-1] + 0.8 * w))
 
     return jnp.mean(jax.vmap(error)(keys))
+
+
+def test_an_expectation_and_its_pathwise_derivative():
+    # Ornstein-Uhlenbeck from x0: E[X_T] = mu + (x0 - mu) exp(-theta T). The noise is
+    # additive, so d X_T / d mu = 1 - exp(-theta T) on every path: the pathwise derivative
+    # of the estimate has no sampling error, only the steps' (SRA1, steps of 0.01).
+    theta, mu, x0, horizon = 1.0, 0.3, 2.3, 1.5
+
+    def mean_at(mu):
+        model = simlab.models.OrnsteinUhlenbeck(theta=theta, mu=mu, sigma=0.5)
+        return simlab.expectation(
+            model, _array([x0]), _array([0.0, horizon]), lambda path: path.ys[-1, 0],
+            paths=4096, key=jax.random.key(3), dt0=0.01, solver="sra1",
+        )  # fmt: skip
+
+    estimate = jax.jit(mean_at)(_array(mu))
+    exact = mu + (x0 - mu) * np.exp(-theta * horizon)
+    assert abs(float(estimate.mean) - exact) < 4 * float(estimate.standard_error)
+    derivative = jax.jit(jax.grad(lambda m: mean_at(m).mean))(_array(mu))
+    assert float(derivative) == pytest.approx(1 - np.exp(-theta * horizon), rel=1e-4)
 
 
 def test_milstein_follows_geometric_brownian_motion_on_its_own_path():
