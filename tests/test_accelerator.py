@@ -255,7 +255,8 @@ def test_a_fit_recovers_the_rate_and_initial_value_of_a_decay_from_noiseless_dat
 
 
 class Drift(AbstractODEModel):
-    """dx/dt = slope: x(t) = x(0) + slope t, linear in the slope."""
+    """dx/dt = slope: x(t) = x(0) + slope t, linear in the slope. (test_sample.py has its
+    twin, but imports matplotlib, which an accelerator machine lacks.)"""
 
     slope: Float[Array, ""] = parameter()
     state_names: ClassVar[tuple[str, ...]] = ("x",)
